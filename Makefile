@@ -1,0 +1,58 @@
+# pushreporter — build, test and run. A fresh clone needs only `make run` or `make test`.
+SHELL := /bin/bash
+PREFIX ?= /usr/local
+DESTDIR ?=
+SWIFT ?= swift
+CONFIG ?= examples
+DEB_PACKAGES := libyaml-dev libcurl4-openssl-dev libsqlite3-dev pkg-config
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+RELEASE_FLAGS := -c release --static-swift-stdlib
+BIN_DEBUG := .build/debug/pushreporter
+BIN_RELEASE := .build/release/pushreporter
+
+.PHONY: all deps build release run test bench fuzz install clean
+
+all: build
+
+## deps: install the Debian packages the build links against, when they are missing.
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing:$$missing"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build $(RELEASE_FLAGS) --product pushreporter
+
+## run: validate the example configurations and preview the exact requests they produce.
+run: build
+	$(BIN_DEBUG) validate --config $(CONFIG)
+	$(BIN_DEBUG) preview --config $(CONFIG) --format http
+
+## test: the whole test suite (unit, golden, property and end-to-end tests of the binary).
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+## bench: release-mode figures beside their references (see bench/README.md).
+bench: deps
+	bash bench/run.sh
+
+## fuzz: a few minutes of libFuzzer on the template parser and the loader (by hand, not in CI).
+fuzz: deps
+	bash fuzz/run.sh
+
+install: release
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/pushreporter/templates
+	install -m 0755 $(BIN_RELEASE) $(DESTDIR)$(PREFIX)/bin/pushreporter
+	install -m 0644 templates/*.yaml $(DESTDIR)$(PREFIX)/share/pushreporter/templates/
+
+clean:
+	rm -rf .build .build-fuzz .build-bench bench/out

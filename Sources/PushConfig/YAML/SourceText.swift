@@ -1,0 +1,132 @@
+/// A file's bytes together with an index of where each line starts, so positions
+/// (1-based line and column, as libyaml and editors report them) and UTF-8 byte offsets
+/// can be converted in both directions.
+///
+/// Line breaks are recognised exactly as libyaml recognises them, so that positions computed
+/// here agree with the marks libyaml reports: `\n`, `\r\n` (one break), a lone `\r`, and the
+/// Unicode breaks U+0085 (NEL), U+2028 (LS) and U+2029 (PS).
+///
+/// A UTF-8 byte order mark at the very start of the file is not part of any column: line 1,
+/// column 1 is the first byte after it (the parser hands libyaml the bytes after the mark too).
+///
+/// Building a `SourceText` is one pass over the bytes that records line-start offsets; converting
+/// a position walks only the bytes of that one line. Columns count Unicode scalars, which for
+/// invalid UTF-8 means every byte that is not a continuation byte (`10xxxxxx`).
+public struct SourceText: Sendable {
+    /// The raw bytes of the file.
+    public let bytes: [UInt8]
+
+    /// The byte offset at which each line starts; never empty. `lineStarts[0]` is 0, or 3 when
+    /// the file starts with a UTF-8 byte order mark.
+    private let lineStarts: [Int]
+
+    /// Indexes `bytes`, recording where every line starts.
+    public init(bytes: [UInt8]) {
+        self.bytes = bytes
+        self.lineStarts = bytes.withUnsafeBufferPointer(SourceText.scanLineStarts)
+    }
+
+    /// The number of lines in the file (a final line break starts a last, empty line).
+    public var lineCount: Int { lineStarts.count }
+
+    /// UTF-8 byte offset of a 1-based line/column (column in Unicode scalars), or nil if out of range.
+    ///
+    /// A column one past the last character of a line is in range: it is the offset of the line
+    /// break (or of the end of the file on the last line).
+    public func byteOffset(of position: SourcePosition) -> Int? {
+        guard position.line >= 1, position.line <= lineStarts.count, position.column >= 1 else { return nil }
+        let lineStart = lineStarts[position.line - 1]
+        let contentEnd = self.contentEnd(ofLine: position.line - 1)
+        return bytes.withUnsafeBufferPointer { buffer -> Int? in
+            var offset = lineStart
+            var column = 1
+            while column < position.column {
+                guard offset < contentEnd else { return nil }
+                offset += 1
+                // Skip the continuation bytes of a multi-byte scalar.
+                while offset < contentEnd, buffer[offset] & 0xC0 == 0x80 { offset += 1 }
+                column += 1
+            }
+            return offset
+        }
+    }
+
+    /// 1-based line/column of a UTF-8 byte offset.
+    ///
+    /// Offsets are clamped to the file (`0...bytes.count`). An offset inside a multi-byte
+    /// character maps to the column just past that character's start.
+    public func position(ofByteOffset offset: Int) -> SourcePosition {
+        let offset = min(max(offset, 0), bytes.count)
+        // Binary search for the last line starting at or before `offset`.
+        var low = 0
+        var high = lineStarts.count - 1
+        while low < high {
+            let middle = (low + high + 1) / 2
+            if lineStarts[middle] <= offset { low = middle } else { high = middle - 1 }
+        }
+        let lineStart = lineStarts[low]
+        guard offset > lineStart else { return SourcePosition(line: low + 1, column: 1) }
+        let column = bytes.withUnsafeBufferPointer { buffer -> Int in
+            var count = 0
+            for index in lineStart..<offset where buffer[index] & 0xC0 != 0x80 { count += 1 }
+            return count
+        }
+        return SourcePosition(line: low + 1, column: column + 1)
+    }
+
+    /// The offset just past the last character of line `index` (0-based), before its line break.
+    private func contentEnd(ofLine index: Int) -> Int {
+        guard index + 1 < lineStarts.count else { return bytes.count }
+        let next = lineStarts[index + 1]
+        let start = lineStarts[index]
+        // The line ends in exactly one break; find out which one from its last bytes.
+        switch bytes[next - 1] {
+        case 0x0A:
+            return next - 2 >= start && bytes[next - 2] == 0x0D ? next - 2 : next - 1
+        case 0x0D:
+            return next - 1
+        case 0x85:
+            // NEL (C2 85): the only recognised break ending in 0x85.
+            return next - 2
+        default:
+            // LS (E2 80 A8) or PS (E2 80 A9).
+            return next - 3
+        }
+    }
+
+    /// One pass over the bytes recording the offset at which each line starts.
+    private static func scanLineStarts(_ buffer: UnsafeBufferPointer<UInt8>) -> [Int] {
+        let count = buffer.count
+        let first = count >= 3 && buffer[0] == 0xEF && buffer[1] == 0xBB && buffer[2] == 0xBF ? 3 : 0
+        var starts = [first]
+        // Configuration files have short lines; a rough guess avoids most regrowth.
+        starts.reserveCapacity(count / 32 + 1)
+        var index = first
+        while index < count {
+            let byte = buffer[index]
+            index += 1
+            // Fast path: only these four bytes can start a line break.
+            if byte != 0x0A && byte != 0x0D && byte != 0xC2 && byte != 0xE2 { continue }
+            switch byte {
+            case 0x0A:
+                starts.append(index)
+            case 0x0D:
+                if index < count, buffer[index] == 0x0A { index += 1 }
+                starts.append(index)
+            case 0xC2:
+                if index < count, buffer[index] == 0x85 {
+                    index += 1
+                    starts.append(index)
+                }
+            case 0xE2:
+                if index + 1 < count, buffer[index] == 0x80, buffer[index + 1] == 0xA8 || buffer[index + 1] == 0xA9 {
+                    index += 2
+                    starts.append(index)
+                }
+            default:
+                break
+            }
+        }
+        return starts
+    }
+}
