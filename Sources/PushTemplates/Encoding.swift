@@ -101,8 +101,13 @@ enum Escaper {
         }
     }
 
+    /// JSON string escaping. U+FEFF, U+2028 and U+2029 are written as `\u` escapes too: some
+    /// parsers drop a byte-order mark inside strings, and JavaScript-based ones choke on the others.
     static func jsonEscape(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
-        for b in bytes {
+        var i = 0
+        while i < bytes.count {
+            let b = bytes[i]
+            i += 1
             switch b {
             case UInt8(ascii: "\""): out.append(UInt8(ascii: "\\")); out.append(b)
             case UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\")); out.append(b)
@@ -115,6 +120,12 @@ enum Escaper {
                 out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
                 out.append(lowerHexDigits[Int(b >> 4)])
                 out.append(lowerHexDigits[Int(b & 0x0F)])
+            case 0xEF where i + 1 < bytes.count && bytes[i] == 0xBB && bytes[i + 1] == 0xBF:
+                out.append(contentsOf: #"\ufeff"#.utf8)
+                i += 2
+            case 0xE2 where i + 1 < bytes.count && bytes[i] == 0x80 && (bytes[i + 1] == 0xA8 || bytes[i + 1] == 0xA9):
+                out.append(contentsOf: (bytes[i + 1] == 0xA8 ? #"\u2028"# : #"\u2029"#).utf8)
+                i += 2
             default:
                 out.append(b)
             }

@@ -66,6 +66,11 @@ struct TemplateRenderingTests {
             == #"{"a":"xq\"b\\s/\n\r\t\u0001😀y","b":"q\"b\\s/\n\r\t\u0001😀"}"#)
     }
 
+    @Test("JSON: U+FEFF, U+2028 and U+2029 are written as escapes (found by the property test)")
+    func jsonInvisibles() throws {
+        #expect(try render(#"["%v%"]"#, kind: .body(.json), ["v": "a\u{FEFF}b\u{2028}c\u{2029}d"]) == #"["a\ufeffb\u2028c\u2029d"]"#)
+    }
+
     @Test("JSON: an escaped quote in the literal text does not end the string")
     func jsonEscapedQuote() throws {
         #expect(try render(#"{"a":"say \"%v%\""}"#, kind: .body(.json), ["v": "hi"]) == #"{"a":"say \"hi\""}"#)
