@@ -158,6 +158,9 @@ private func sourcePosition(_ mark: yaml_mark_t) -> SourcePosition {
     SourcePosition(line: mark.line + 1, column: mark.column + 1)
 }
 
+/// A mapping entry as `YAMLMapping` stores it.
+private typealias Entry = (key: YAMLScalar, value: YAMLNode)
+
 /// Builds the node tree from libyaml events with an explicit stack of open collections.
 private struct TreeBuilder {
     /// A node an anchor names, with the number of nodes in its subtree (for the alias budget).
@@ -168,6 +171,10 @@ private struct TreeBuilder {
 
     /// Open collections, outermost first.
     private var stack: [Frame] = []
+    /// Item buffers, one per nesting depth, reused by every sequence at that depth.
+    private var itemBuffers: [ScratchBuffer<YAMLNode>] = []
+    /// Entry buffers, one per nesting depth, reused by every mapping at that depth.
+    private var entryBuffers: [ScratchBuffer<Entry>] = []
     /// Completed anchored nodes by anchor name; a later anchor with the same name replaces one.
     private var anchors: [String: Anchored] = [:]
     private var root: YAMLNode?
@@ -193,20 +200,15 @@ private struct TreeBuilder {
     mutating func consume(_ event: UnsafePointer<yaml_event_t>) -> Bool {
         switch event.pointee.type {
         case YAML_SCALAR_EVENT:
-            let data = event.pointee.data.scalar
-            let value = data.length == 0 ? "" :
-                String(decoding: UnsafeBufferPointer(start: data.value, count: data.length), as: UTF8.self)
-            let scalar = YAMLScalar(
-                value: value,
-                style: style(data.style),
-                tag: data.tag.map { String(cString: $0) },
-                start: sourcePosition(event.pointee.start_mark),
-                end: sourcePosition(event.pointee.end_mark))
             nodeCount += 1
-            if let anchor = data.anchor {
+            if let anchor = event.pointee.data.scalar.anchor {
+                let scalar = makeScalar(event)
                 anchors[String(cString: anchor)] = Anchored(node: .scalar(scalar), size: 1)
+                attachScalar(scalar)
+            } else {
+                // Kept apart from the anchored case so the scalar is moved, never copied.
+                attachScalar(makeScalar(event))
             }
-            attachScalar(scalar)
         case YAML_MAPPING_START_EVENT:
             let data = event.pointee.data.mapping_start
             return open(.mapping, tag: data.tag, anchor: data.anchor, start: sourcePosition(event.pointee.start_mark))
@@ -234,12 +236,27 @@ private struct TreeBuilder {
         return true
     }
 
+    /// The scalar a scalar event describes.
+    @inline(__always)
+    private func makeScalar(_ event: UnsafePointer<yaml_event_t>) -> YAMLScalar {
+        let data = event.pointee.data.scalar
+        let value = data.length == 0 ? "" :
+            String(decoding: UnsafeBufferPointer(start: data.value, count: data.length), as: UTF8.self)
+        return YAMLScalar(
+            value: value,
+            style: style(data.style),
+            tag: data.tag.map { String(cString: $0) },
+            start: sourcePosition(event.pointee.start_mark),
+            end: sourcePosition(event.pointee.end_mark))
+    }
+
     /// Starts a mapping or sequence, enforcing the depth limit.
     private mutating func open(
         _ kind: Frame.Kind, tag: UnsafeMutablePointer<yaml_char_t>?,
         anchor: UnsafeMutablePointer<yaml_char_t>?, start: SourcePosition
     ) -> Bool {
-        guard stack.count < YAMLParser.maximumDepth else {
+        let depth = stack.count
+        guard depth < YAMLParser.maximumDepth else {
             fail(YAMLError(message: "nesting is deeper than \(YAMLParser.maximumDepth) levels", position: start))
             return false
         }
@@ -247,8 +264,12 @@ private struct TreeBuilder {
         let anchorName = anchor.map { String(cString: $0) }
         if let anchorName {
             // An alias inside this collection must not resolve to an older node of the same
-            // name: it refers to this (unfinished) one, which is reported as recursive.
+            // name: it would refer to this unfinished one, which is reported as recursive.
             anchors[anchorName] = nil
+        }
+        if depth == itemBuffers.count {
+            itemBuffers.append(ScratchBuffer())
+            entryBuffers.append(ScratchBuffer())
         }
         stack.append(Frame(kind: kind, tag: tag.map { String(cString: $0) }, anchor: anchorName, start: start))
         return true
@@ -256,14 +277,16 @@ private struct TreeBuilder {
 
     /// Finishes the innermost collection and attaches it to its parent.
     private mutating func close() {
-        guard var frame = stack.popLast() else { return }
+        guard let frame = stack.popLast() else { return }
+        let depth = stack.count
         let node: YAMLNode
         switch frame.kind {
         case .sequence:
-            node = .sequence(YAMLSequence(items: frame.items, tag: frame.tag, start: frame.start))
+            node = .sequence(YAMLSequence(items: itemBuffers[depth].takeAll(), tag: frame.tag, start: frame.start))
         case .mapping:
-            if !frame.merges.isEmpty { errors += frame.applyMerges() }
-            node = .mapping(YAMLMapping(entries: frame.entries, tag: frame.tag, start: frame.start))
+            var entries = entryBuffers[depth].takeAll()
+            if !frame.merges.isEmpty { errors += Frame.applyMerges(frame.merges, to: &entries) }
+            node = .mapping(YAMLMapping(entries: entries, tag: frame.tag, start: frame.start))
         }
         if let anchor = frame.anchor { anchors[anchor] = Anchored(node: node, size: frame.size) }
         attach(node, size: frame.size)
@@ -289,23 +312,27 @@ private struct TreeBuilder {
     }
 
     /// Attaches a finished node to the innermost open collection, or makes it the root.
-    private mutating func attach(_ node: YAMLNode, size: Int) {
+    private mutating func attach(_ node: consuming YAMLNode, size: Int) {
         let top = stack.count - 1
         guard top >= 0 else {
             root = node
             return
         }
-        if let error = stack[top].add(node, size: size) { errors.append(error) }
+        if let error = stack[top].add(node, size: size, items: itemBuffers[top], entries: entryBuffers[top]) {
+            errors.append(error)
+        }
     }
 
     /// `attach` for a scalar event, the hot path: a key needs no enum wrapping.
-    private mutating func attachScalar(_ scalar: YAMLScalar) {
+    private mutating func attachScalar(_ scalar: consuming YAMLScalar) {
         let top = stack.count - 1
         guard top >= 0 else {
             root = .scalar(scalar)
             return
         }
-        if let error = stack[top].add(scalar) { errors.append(error) }
+        if let error = stack[top].add(scalar, items: itemBuffers[top], entries: entryBuffers[top]) {
+            errors.append(error)
+        }
     }
 
     private func style(_ style: yaml_scalar_style_t) -> YAMLScalar.Style {
@@ -319,19 +346,10 @@ private struct TreeBuilder {
     }
 }
 
-/// One open mapping or sequence.
+/// One open mapping or sequence. Its items or entries live in the builder's buffers for its
+/// depth, which are passed to the methods that add to them.
 private struct Frame {
     enum Kind { case mapping, sequence }
-
-    /// Where a mapping is between its entries.
-    enum KeyState {
-        /// The next node is a key.
-        case awaitingKey
-        /// The key has been read; the next node is its value.
-        case haveKey(YAMLScalar)
-        /// The key was not a scalar; the next node is its value, which is dropped.
-        case skippingValue
-    }
 
     /// A `<<` entry, resolved when the mapping closes.
     struct Merge {
@@ -343,15 +361,18 @@ private struct Frame {
     }
 
     /// Mappings up to this size detect duplicate keys by a linear scan, larger ones by a set.
-    static let linearScanLimit = 8
+    /// Comparing short keys is a few instructions each, so scanning up to 16 of them costs
+    /// less than hashing every key and allocating a set for each mid-sized mapping.
+    static let linearScanLimit = 16
 
     let kind: Kind
     let tag: String?
     let anchor: String?
     let start: SourcePosition
-    var items: [YAMLNode] = []
-    var entries: [(key: YAMLScalar, value: YAMLNode)] = []
-    var keyState = KeyState.awaitingKey
+    /// In a mapping, the key read whose value comes next.
+    var pendingKey: YAMLScalar?
+    /// In a mapping, whether the next node is the value of a non-scalar key, to be dropped.
+    var skippingValue = false
     /// The keys of `entries`, filled only once the mapping outgrows `linearScanLimit`.
     var keySet: Set<String> = []
     var merges: [Merge] = []
@@ -366,58 +387,64 @@ private struct Frame {
     }
 
     /// Adds a finished child node; returns a non-fatal error when it is dropped.
-    mutating func add(_ node: YAMLNode, size: Int) -> YAMLError? {
+    mutating func add(
+        _ node: consuming YAMLNode, size: Int, items: ScratchBuffer<YAMLNode>, entries: ScratchBuffer<Entry>
+    ) -> YAMLError? {
         self.size += size
         if kind == .sequence {
             items.append(node)
             return nil
         }
-        switch keyState {
-        case .awaitingKey:
-            guard case .scalar(let key) = node else {
-                keyState = .skippingValue
-                return YAMLError(message: "a mapping key must be a plain value", position: node.start)
-            }
-            keyState = .haveKey(key)
-            return nil
-        case .haveKey(let key):
-            keyState = .awaitingKey
-            return addEntry(key: key, value: node)
-        case .skippingValue:
-            keyState = .awaitingKey
+        if let key = pendingKey.take() {
+            return addEntry(key: key, value: node, to: entries)
+        }
+        if skippingValue {
+            skippingValue = false
             return nil
         }
+        guard case .scalar(let key) = node else {
+            skippingValue = true
+            return YAMLError(message: "a mapping key must be a plain value", position: node.start)
+        }
+        pendingKey = key
+        return nil
     }
 
     /// `add` for a scalar.
-    mutating func add(_ scalar: YAMLScalar) -> YAMLError? {
-        if kind == .mapping, case .awaitingKey = keyState {
+    mutating func add(
+        _ scalar: consuming YAMLScalar, items: ScratchBuffer<YAMLNode>, entries: ScratchBuffer<Entry>
+    ) -> YAMLError? {
+        if kind == .mapping, case .none = pendingKey, !skippingValue {
             size += 1
-            keyState = .haveKey(scalar)
+            pendingKey = scalar
             return nil
         }
-        return add(.scalar(scalar), size: 1)
+        return add(.scalar(scalar), size: 1, items: items, entries: entries)
     }
 
     /// Stores a key and value, or records a merge; returns an error for a duplicate key.
-    private mutating func addEntry(key: YAMLScalar, value: YAMLNode) -> YAMLError? {
+    private mutating func addEntry(
+        key: consuming YAMLScalar, value: consuming YAMLNode, to entries: ScratchBuffer<Entry>
+    ) -> YAMLError? {
         if key.style == .plain, key.value == "<<", key.tag == nil || key.tag == "tag:yaml.org,2002:merge" {
             merges.append(Merge(source: value, keyPosition: key.start, index: entries.count))
             return nil
         }
+        // Read keys in place through the pointer: iterating entries would copy each one.
+        let existing = entries.base
         let count = entries.count
         if count < Frame.linearScanLimit {
-            for index in 0..<count where entries[index].key.value == key.value {
-                return duplicate(key, first: entries[index].key)
+            for index in 0..<count where existing[index].key.value == key.value {
+                return duplicate(key, first: existing[index].key)
             }
         } else {
             if keySet.isEmpty {
                 keySet.reserveCapacity(count * 2)
-                for entry in entries { keySet.insert(entry.key.value) }
+                for index in 0..<count { keySet.insert(existing[index].key.value) }
             }
             if !keySet.insert(key.value).inserted,
-               let first = entries.first(where: { $0.key.value == key.value }) {
-                return duplicate(key, first: first.key)
+               let index = (0..<count).first(where: { existing[$0].key.value == key.value }) {
+                return duplicate(key, first: existing[index].key)
             }
         }
         entries.append((key: key, value: value))
@@ -431,11 +458,11 @@ private struct Frame {
     /// Merges the entries of the `<<` sources into `entries` where their keys are not already
     /// present: explicit keys win, then earlier sources over later ones. Merged entries take
     /// the place of their `<<` entry. Returns errors for sources that are not mappings.
-    mutating func applyMerges() -> [YAMLError] {
+    static func applyMerges(_ merges: [Merge], to entries: inout [Entry]) -> [YAMLError] {
         var errors: [YAMLError] = []
         var present = Set<String>(minimumCapacity: entries.count * 2)
         for entry in entries { present.insert(entry.key.value) }
-        var merged: [(key: YAMLScalar, value: YAMLNode)] = []
+        var merged: [Entry] = []
         merged.reserveCapacity(entries.count)
         var nextExplicit = 0
 
@@ -457,7 +484,7 @@ private struct Frame {
                         take(mapping)
                     } else {
                         errors.append(YAMLError(
-                            message: "the merge key '<<' can only merge mappings, but this list holds \(item.kindDescription)",
+                            message: "the merge key '<<' can only merge mappings, but its list holds \(item.kindDescription)",
                             position: merge.keyPosition))
                     }
                 }
@@ -469,7 +496,57 @@ private struct Frame {
         }
         merged.append(contentsOf: entries[nextExplicit...])
         entries = merged
-        merges = []
         return errors
+    }
+}
+
+/// A growable buffer that hands all its elements over to an exactly-sized array by moving
+/// them, then is reused for the next collection at the same depth.
+///
+/// Arrays grown by doubling waste a third of their memory on average, which on a large file
+/// means hundreds of MB of extra page faults; copying into an exact array would instead cost a
+/// retain and release per string. Moving avoids both.
+private final class ScratchBuffer<Element> {
+    /// The storage; `base[0..<count]` are the elements held. Valid until the next `append`.
+    private(set) var base: UnsafeMutablePointer<Element>
+    private var capacity: Int
+    /// The number of elements held.
+    private(set) var count = 0
+
+    init() {
+        capacity = 16
+        base = UnsafeMutablePointer<Element>.allocate(capacity: capacity)
+    }
+
+    deinit {
+        base.deinitialize(count: count)
+        base.deallocate()
+    }
+
+
+    @inline(__always)
+    func append(_ element: consuming Element) {
+        if count == capacity { grow() }
+        (base + count).initialize(to: element)
+        count += 1
+    }
+
+    /// Moves every element into a new array of exactly that size, leaving the buffer empty.
+    func takeAll() -> [Element] {
+        let taken = count
+        count = 0
+        return [Element](unsafeUninitializedCapacity: taken) { buffer, initialized in
+            if taken > 0 { buffer.baseAddress!.moveInitialize(from: base, count: taken) }
+            initialized = taken
+        }
+    }
+
+    private func grow() {
+        let newCapacity = capacity * 2
+        let newBase = UnsafeMutablePointer<Element>.allocate(capacity: newCapacity)
+        newBase.moveInitialize(from: base, count: count)
+        base.deallocate()
+        base = newBase
+        capacity = newCapacity
     }
 }

@@ -1,0 +1,113 @@
+/// One value of an account, global or default, with where it was written.
+public struct ConfigValue: Sendable {
+    /// The value exactly as written (after a tag such as `!env` was resolved).
+    public var text: String
+    /// Whether the value is secret: tagged, or under a key naming a password, secret or API token.
+    public var isSecret: Bool
+    /// The tag's name when the value came from `!env NAME`, `!credential NAME` or `!file PATH`.
+    public var secretName: String?
+    /// Where it was written.
+    public var origin: ValueOrigin
+
+    public init(text: String, isSecret: Bool = false, secretName: String? = nil, origin: ValueOrigin) {
+        self.text = text
+        self.isSecret = isSecret
+        self.secretName = secretName
+        self.origin = origin
+    }
+}
+
+/// Where a value was written: its file and the scalar that held it (to place template errors).
+public struct ValueOrigin: Sendable {
+    public var file: String
+    public var scalar: YAMLScalar
+
+    public init(file: String, scalar: YAMLScalar) {
+        self.file = file
+        self.scalar = scalar
+    }
+
+    public var position: SourcePosition { scalar.start }
+}
+
+/// An account after `defaults` and `use:` were applied: a flat set of Account parameters.
+public struct Account: Sendable {
+    /// Its identity for state: `id`, else `username`. Unique across all files.
+    public var id: String
+    /// False when the account says `enabled: false`.
+    public var isEnabled: Bool
+    /// Every key, including the device values (aliases filled both ways).
+    public var values: [String: ConfigValue]
+    /// Per-account settings of the backends it opts in to (`services:`), by service name.
+    public var services: [String: [String: ConfigValue]]
+    /// The file that declares the account.
+    public var file: String
+    /// Where the account's mapping starts.
+    public var position: SourcePosition
+
+    public init(id: String, isEnabled: Bool = true, values: [String: ConfigValue],
+                services: [String: [String: ConfigValue]] = [:], file: String, position: SourcePosition) {
+        self.id = id
+        self.isEnabled = isEnabled
+        self.values = values
+        self.services = services
+        self.file = file
+        self.position = position
+    }
+
+    public subscript(key: String) -> String? { values[key]?.text }
+}
+
+/// A backend entry under the top-level `services:` key, kept for the backends to interpret.
+public struct ServiceDefinition: Sendable {
+    public var name: String
+    public var type: String
+    /// The entry's other settings, as written.
+    public var settings: [String: ConfigValue]
+    public var file: String
+    public var position: SourcePosition
+}
+
+/// Everything the configuration files say, merged.
+public struct Configuration: Sendable {
+    public var agent = AgentSettings()
+    /// `globals:` from every file; usable as `%name%`.
+    public var globals: [String: ConfigValue] = [:]
+    /// Accounts in file order.
+    public var accounts: [Account] = []
+    public var services: [String: ServiceDefinition] = [:]
+    /// The files read, in load order.
+    public var files: [String] = []
+
+    public init() {}
+}
+
+/// The names the Acrobits Push Token Reporter gives a device (its service parameters).
+public enum DeviceValues {
+    public static let names = ["selector", "pushToken", "pushTokenIncomingCall", "pushTokenOther",
+                               "pushappid", "pushappid_incoming_call", "pushappid_other"]
+    /// Alias pairs: giving either name fills both.
+    public static let aliases: [(String, String)] = [("pushToken", "pushTokenOther"), ("pushappid", "pushappid_other")]
+}
+
+/// The web-service key suffixes of an Acrobits account (`<prefix>Url`, …).
+public enum WebServiceKey: String, CaseIterable, Sendable {
+    case url = "Url"
+    case postData = "PostData"
+    case contentType = "ContentType"
+    case method = "Method"
+    case customHeaders = "CustomHeaders"
+    case authUsername = "AuthUsername"
+    case authPassword = "AuthPassword"
+    case timeout = "Timeout"
+}
+
+/// The web services the agent acts on.
+public enum Reporter: String, CaseIterable, Sendable, Codable {
+    /// Reports the tokens.
+    case pushTokenReporter
+    /// Reports that an account is gone (SPEC §5).
+    case accountRemovalReporter
+
+    public func key(_ suffix: WebServiceKey) -> String { rawValue + suffix.rawValue }
+}

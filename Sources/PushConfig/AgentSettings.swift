@@ -1,0 +1,43 @@
+/// Agent-wide settings: the `agent:` block. Only one file may set a given key.
+public struct AgentSettings: Sendable, Hashable {
+    /// `stateDirectory`: where state lives. Default `$STATE_DIRECTORY`, else `/var/lib/pushreporter`.
+    public var stateDirectory: String?
+    /// `timeout`: per request, unless `<prefix>Timeout` says otherwise. Default 30s.
+    public var timeout: Duration = .seconds(30)
+    /// `concurrency`: requests in flight, all hosts together. Default 32.
+    public var concurrency: Int = 32
+    /// `perHostConcurrency`: requests in flight to one host. Default 8.
+    public var perHostConcurrency: Int = 8
+    /// `retry`: the backoff of failed reports.
+    public var retry = RetryPolicy()
+    /// `reportInterval`: report again although nothing changed; nil (`off`, the default) never.
+    public var reportInterval: Duration?
+    /// `tls.caFile`: a PEM file of private CAs trusted besides the system store.
+    public var tlsCAFile: String?
+
+    public init() {}
+
+    /// The state directory to use: the configured one, else `$STATE_DIRECTORY`, else the default.
+    public func resolvedStateDirectory(environment: [String: String]) -> String {
+        if let stateDirectory { return stateDirectory }
+        if let fromSystemd = environment["STATE_DIRECTORY"], !fromSystemd.isEmpty {
+            // systemd may list several directories separated by colons; the first is ours.
+            return String(fromSystemd.split(separator: ":").first ?? Substring(fromSystemd))
+        }
+        return "/var/lib/pushreporter"
+    }
+}
+
+/// `retry:` — nominal delay `min(max, initial × multiplier^(attempt−1))`, drawn in `[nominal/2, nominal]`.
+public struct RetryPolicy: Sendable, Hashable {
+    /// `initial`: the first retry's nominal delay. Default 5s.
+    public var initial: Duration = .seconds(5)
+    /// `multiplier`: growth per attempt. Default 2.
+    public var multiplier: Double = 2
+    /// `max`: the longest nominal delay. Default 30m.
+    public var max: Duration = .seconds(1800)
+    /// `maxRetryAfter`: the longest a `Retry-After` is honoured. Default 1h.
+    public var maxRetryAfter: Duration = .seconds(3600)
+
+    public init() {}
+}

@@ -1,0 +1,641 @@
+import PushTemplates
+
+/// What loading produced: the merged configuration (usable only without errors) and every diagnostic.
+public struct LoadResult: Sendable {
+    public var configuration: Configuration
+    public var diagnostics: DiagnosticList
+    /// Source texts of the files read (configs and templates), to place template problems.
+    public var sources: [String: SourceText]
+}
+
+/// Loads YAML configuration files and directories (SPEC §2) into a ``Configuration``.
+///
+/// Every problem becomes a ``Diagnostic`` with file, line and column; loading goes on after a
+/// problem so one run shows them all, and one bad file never hides another's diagnostics.
+public struct ConfigurationLoader: Sendable {
+    public var environment: LoaderEnvironment
+
+    public init(environment: LoaderEnvironment = .current()) {
+        self.environment = environment
+    }
+
+    /// Loads every file named by `paths` (files, or directories of `*.yaml` and `*.yml`).
+    public func load(paths: [String]) -> LoadResult {
+        var session = LoadSession(environment: environment)
+        for path in paths { session.loadPath(path) }
+        session.finish()
+        return LoadResult(configuration: session.configuration, diagnostics: session.diagnostics, sources: session.sources)
+    }
+}
+
+/// The top-level keys of a configuration file.
+enum TopLevelKey: String, CaseIterable {
+    case agent, globals, defaults, accounts, services
+}
+
+/// The keys of the `agent:` block.
+enum AgentKey: String, CaseIterable {
+    case stateDirectory, timeout, concurrency, perHostConcurrency, retry, reportInterval, tls
+}
+
+/// The backends of SPEC §9, by the `type:` their `services:` entry names.
+enum ServiceType: String, CaseIterable {
+    case acrobits
+    case customerInsightsJourneys = "customer-insights-journeys"
+    case fcmDeviceGroup = "fcm-device-group"
+    case adobeCampaign = "adobe-campaign"
+}
+
+struct LoadSession {
+    let environment: LoaderEnvironment
+    var configuration = Configuration()
+    var diagnostics = DiagnosticList()
+    var sources: [String: SourceText] = [:]
+    private var agentKeyOwners: [String: (file: String, position: SourcePosition)] = [:]
+    private var accountOwners: [String: (file: String, position: SourcePosition)] = [:]
+    private var templateCache: [String: [String: ConfigValue]?] = [:]
+    private var accountServiceReferences: [(service: String, file: String, position: SourcePosition, account: String)] = []
+
+    init(environment: LoaderEnvironment) {
+        self.environment = environment
+    }
+
+    // MARK: Files and directories
+
+    mutating func loadPath(_ path: String) {
+        switch FileSystem.kind(of: path) {
+        case .failure(let error):
+            diagnostics.error("cannot read the configuration: \(error.message)", file: path)
+        case .success(.directory):
+            switch FileSystem.list(path) {
+            case .failure(let error):
+                diagnostics.error("cannot list the configuration directory: \(error.message)", file: path)
+            case .success(let names):
+                let yaml = names.filter { ($0.hasSuffix(".yaml") || $0.hasSuffix(".yml")) && !$0.hasPrefix(".") }
+                if yaml.isEmpty {
+                    diagnostics.error("the directory holds no *.yaml or *.yml file", file: path)
+                }
+                for name in yaml { loadFile(FileSystem.join(path, name)) }
+            }
+        case .success(.file), .success(.other):
+            loadFile(path)
+        }
+    }
+
+    /// Reads and parses one file; nil (with a diagnostic) when it cannot be used.
+    mutating func parse(_ path: String, what: String) -> YAMLMapping? {
+        let bytes: [UInt8]
+        switch FileSystem.read(path) {
+        case .failure(let error):
+            diagnostics.error("cannot read the \(what): \(error.message)", file: path)
+            return nil
+        case .success(let read):
+            bytes = read
+        }
+        let parsed = YAMLParser.parse(bytes)
+        for error in parsed.errors {
+            diagnostics.error(error.message, file: path, at: error.position)
+        }
+        guard let root = parsed.root else {
+            if parsed.errors.isEmpty {
+                diagnostics.error("the file is empty; a \(what) is a YAML mapping", file: path)
+            }
+            return nil
+        }
+        sources[path] = SourceText(bytes: bytes)
+        guard case .mapping(let mapping) = root else {
+            diagnostics.error("the file must hold a YAML mapping, not \(root.kindDescription)", file: path, at: root.start)
+            return nil
+        }
+        return mapping
+    }
+
+    mutating func loadFile(_ path: String) {
+        configuration.files.append(path)
+        guard let root = parse(path, what: "configuration file") else { return }
+        var defaults: [String: ConfigValue] = [:]
+        var defaultServices: [String: [String: ConfigValue]] = [:]
+        var accountsNode: YAMLNode?
+        for (key, value) in root.entries {
+            guard let topKey = TopLevelKey(rawValue: key.value) else {
+                diagnostics.error(unknownKey(key.value, among: TopLevelKey.allCases.map(\.rawValue), context: "at the top level"),
+                                  file: path, at: key.start)
+                continue
+            }
+            switch topKey {
+            case .agent: loadAgent(value, file: path)
+            case .globals: loadGlobals(value, file: path)
+            case .defaults:
+                if let layer = accountLayer(value, file: path, what: "defaults", account: nil) {
+                    defaults = layer.values
+                    defaultServices = layer.services
+                }
+            case .accounts: accountsNode = value
+            case .services: loadServices(value, file: path)
+            }
+        }
+        if let accountsNode { loadAccounts(accountsNode, file: path, defaults: defaults, defaultServices: defaultServices) }
+    }
+
+    // MARK: agent
+
+    mutating func claimAgentKey(_ name: String, file: String, at position: SourcePosition) -> Bool {
+        if let owner = agentKeyOwners[name] {
+            diagnostics.error("agent.\(name) is already set at \(owner.file):\(owner.position.line); only one file may set it",
+                              file: file, at: position)
+            return false
+        }
+        agentKeyOwners[name] = (file, position)
+        return true
+    }
+
+    mutating func loadAgent(_ node: YAMLNode, file: String) {
+        guard let mapping = mapping(node, file: file, what: "agent") else { return }
+        for (key, value) in mapping.entries {
+            guard let agentKey = AgentKey(rawValue: key.value) else {
+                diagnostics.error(unknownKey(key.value, among: AgentKey.allCases.map(\.rawValue), context: "under agent"),
+                                  file: file, at: key.start)
+                continue
+            }
+            guard claimAgentKey(key.value, file: file, at: key.start) else { continue }
+            switch agentKey {
+            case .stateDirectory:
+                if let text = scalarText(value, file: file, what: "agent.stateDirectory") {
+                    configuration.agent.stateDirectory = text
+                }
+            case .timeout:
+                if let d = duration(value, file: file, what: "agent.timeout", allowOff: false) { configuration.agent.timeout = d! }
+            case .concurrency:
+                if let n = positiveInt(value, file: file, what: "agent.concurrency") { configuration.agent.concurrency = n }
+            case .perHostConcurrency:
+                if let n = positiveInt(value, file: file, what: "agent.perHostConcurrency") { configuration.agent.perHostConcurrency = n }
+            case .reportInterval:
+                if let d = duration(value, file: file, what: "agent.reportInterval", allowOff: true) { configuration.agent.reportInterval = d }
+            case .retry: loadRetry(value, file: file)
+            case .tls:
+                guard let tls = self.mapping(value, file: file, what: "agent.tls") else { continue }
+                for (tlsKey, tlsValue) in tls.entries {
+                    if tlsKey.value == "caFile" {
+                        if let text = scalarText(tlsValue, file: file, what: "agent.tls.caFile") {
+                            configuration.agent.tlsCAFile = text.hasPrefix("/") ? text : FileSystem.join(FileSystem.directory(of: file), text)
+                        }
+                    } else {
+                        diagnostics.error(unknownKey(tlsKey.value, among: ["caFile"], context: "under agent.tls"), file: file, at: tlsKey.start)
+                    }
+                }
+            }
+        }
+    }
+
+    mutating func loadRetry(_ node: YAMLNode, file: String) {
+        guard let mapping = mapping(node, file: file, what: "agent.retry") else { return }
+        let keys = ["initial", "multiplier", "max", "maxRetryAfter"]
+        for (key, value) in mapping.entries {
+            let what = "agent.retry.\(key.value)"
+            switch key.value {
+            case "initial": if let d = duration(value, file: file, what: what, allowOff: false) { configuration.agent.retry.initial = d! }
+            case "max": if let d = duration(value, file: file, what: what, allowOff: false) { configuration.agent.retry.max = d! }
+            case "maxRetryAfter":
+                if let d = duration(value, file: file, what: what, allowOff: false) { configuration.agent.retry.maxRetryAfter = d! }
+            case "multiplier":
+                guard let text = scalarText(value, file: file, what: what) else { continue }
+                if let m = Double(text), m >= 1, m <= 100 {
+                    configuration.agent.retry.multiplier = m
+                } else {
+                    diagnostics.error("\(what) must be a number from 1 to 100, not '\(text)'", file: file, at: value.start)
+                }
+            default:
+                diagnostics.error(unknownKey(key.value, among: keys, context: "under agent.retry"), file: file, at: key.start)
+            }
+        }
+        if configuration.agent.retry.initial > configuration.agent.retry.max {
+            diagnostics.warning("agent.retry.initial is longer than agent.retry.max; every retry waits agent.retry.max",
+                                file: file, at: mapping.start)
+        }
+    }
+
+    // MARK: globals and services
+
+    mutating func loadGlobals(_ node: YAMLNode, file: String) {
+        guard let mapping = mapping(node, file: file, what: "globals") else { return }
+        let reserved = Set(DeviceValues.names + BuiltinVariable.allCases.map(\.rawValue) + ["account"])
+        for (key, value) in mapping.entries {
+            let name = key.value
+            guard isVariableName(name) else {
+                diagnostics.error("global '\(name)' cannot be used as %\(name)%: a name is letters, digits and '_', not starting with a digit",
+                                  file: file, at: key.start)
+                continue
+            }
+            if reserved.contains(name) {
+                diagnostics.error("global '\(name)' would hide the built-in variable of that name", file: file, at: key.start)
+                continue
+            }
+            if let existing = configuration.globals[name] {
+                diagnostics.error("global '\(name)' is already set at \(existing.origin.file):\(existing.origin.position.line)",
+                                  file: file, at: key.start)
+                continue
+            }
+            guard case .scalar(let scalar) = value else {
+                diagnostics.error("global '\(name)' must be a single value, not \(value.kindDescription)", file: file, at: value.start)
+                continue
+            }
+            if let resolved = resolve(scalar, key: name, file: file, account: nil) { configuration.globals[name] = resolved }
+        }
+    }
+
+    mutating func loadServices(_ node: YAMLNode, file: String) {
+        guard let mapping = mapping(node, file: file, what: "services") else { return }
+        for (key, value) in mapping.entries {
+            let name = key.value
+            if let existing = configuration.services[name] {
+                diagnostics.error("service '\(name)' is already declared at \(existing.file):\(existing.position.line)", file: file, at: key.start)
+                continue
+            }
+            guard let entry = self.mapping(value, file: file, what: "service '\(name)'") else { continue }
+            var settings: [String: ConfigValue] = [:]
+            var typeName: String?
+            for (settingKey, settingValue) in entry.entries {
+                guard case .scalar(let scalar) = settingValue else {
+                    diagnostics.error("service setting '\(settingKey.value)' must be a single value, not \(settingValue.kindDescription)",
+                                      file: file, at: settingValue.start)
+                    continue
+                }
+                if settingKey.value == "type" {
+                    typeName = scalar.value
+                    guard let type = ServiceType(rawValue: scalar.value) else {
+                        diagnostics.error(unknown("service type", scalar.value, among: ServiceType.allCases.map(\.rawValue)),
+                                          file: file, at: scalar.start)
+                        continue
+                    }
+                    if type == .fcmDeviceGroup {
+                        diagnostics.warning("Firebase device groups are deprecated by Google: no new users after 2026-12-01, removal on 2027-09-29",
+                                            file: file, at: scalar.start)
+                    }
+                    if type != .acrobits {
+                        diagnostics.warning("service type '\(scalar.value)' is recognised, but this version of pushreporter does not send to it yet",
+                                            file: file, at: scalar.start)
+                    }
+                } else if let resolved = resolve(scalar, key: settingKey.value, file: file, account: nil) {
+                    settings[settingKey.value] = resolved
+                }
+            }
+            guard let typeName else {
+                diagnostics.error("service '\(name)' needs a type: one of \(ServiceType.allCases.map(\.rawValue).joined(separator: ", "))",
+                                  file: file, at: entry.start)
+                continue
+            }
+            configuration.services[name] = ServiceDefinition(name: name, type: typeName, settings: settings, file: file, position: key.start)
+        }
+    }
+
+    // MARK: accounts
+
+    /// A layer of account keys (defaults, a template, or an account's own keys), aliases filled.
+    struct AccountLayer {
+        var values: [String: ConfigValue] = [:]
+        var services: [String: [String: ConfigValue]] = [:]
+        var uses: [(name: String, scalar: YAMLScalar)] = []
+    }
+
+    /// Reads a mapping of account keys; `use:` templates are applied beneath the mapping's own keys.
+    mutating func accountLayer(_ node: YAMLNode, file: String, what: String, account: String?) -> AccountLayer? {
+        guard let mapping = mapping(node, file: file, what: what) else { return nil }
+        var own = AccountLayer()
+        for (key, value) in mapping.entries {
+            switch key.value {
+            case "use":
+                own.uses += templateNames(value, file: file)
+            case "services":
+                guard let services = self.mapping(value, file: file, what: "services of \(what)") else { continue }
+                for (serviceKey, serviceValue) in services.entries {
+                    guard let settings = self.mapping(serviceValue, file: file, what: "services.\(serviceKey.value)") else { continue }
+                    var resolved: [String: ConfigValue] = [:]
+                    for (settingKey, settingValue) in settings.entries {
+                        guard case .scalar(let scalar) = settingValue else {
+                            diagnostics.error("'\(settingKey.value)' must be a single value, not \(settingValue.kindDescription)",
+                                              file: file, at: settingValue.start, account: account)
+                            continue
+                        }
+                        if let v = resolve(scalar, key: settingKey.value, file: file, account: account) { resolved[settingKey.value] = v }
+                    }
+                    own.services[serviceKey.value] = resolved
+                    accountServiceReferences.append((serviceKey.value, file, serviceKey.start, account ?? what))
+                }
+            default:
+                guard case .scalar(let scalar) = value else {
+                    diagnostics.error("account key '\(key.value)' must be a single value, not \(value.kindDescription)",
+                                      file: file, at: value.start, account: account)
+                    continue
+                }
+                warnIfMisspelt(key, file: file, account: account)
+                if let resolved = resolve(scalar, key: key.value, file: file, account: account) { own.values[key.value] = resolved }
+            }
+        }
+        fillAliases(&own.values, file: file, account: account)
+        guard !own.uses.isEmpty else { return own }
+        var layer = AccountLayer()
+        for use in own.uses {
+            guard let keys = template(named: use.name, file: file, at: use.scalar.start, account: account) else { continue }
+            layer.values.merge(keys) { _, new in new }
+        }
+        layer.values.merge(own.values) { _, new in new }
+        layer.services = own.services
+        return layer
+    }
+
+    mutating func loadAccounts(_ node: YAMLNode, file: String, defaults: [String: ConfigValue],
+                               defaultServices: [String: [String: ConfigValue]]) {
+        guard case .sequence(let sequence) = node else {
+            diagnostics.error("accounts must be a list (each item starting with '- '), not \(node.kindDescription)", file: file, at: node.start)
+            return
+        }
+        configuration.accounts.reserveCapacity(configuration.accounts.count + sequence.items.count)
+        for item in sequence.items {
+            guard case .mapping(let mapping) = item else {
+                diagnostics.error("an account must be a mapping of keys, not \(item.kindDescription)", file: file, at: item.start)
+                continue
+            }
+            let label = mapping["id"].flatMap(\.scalarValue) ?? mapping["username"].flatMap(\.scalarValue)
+            guard let layer = accountLayer(item, file: file, what: "account", account: label) else { continue }
+            var values = defaults
+            if !values.isEmpty {
+                // An alias given by the account replaces both names from the defaults.
+                for (a, b) in DeviceValues.aliases where layer.values[a] != nil || layer.values[b] != nil {
+                    values[a] = nil
+                    values[b] = nil
+                }
+                values.merge(layer.values) { _, new in new }
+            } else {
+                values = layer.values
+            }
+            var services = defaultServices
+            services.merge(layer.services) { _, new in new }
+
+            guard let id = values["id"]?.text ?? values["username"]?.text, !id.isEmpty else {
+                diagnostics.error("the account has neither an id nor a username; one of them identifies it", file: file, at: mapping.start)
+                continue
+            }
+            var enabled = true
+            if let flag = values["enabled"] {
+                switch flag.text.lowercased() {
+                case "true", "yes", "on": enabled = true
+                case "false", "no", "off": enabled = false
+                default:
+                    diagnostics.error("enabled must be true or false, not '\(flag.text)'", file: flag.origin.file, at: flag.origin.position, account: id)
+                }
+            }
+            if let owner = accountOwners[id] {
+                diagnostics.error("account id '\(id)' is already used at \(owner.file):\(owner.position.line):\(owner.position.column); ids must be unique across all files",
+                                  file: file, at: mapping.start, account: id)
+                continue
+            }
+            accountOwners[id] = (file, mapping.start)
+            configuration.accounts.append(Account(id: id, isEnabled: enabled, values: values, services: services,
+                                                  file: file, position: mapping.start))
+        }
+    }
+
+    mutating func fillAliases(_ values: inout [String: ConfigValue], file: String, account: String?) {
+        for (a, b) in DeviceValues.aliases {
+            switch (values[a], values[b]) {
+            case (let x?, nil): values[b] = x
+            case (nil, let y?): values[a] = y
+            case (let x?, let y?) where x.text != y.text:
+                diagnostics.error("'\(a)' and '\(b)' are two names of one value, but they differ here; give only one",
+                                  file: file, at: y.origin.position, account: account)
+            default: break
+            }
+        }
+    }
+
+    static let knownAccountKeys: [String] = {
+        var keys = DeviceValues.names + ["id", "username", "password", "enabled", "use", "services"]
+        for reporter in Reporter.allCases {
+            for suffix in WebServiceKey.allCases { keys.append(reporter.key(suffix)) }
+        }
+        return keys
+    }()
+
+    /// Accounts take any key, but a near-miss of a key the agent acts on is almost always a typo.
+    mutating func warnIfMisspelt(_ key: YAMLScalar, file: String, account: String?) {
+        let name = key.value
+        let lowered = name.lowercased()
+        guard lowered.hasPrefix("push") || lowered.hasPrefix("account") || lowered.hasPrefix("selector"),
+              !Self.knownAccountKeys.contains(name),
+              let nearest = NameSuggester.nearest(to: name, among: Self.knownAccountKeys) else { return }
+        diagnostics.warning("'\(name)' is not a key pushreporter acts on; did you mean '\(nearest)'?", file: file, at: key.start, account: account)
+    }
+
+    // MARK: use: templates
+
+    mutating func templateNames(_ node: YAMLNode, file: String) -> [(name: String, scalar: YAMLScalar)] {
+        switch node {
+        case .scalar(let scalar): return [(scalar.value, scalar)]
+        case .sequence(let sequence):
+            return sequence.items.compactMap { item in
+                if case .scalar(let scalar) = item { return (scalar.value, scalar) }
+                diagnostics.error("use: takes template names, not \(item.kindDescription)", file: file, at: item.start)
+                return nil
+            }
+        case .mapping(let mapping):
+            diagnostics.error("use: takes a template name or a list of them, not a mapping", file: file, at: mapping.start)
+            return []
+        }
+    }
+
+    /// The keys of the template `name`, found beside the config file or on the search path.
+    mutating func template(named name: String, file: String, at position: SourcePosition, account: String?) -> [String: ConfigValue]? {
+        let folders = [FileSystem.join(FileSystem.directory(of: file), "templates")] + environment.templateSearchPath
+        guard !name.isEmpty, !name.contains("/"), !name.hasPrefix(".") else {
+            diagnostics.error("'\(name)' is not a template name", file: file, at: position, account: account)
+            return nil
+        }
+        var candidates: [String] = []
+        for folder in folders {
+            for ext in [".yaml", ".yml"] {
+                let path = FileSystem.join(folder, name + ext)
+                if case .success(.file) = FileSystem.kind(of: path) { candidates.append(path) }
+            }
+        }
+        guard let path = candidates.first else {
+            let known = Set(folders.flatMap { folder -> [String] in
+                guard case .success(let names) = FileSystem.list(folder) else { return [] }
+                return names.filter { $0.hasSuffix(".yaml") || $0.hasSuffix(".yml") }.map { String($0.prefix { $0 != "." }) }
+            })
+            var message = "no template named '\(name)' in \(folders.joined(separator: ", "))"
+            if let nearest = NameSuggester.nearest(to: name, among: known) { message += "; did you mean '\(nearest)'?" }
+            diagnostics.error(message, file: file, at: position, account: account)
+            return nil
+        }
+        if let cached = templateCache[path] { return cached }
+        var keys: [String: ConfigValue]?
+        if let mapping = parse(path, what: "template") {
+            var values: [String: ConfigValue] = [:]
+            for (key, value) in mapping.entries {
+                guard case .scalar(let scalar) = value else {
+                    diagnostics.error("template key '\(key.value)' must be a single value, not \(value.kindDescription)", file: path, at: value.start)
+                    continue
+                }
+                if let resolved = resolve(scalar, key: key.value, file: path, account: nil) { values[key.value] = resolved }
+            }
+            fillAliases(&values, file: path, account: nil)
+            keys = values
+        }
+        templateCache[path] = keys
+        return keys
+    }
+
+    // MARK: Values and tags
+
+    static func isSecretKey(_ key: String) -> Bool {
+        let lowered = key.lowercased()
+        return lowered.contains("password") || lowered.contains("secret") || lowered.contains("apitoken")
+    }
+
+    /// A scalar's value, with `!env`, `!file` and `!credential` resolved.
+    mutating func resolve(_ scalar: YAMLScalar, key: String, file: String, account: String?) -> ConfigValue? {
+        let origin = ValueOrigin(file: file, scalar: scalar)
+        guard let tag = scalar.tag, tag != "!", tag != "tag:yaml.org,2002:str" else {
+            return ConfigValue(text: scalar.value, isSecret: Self.isSecretKey(key), origin: origin)
+        }
+        let name = scalar.value
+        switch tag {
+        case "!env":
+            guard let value = environment.variables[name] else {
+                diagnostics.error("environment variable '\(name)' is not set (needed by !env for '\(key)')", file: file, at: scalar.start, account: account)
+                return nil
+            }
+            return ConfigValue(text: value, isSecret: true, secretName: name, origin: origin)
+        case "!file":
+            let path = name.hasPrefix("/") ? name : FileSystem.join(FileSystem.directory(of: file), name)
+            switch FileSystem.read(path) {
+            case .failure(let error):
+                diagnostics.error("cannot read '\(path)' for !file: \(error.message)", file: file, at: scalar.start, account: account)
+                return nil
+            case .success(let bytes):
+                return ConfigValue(text: Self.withoutTrailingNewline(bytes), isSecret: true,
+                                   secretName: Self.shellName(String(name.split(separator: "/").last ?? "")), origin: origin)
+            }
+        case "!credential":
+            guard let directory = environment.variables["CREDENTIALS_DIRECTORY"], !directory.isEmpty else {
+                diagnostics.error("!credential \(name) needs $CREDENTIALS_DIRECTORY, which systemd sets for LoadCredential=; it is not set",
+                                  file: file, at: scalar.start, account: account)
+                return nil
+            }
+            guard !name.isEmpty, !name.contains("/") else {
+                diagnostics.error("'\(name)' is not a credential name", file: file, at: scalar.start, account: account)
+                return nil
+            }
+            switch FileSystem.read(FileSystem.join(directory, name)) {
+            case .failure(let error):
+                diagnostics.error("cannot read credential '\(name)' in \(directory): \(error.message)", file: file, at: scalar.start, account: account)
+                return nil
+            case .success(let bytes):
+                return ConfigValue(text: Self.withoutTrailingNewline(bytes), isSecret: true, secretName: Self.shellName(name), origin: origin)
+            }
+        default:
+            diagnostics.error(unknown("tag", tag, among: ["!env", "!file", "!credential"]), file: file, at: scalar.start, account: account)
+            return nil
+        }
+    }
+
+    static func withoutTrailingNewline(_ bytes: [UInt8]) -> String {
+        var end = bytes.count
+        if end > 0, bytes[end - 1] == 0x0A { end -= 1 }
+        if end > 0, bytes[end - 1] == 0x0D { end -= 1 }
+        return String(decoding: bytes[0..<end], as: UTF8.self)
+    }
+
+    /// A shell-variable-safe name: `db-pass.txt` → `DB_PASS_TXT`.
+    static func shellName(_ name: String) -> String {
+        let mapped = name.uppercased().unicodeScalars.map { $0.properties.isASCIIHexDigit || ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") ? Character($0) : "_" }
+        let text = String(mapped)
+        return text.first?.isNumber == true ? "_" + text : text
+    }
+
+    // MARK: Finishing
+
+    mutating func finish() {
+        for reference in accountServiceReferences where configuration.services[reference.service] == nil {
+            diagnostics.error(unknown("service", reference.service, among: Array(configuration.services.keys))
+                              + (configuration.services.isEmpty ? "; declare it under the top-level services: key" : ""),
+                              file: reference.file, at: reference.position, account: reference.account)
+        }
+        if configuration.accounts.isEmpty && !diagnostics.hasErrors {
+            diagnostics.warning("no account is configured, so there is nothing to report",
+                                file: configuration.files.first ?? "configuration")
+        }
+    }
+
+    // MARK: Helpers
+
+    mutating func mapping(_ node: YAMLNode, file: String, what: String) -> YAMLMapping? {
+        if case .mapping(let mapping) = node { return mapping }
+        if case .scalar(let scalar) = node, scalar.value.isEmpty, scalar.style == .plain { return YAMLMapping(entries: [], start: scalar.start) }
+        diagnostics.error("\(what) must be a mapping of keys, not \(node.kindDescription)", file: file, at: node.start)
+        return nil
+    }
+
+    mutating func scalarText(_ node: YAMLNode, file: String, what: String) -> String? {
+        if case .scalar(let scalar) = node { return scalar.value }
+        diagnostics.error("\(what) must be a single value, not \(node.kindDescription)", file: file, at: node.start)
+        return nil
+    }
+
+    /// A duration; `.some(nil)` for `off` where allowed.
+    mutating func duration(_ node: YAMLNode, file: String, what: String, allowOff: Bool) -> Duration?? {
+        guard let text = scalarText(node, file: file, what: what) else { return nil }
+        if allowOff && text == "off" { return .some(nil) }
+        guard let d = DurationParser.parse(text) else {
+            diagnostics.error("\(what) must be a duration such as 500ms, 5s, 15m or 24h\(allowOff ? ", or off" : ""), not '\(text)'",
+                              file: file, at: node.start)
+            return nil
+        }
+        return .some(d)
+    }
+
+    mutating func positiveInt(_ node: YAMLNode, file: String, what: String) -> Int? {
+        guard let text = scalarText(node, file: file, what: what) else { return nil }
+        guard let n = Int(text), n >= 1, n <= 100_000 else {
+            diagnostics.error("\(what) must be a whole number from 1 to 100000, not '\(text)'", file: file, at: node.start)
+            return nil
+        }
+        return n
+    }
+
+    func unknownKey(_ key: String, among known: [String], context: String) -> String {
+        var message = "unknown key '\(key)' \(context)"
+        if let nearest = NameSuggester.nearest(to: key, among: known) { message += "; did you mean '\(nearest)'?" }
+        else { message += " (known: \(known.joined(separator: ", ")))" }
+        return message
+    }
+
+    func unknown(_ what: String, _ name: String, among known: [String]) -> String {
+        var message = "unknown \(what) '\(name)'"
+        if let nearest = NameSuggester.nearest(to: name, among: known) { message += "; did you mean '\(nearest)'?" }
+        return message
+    }
+
+    func isVariableName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, first == "_" || (first.isASCII && first.properties.isAlphabetic) else { return false }
+        return name.unicodeScalars.allSatisfy { $0 == "_" || ($0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil)) }
+    }
+}
+
+extension YAMLNode {
+    var scalarValue: String? {
+        if case .scalar(let scalar) = self { return scalar.value }
+        return nil
+    }
+}
+
+/// The variables every template can use besides the device values, globals and account keys.
+public enum BuiltinVariable: String, CaseIterable, Sendable {
+    /// Generated once and kept in the state directory.
+    case installid
+    case hostname
+    /// Always `linux`.
+    case platform
+    /// pushreporter's version.
+    case version
+}

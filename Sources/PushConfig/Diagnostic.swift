@@ -1,0 +1,78 @@
+/// A problem in the configuration, told the way editors and CI read it: `FILE:LINE:COLUMN: severity: message`.
+///
+/// Diagnostics are collected, never thrown one at a time, so one run shows every problem.
+public struct Diagnostic: Sendable, Hashable, Codable {
+    public enum Severity: String, Sendable, Hashable, Codable {
+        case error, warning
+    }
+
+    /// The file as it was named (as given on the command line or found in a directory).
+    public var file: String
+    /// 1-based line, or 0 when the problem concerns the whole file.
+    public var line: Int
+    /// 1-based column in characters, or 0 when the problem concerns the whole file.
+    public var column: Int
+    public var severity: Severity
+    /// One sentence, starting lower-case, saying what is wrong.
+    public var message: String
+    /// The account the problem belongs to, when it is about one account.
+    public var account: String?
+
+    public init(file: String, line: Int = 0, column: Int = 0, severity: Severity, message: String, account: String? = nil) {
+        self.file = file
+        self.line = line
+        self.column = column
+        self.severity = severity
+        self.message = message
+        self.account = account
+    }
+
+    public init(file: String, at position: SourcePosition?, severity: Severity, message: String, account: String? = nil) {
+        self.init(file: file, line: position?.line ?? 0, column: position?.column ?? 0,
+                  severity: severity, message: message, account: account)
+    }
+
+    /// `FILE:LINE:COLUMN: severity: message`, or `FILE: severity: message` without a position.
+    public var formatted: String {
+        let place = line > 0 ? "\(file):\(line):\(column)" : file
+        let owner = account.map { " [account \($0)]" } ?? ""
+        return "\(place): \(severity.rawValue): \(message)\(owner)"
+    }
+}
+
+/// Collects diagnostics, dropping exact repeats (a template shared by many accounts is reported once).
+public struct DiagnosticList: Sendable {
+    public private(set) var all: [Diagnostic] = []
+    private var seen: Set<Diagnostic> = []
+
+    public init() {}
+
+    public var hasErrors: Bool { all.contains { $0.severity == .error } }
+    public var errorCount: Int { all.count { $0.severity == .error } }
+    public var warningCount: Int { all.count { $0.severity == .warning } }
+
+    public mutating func append(_ diagnostic: Diagnostic) {
+        if seen.insert(diagnostic).inserted { all.append(diagnostic) }
+    }
+
+    public mutating func error(_ message: String, file: String, at position: SourcePosition? = nil, account: String? = nil) {
+        append(Diagnostic(file: file, at: position, severity: .error, message: message, account: account))
+    }
+
+    public mutating func warning(_ message: String, file: String, at position: SourcePosition? = nil, account: String? = nil) {
+        append(Diagnostic(file: file, at: position, severity: .warning, message: message, account: account))
+    }
+
+    /// Diagnostics ordered by file (in load order), then position.
+    public func sorted(fileOrder: [String]) -> [Diagnostic] {
+        let rank = Dictionary(fileOrder.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
+        return all.enumerated().sorted { l, r in
+            let a = l.element, b = r.element
+            let ra = rank[a.file] ?? Int.max, rb = rank[b.file] ?? Int.max
+            if ra != rb { return ra < rb }
+            if a.file != b.file { return a.file < b.file }
+            if (a.line, a.column) != (b.line, b.column) { return (a.line, a.column) < (b.line, b.column) }
+            return l.offset < r.offset
+        }.map(\.element)
+    }
+}

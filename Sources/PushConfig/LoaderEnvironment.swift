@@ -1,0 +1,125 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What loading may consult outside the files: environment variables and the template search path.
+///
+/// Tests build one in code; the CLI uses ``current()``.
+public struct LoaderEnvironment: Sendable {
+    /// Environment variables (`!env NAME`, `$CREDENTIALS_DIRECTORY`, `$STATE_DIRECTORY`).
+    public var variables: [String: String]
+    /// Folders searched for `use:` templates after the `templates/` folder beside the config file.
+    public var templateSearchPath: [String]
+    /// The `%hostname%` built-in.
+    public var hostname: String
+
+    public init(variables: [String: String] = [:], templateSearchPath: [String] = LoaderEnvironment.installedTemplates,
+                hostname: String = "localhost") {
+        self.variables = variables
+        self.templateSearchPath = templateSearchPath
+        self.hostname = hostname
+    }
+
+    /// Where `make install` puts the shipped templates.
+    public static let installedTemplates = ["/usr/share/pushreporter/templates", "/usr/local/share/pushreporter/templates"]
+
+    /// The process environment; `$PUSHREPORTER_TEMPLATES` (colon-separated) comes before the installed folders.
+    public static func current() -> LoaderEnvironment {
+        var variables: [String: String] = [:]
+        var pointer = environ
+        while let entry = pointer.pointee {
+            let text = String(cString: entry)
+            if let equals = text.firstIndex(of: "=") {
+                variables[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            }
+            pointer += 1
+        }
+        var path = (variables["PUSHREPORTER_TEMPLATES"] ?? "").split(separator: ":").map(String.init)
+        path += installedTemplates
+        var name = [CChar](repeating: 0, count: 256)
+        let hostname = gethostname(&name, name.count) == 0
+            ? String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "localhost"
+        return LoaderEnvironment(variables: variables, templateSearchPath: path, hostname: hostname)
+    }
+}
+
+/// Small POSIX file helpers with messages people can read.
+enum FileSystem {
+    enum Kind { case file, directory, other }
+
+    /// What is at `path`, or the reason it cannot be looked at.
+    static func kind(of path: String) -> Result<Kind, FileError> {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return .failure(FileError(errno: errno)) }
+        switch info.st_mode & S_IFMT {
+        case S_IFDIR: return .success(.directory)
+        case S_IFREG: return .success(.file)
+        default: return .success(.other)
+        }
+    }
+
+    /// The whole file as bytes.
+    static func read(_ path: String) -> Result<[UInt8], FileError> {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return .failure(FileError(errno: errno)) }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { return .failure(FileError(errno: errno)) }
+        if info.st_mode & S_IFMT == S_IFDIR { return .failure(FileError(message: "it is a directory")) }
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(Int(info.st_size) + 1)
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return .failure(FileError(errno: errno))
+            }
+            if n == 0 { break }
+            bytes.append(contentsOf: chunk[0..<n])
+        }
+        return .success(bytes)
+    }
+
+    /// The names in a directory, sorted.
+    static func list(_ path: String) -> Result<[String], FileError> {
+        guard let dir = opendir(path) else { return .failure(FileError(errno: errno)) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return .success(names.sorted())
+    }
+
+    static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    static func join(_ directory: String, _ name: String) -> String {
+        if name.hasPrefix("/") { return name }
+        return directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+}
+
+struct FileError: Error {
+    var message: String
+
+    init(message: String) {
+        self.message = message
+    }
+
+    init(errno code: Int32) {
+        switch code {
+        case ENOENT: message = "no such file or directory"
+        case EACCES: message = "permission denied"
+        default: message = String(cString: strerror(code)).lowercased()
+        }
+    }
+}

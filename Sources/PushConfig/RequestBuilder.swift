@@ -1,0 +1,440 @@
+import Crypto
+import PushTemplates
+
+/// How a rendered request shows secrets.
+public enum SecretDisplay: Sendable {
+    /// As sent: secrets filled over https or to a loopback host, `********` over plain http elsewhere.
+    case asSent
+    /// Every secret, and every value computed from one, as `********`.
+    case stars
+    /// Every secret as a marker ``RequestBuilder/secretMarker(_:)`` naming a shell variable
+    /// (for `preview --format curl`); values computed from secrets as `********`.
+    case shellVariables
+}
+
+/// Turns accounts into HTTP requests (SPEC §4): compiles each web-service template once, reports
+/// template problems at their file, line and column, and renders requests for any account.
+public struct RequestBuilder: Sendable {
+    public let configuration: Configuration
+    private let sources: [String: SourceText]
+    private var table: SymbolTable
+    private let builtins: [BuiltinVariable: String]
+    private var cache: [CacheKey: TemplateCompilation] = [:]
+    private var reportedOrigins: Set<OriginKey> = []
+    /// Every key some account has, to tell a misspelt `%account[KEY]%` from one only some lack.
+    private let knownAccountKeys: Set<String>
+
+    private struct CacheKey: Hashable {
+        var text: String
+        var kind: TemplateKind
+    }
+
+    private struct OriginKey: Hashable {
+        var file: String
+        var position: SourcePosition
+        var baseOffset: Int
+    }
+
+    /// - Parameters:
+    ///   - installID: the `%installid%` value (read from the state directory), nil to show `<installid>`.
+    public init(configuration: Configuration, sources: [String: SourceText], installID: String?, hostname: String) {
+        self.configuration = configuration
+        self.sources = sources
+        self.table = SymbolTable(globals: configuration.globals.keys)
+        self.builtins = [.installid: installID ?? "<installid>", .hostname: hostname, .platform: "linux",
+                         .version: PushReporterVersion.current]
+        var keys = Set(DeviceValues.names)
+        for account in configuration.accounts { keys.formUnion(account.values.keys) }
+        self.knownAccountKeys = keys
+    }
+
+    /// The text standing for a secret in `.shellVariables` display: `\u{1}NAME\u{1}`.
+    public static func secretMarker(_ name: String) -> String { "\u{1}" + name + "\u{1}" }
+
+    // MARK: Checking (validate)
+
+    /// Compiles and renders every request of every enabled account, reporting each problem once.
+    public mutating func checkAll(into diagnostics: inout DiagnosticList) {
+        for account in configuration.accounts where account.isEnabled {
+            var reportsSomething = !account.services.isEmpty
+            for reporter in Reporter.allCases where account.values[reporter.key(.url)] != nil {
+                if reporter == .pushTokenReporter { reportsSomething = true }
+                _ = request(for: account, reporter: reporter, diagnostics: &diagnostics)
+            }
+            if !reportsSomething {
+                diagnostics.warning("the account has no pushTokenReporterUrl and no services, so nothing is reported for it",
+                                    file: account.file, at: account.position, account: account.id)
+            }
+            if account.values[Reporter.pushTokenReporter.key(.url)] != nil, account.values[Reporter.accountRemovalReporter.key(.url)] == nil,
+               account.values["selector"] == nil, account.values["pushTokenOther"] == nil, account.values["pushTokenIncomingCall"] == nil {
+                diagnostics.warning("the account has no device values (selector, pushTokenOther, pushTokenIncomingCall); its report carries no token",
+                                    file: account.file, at: account.position, account: account.id)
+            }
+        }
+    }
+
+    // MARK: Rendering
+
+    /// The request `reporter` sends for `account`, or nil when the account has no `<reporter>Url`
+    /// or a problem (added to `diagnostics`) prevents it.
+    public mutating func request(for account: Account, reporter: Reporter, display: SecretDisplay = .asSent,
+                                 diagnostics: inout DiagnosticList) -> RenderedRequest? {
+        guard let urlValue = account.values[reporter.key(.url)] else { return nil }
+        let id = account.id
+        var failed = false
+
+        let contentTypeValue = account.values[reporter.key(.contentType)]
+        let contentType = contentTypeValue?.text ?? "application/x-www-form-urlencoded"
+        let bodyFormat = BodyFormat(contentType: contentType)
+
+        let url = compile(urlValue, kind: .url, account: account, diagnostics: &diagnostics)
+        if url == nil { failed = true }
+        if !Self.hasHTTPPrefix(urlValue.text) {
+            report(.error, "\(reporter.key(.url)) must start with http:// or https://", at: urlValue, diagnostics: &diagnostics)
+            failed = true
+        }
+
+        var body: Template?
+        if let postData = account.values[reporter.key(.postData)], !postData.text.isEmpty {
+            body = compile(postData, kind: .body(bodyFormat), account: account, diagnostics: &diagnostics)
+            if body == nil { failed = true }
+            if bodyFormat == .raw, let contentTypeValue {
+                report(.warning, "Content-Type '\(contentType)' has no encoding rule, so values go into the body as they are",
+                       at: contentTypeValue, diagnostics: &diagnostics)
+            }
+        }
+
+        var method = body == nil ? "GET" : "POST"
+        if let methodValue = account.values[reporter.key(.method)] {
+            let upper = methodValue.text.uppercased()
+            if ["GET", "POST", "PUT", "HEAD", "DELETE"].contains(upper) {
+                method = upper
+                if body != nil, upper == "GET" || upper == "HEAD" {
+                    report(.warning, "\(upper) requests carry no body, so \(reporter.key(.postData)) is not sent",
+                           at: methodValue, diagnostics: &diagnostics)
+                    body = nil
+                }
+            } else {
+                report(.error, "\(reporter.key(.method)) must be GET, POST, PUT, HEAD or DELETE, not '\(methodValue.text)'",
+                       at: methodValue, diagnostics: &diagnostics)
+                failed = true
+            }
+        }
+
+        var headerTemplates: [(name: String, value: Template)] = []
+        if let custom = account.values[reporter.key(.customHeaders)] {
+            if let parsed = customHeaders(custom, account: account, diagnostics: &diagnostics) {
+                headerTemplates = parsed
+            } else {
+                failed = true
+            }
+        }
+
+        var authUsername: Template?
+        var authPassword: Template?
+        if let username = account.values[reporter.key(.authUsername)] {
+            authUsername = compile(username, kind: .plain, account: account, diagnostics: &diagnostics)
+            if authUsername == nil { failed = true }
+            if let password = account.values[reporter.key(.authPassword)] {
+                authPassword = compile(password, kind: .plain, account: account, diagnostics: &diagnostics)
+                if authPassword == nil { failed = true }
+            }
+        }
+
+        var timeout: Duration?
+        if let timeoutValue = account.values[reporter.key(.timeout)] {
+            if let parsed = DurationParser.parse(timeoutValue.text), parsed > .zero {
+                timeout = parsed
+            } else {
+                report(.error, "\(reporter.key(.timeout)) must be a duration such as 10s, not '\(timeoutValue.text)'",
+                       at: timeoutValue, diagnostics: &diagnostics)
+                failed = true
+            }
+        }
+        guard !failed, let url else { return nil }
+
+        checkAccountReferences([url, body, authUsername, authPassword].compactMap { $0 } + headerTemplates.map(\.value),
+                               account: account, diagnostics: &diagnostics)
+
+        let values = AccountValues(account: account, table: table, globals: configuration.globals, builtins: builtins)
+        do throws(RenderFailure) {
+            let revealedURL = try render(url, values, .reveal, origin: urlValue)
+            guard let target = Self.target(of: revealedURL) else {
+                report(.error, "the rendered \(reporter.key(.url)) '\(revealedURL)' has no host", at: urlValue, diagnostics: &diagnostics)
+                return nil
+            }
+            let withhold = target.scheme == "http" && !Self.isLoopback(target.host)
+            let sendMasking: SecretMasking = withhold ? .stars : .reveal
+            let displayMasking: SecretMasking
+            switch display {
+            case .asSent: displayMasking = sendMasking
+            case .stars: displayMasking = .stars
+            case .shellVariables:
+                displayMasking = .replace { slot in slot.map { Self.secretMarker(values.secretName(at: $0)) } ?? "********" }
+            }
+
+            /// Renders the whole request; credentials use `credentialMasking` (Digest never puts the
+            /// password on the wire, so a request as sent fills it even over plain http).
+            func renderAll(_ masking: SecretMasking, credentialMasking: SecretMasking) throws(RenderFailure) -> RenderedRequest {
+                var headers: [(name: String, value: String)] = [("User-Agent", "pushreporter/\(PushReporterVersion.current)")]
+                let renderedBody = try body.map { (t) throws(RenderFailure) in try render(t, values, masking, origin: account.values[reporter.key(.postData)]!) }
+                if renderedBody != nil { headers.append(("Content-Type", contentType)) }
+                for header in headerTemplates {
+                    let value = try render(header.value, values, masking, origin: account.values[reporter.key(.customHeaders)]!)
+                    if let index = headers.firstIndex(where: { $0.name.lowercased() == header.name.lowercased() }) {
+                        headers[index] = (header.name, value)
+                    } else {
+                        headers.append((header.name, value))
+                    }
+                }
+                var credentials: RenderedRequest.Credentials?
+                if let authUsername {
+                    credentials = .init(
+                        username: try render(authUsername, values, credentialMasking, origin: account.values[reporter.key(.authUsername)]!),
+                        password: try authPassword.map { (t) throws(RenderFailure) in
+                            try render(t, values, credentialMasking, origin: account.values[reporter.key(.authPassword)]!)
+                        } ?? "")
+                }
+                return RenderedRequest(account: id, reporter: reporter, method: method, url: try render(url, values, masking, origin: urlValue),
+                                       headers: headers, body: renderedBody, credentials: credentials, timeout: timeout,
+                                       fingerprint: "", secretsWithheld: withhold)
+            }
+
+            var sent = try renderAll(sendMasking, credentialMasking: .reveal)
+            if bodyFormat == .json, let rendered = sent.body, let problem = JSONValidator.problem(in: rendered) {
+                report(.error, "the rendered \(reporter.key(.postData)) is not valid JSON: \(problem)",
+                       at: account.values[reporter.key(.postData)]!, diagnostics: &diagnostics, account: id)
+                return nil
+            }
+            sent.fingerprint = Self.fingerprint(of: sent)
+            if case .asSent = display { return sent }
+            var shown = try renderAll(displayMasking, credentialMasking: displayMasking)
+            shown.fingerprint = sent.fingerprint
+            return shown
+        } catch {
+            report(.error, "\(error.message) (in \(error.key))", at: error.origin, diagnostics: &diagnostics, account: id)
+            return nil
+        }
+    }
+
+    private struct RenderFailure: Error {
+        var message: String
+        var key: String
+        var origin: ConfigValue
+    }
+
+    private func render(_ template: Template, _ values: AccountValues, _ masking: SecretMasking,
+                        origin: ConfigValue) throws(RenderFailure) -> String {
+        do {
+            return try template.render(values, masking: masking)
+        } catch {
+            throw RenderFailure(message: error.message, key: "the value at this position", origin: origin)
+        }
+    }
+
+    // MARK: Compiling
+
+    private mutating func compile(_ value: ConfigValue, kind: TemplateKind, baseOffset: Int = 0, text: String? = nil,
+                                  account: Account, diagnostics: inout DiagnosticList) -> Template? {
+        let source = text ?? value.text
+        let key = CacheKey(text: source, kind: kind)
+        let compilation: TemplateCompilation
+        if let cached = cache[key] {
+            compilation = cached
+        } else {
+            compilation = Template.compile(source, kind: kind, scope: &table)
+            cache[key] = compilation
+        }
+        if !compilation.issues.isEmpty,
+           reportedOrigins.insert(OriginKey(file: value.origin.file, position: value.origin.position, baseOffset: baseOffset)).inserted {
+            for issue in compilation.issues {
+                let position = position(of: issue.offset + baseOffset, length: issue.length, in: value)
+                diagnostics.append(Diagnostic(file: value.origin.file, at: position,
+                                              severity: issue.severity == .error ? .error : .warning, message: issue.message))
+            }
+        }
+        return compilation.template
+    }
+
+    private mutating func customHeaders(_ value: ConfigValue, account: Account,
+                                        diagnostics: inout DiagnosticList) -> [(name: String, value: Template)]? {
+        var result: [(name: String, value: Template)] = []
+        var failed = false
+        var lineStart = 0
+        let bytes = Array(value.text.utf8)
+        for line in value.text.split(separator: "\n", omittingEmptySubsequences: false) {
+            defer { lineStart += line.utf8.count + 1 }
+            let text = line.hasSuffix("\r") ? line.dropLast() : line
+            if text.allSatisfy({ $0 == " " || $0 == "\t" }) { continue }
+            guard let colon = text.firstIndex(of: ":") else {
+                report(.error, "a custom header line must read 'Name: value', not '\(text)'", at: value, offset: lineStart, diagnostics: &diagnostics)
+                failed = true
+                continue
+            }
+            let name = text[..<colon].trimmingCharacters(in: " \t")
+            if name.contains("%") {
+                report(.error, "a placeholder cannot stand in a header name", at: value,
+                       offset: lineStart + (text.utf8.firstIndex(of: UInt8(ascii: "%")).map { text.utf8.distance(from: text.utf8.startIndex, to: $0) } ?? 0),
+                       diagnostics: &diagnostics)
+                failed = true
+                continue
+            }
+            guard !name.isEmpty, name.utf8.allSatisfy(Self.isTokenByte) else {
+                report(.error, "'\(name)' is not a valid header name", at: value, offset: lineStart, diagnostics: &diagnostics)
+                failed = true
+                continue
+            }
+            var valueStart = text[..<colon].utf8.count + 1
+            while valueStart < text.utf8.count, bytes[lineStart + valueStart] == UInt8(ascii: " ") || bytes[lineStart + valueStart] == UInt8(ascii: "\t") {
+                valueStart += 1
+            }
+            let headerText = String(decoding: bytes[(lineStart + valueStart)..<(lineStart + text.utf8.count)], as: UTF8.self)
+            if name.lowercased() == "content-type" {
+                report(.warning, "set the body's type with the ContentType key, so that values are encoded for it",
+                       at: value, offset: lineStart, diagnostics: &diagnostics)
+            }
+            guard let template = compile(value, kind: .headerValue, baseOffset: lineStart + valueStart, text: headerText,
+                                         account: account, diagnostics: &diagnostics) else {
+                failed = true
+                continue
+            }
+            result.append((name, template))
+        }
+        return failed ? nil : result
+    }
+
+    /// `%account[KEY]%` naming a key no account has is an error; one this account lacks, a warning.
+    private func checkAccountReferences(_ templates: [Template], account: Account, diagnostics: inout DiagnosticList) {
+        for template in templates {
+            for reference in template.references {
+                guard let key = reference.key, account.values[key] == nil, !DeviceValues.names.contains(key) else { continue }
+                guard let origin = origin(of: template, in: account) else { continue }
+                let position = position(of: reference.offset + origin.baseOffset, length: reference.length, in: origin.value)
+                if knownAccountKeys.contains(key) {
+                    diagnostics.append(Diagnostic(file: origin.value.origin.file, at: position, severity: .warning,
+                                                  message: "the account has no key '\(key)', so %account[\(key)]% renders empty",
+                                                  account: account.id))
+                } else {
+                    var message = "no account has a key '\(key)'"
+                    if let nearest = NameSuggester.nearest(to: key, among: knownAccountKeys) { message += "; did you mean '\(nearest)'?" }
+                    diagnostics.append(Diagnostic(file: origin.value.origin.file, at: position, severity: .error, message: message))
+                }
+            }
+        }
+    }
+
+    /// Which of the account's values a compiled template came from, and its offset in it.
+    private func origin(of template: Template, in account: Account) -> (value: ConfigValue, baseOffset: Int)? {
+        for (_, value) in account.values where value.text == template.source { return (value, 0) }
+        for (_, value) in account.values where value.text.contains(template.source) && !template.source.isEmpty {
+            if let range = value.text.utf8.firstRange(of: template.source.utf8) {
+                return (value, value.text.utf8.distance(from: value.text.utf8.startIndex, to: range.lowerBound))
+            }
+        }
+        return nil
+    }
+
+    // MARK: Positions
+
+    private func report(_ severity: Diagnostic.Severity, _ message: String, at value: ConfigValue, offset: Int? = nil,
+                        diagnostics: inout DiagnosticList, account: String? = nil) {
+        let position = offset.map { self.position(of: $0, length: 1, in: value) } ?? value.origin.position
+        diagnostics.append(Diagnostic(file: value.origin.file, at: position, severity: severity, message: message, account: account))
+    }
+
+    /// The file position of UTF-8 `offset` in a value's text, found in the scalar as written.
+    func position(of offset: Int, length: Int, in value: ConfigValue) -> SourcePosition {
+        let scalar = value.origin.scalar
+        let valueBytes = Array(scalar.value.utf8)
+        guard scalar.value == value.text, offset < valueBytes.count,
+              let source = sources[value.origin.file],
+              let start = source.byteOffset(of: scalar.start) else { return scalar.start }
+        let end = source.byteOffset(of: scalar.end) ?? source.bytes.count
+        var needle = Array(valueBytes[offset..<min(valueBytes.count, offset + max(1, length))])
+        if let newline = needle.firstIndex(of: 0x0A) { needle = Array(needle[..<newline]) }
+        if needle.isEmpty { return scalar.start }
+        var occurrence = 0
+        var i = 0
+        while i < offset {
+            if valueBytes[i...].starts(with: needle) { occurrence += 1 }
+            i += 1
+        }
+        let bytes = source.bytes
+        var found = 0
+        var j = start
+        while j + needle.count <= end {
+            if bytes[j] == needle[0], bytes[j..<(j + needle.count)].elementsEqual(needle) {
+                if found == occurrence { return source.position(ofByteOffset: j) }
+                found += 1
+            }
+            j += 1
+        }
+        return scalar.start
+    }
+
+    // MARK: Helpers
+
+    static func hasHTTPPrefix(_ text: String) -> Bool {
+        let lowered = text.prefix(8).lowercased()
+        return lowered.hasPrefix("http://") || lowered.hasPrefix("https://")
+    }
+
+    /// The scheme and host of a rendered URL.
+    static func target(of url: String) -> (scheme: String, host: String)? {
+        guard let schemeEnd = url.range(of: "://") else { return nil }
+        let scheme = url[..<schemeEnd.lowerBound].lowercased()
+        var authority = url[schemeEnd.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        var host: Substring
+        if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") {
+            host = authority[authority.index(after: authority.startIndex)..<close]
+        } else {
+            host = authority.prefix { $0 != ":" }
+        }
+        guard !host.isEmpty else { return nil }
+        return (scheme, host.lowercased())
+    }
+
+    /// Whether `host` is a loopback name or address (`localhost`, `127.0.0.0/8`, `::1`).
+    public static func isLoopback(_ host: String) -> Bool {
+        if host == "localhost" || host.hasSuffix(".localhost") || host == "::1" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
+    }
+
+    static func isTokenByte(_ b: UInt8) -> Bool {
+        switch b {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        default: "!#$%&'*+-.^_`|~".utf8.contains(b)
+        }
+    }
+
+    static func fingerprint(of request: RenderedRequest) -> String {
+        var hasher = SHA256()
+        func add(_ text: String) {
+            hasher.update(data: Array(text.utf8))
+            hasher.update(data: [0])
+        }
+        add(request.reporter.rawValue)
+        add(request.method)
+        add(request.url)
+        for header in request.headers {
+            add(header.name)
+            add(header.value)
+        }
+        add(request.body ?? "\u{0}none")
+        add(request.credentials?.username ?? "")
+        add(request.credentials?.password ?? "")
+        add(request.timeout.map { "\($0)" } ?? "")
+        return hasher.finalize().map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+    }
+}
+
+extension Substring {
+    func trimmingCharacters(in set: String) -> String {
+        var s = self
+        while let f = s.first, set.contains(f) { s.removeFirst() }
+        while let l = s.last, set.contains(l) { s.removeLast() }
+        return String(s)
+    }
+}

@@ -1,0 +1,84 @@
+import PushTemplates
+
+/// The template scope of a configuration: device values, globals, built-ins and `account[KEY]`.
+///
+/// Each distinct variable gets one slot, shared by every template of every account, so a template
+/// compiled once renders for any account.
+struct SymbolTable: TemplateScope {
+    enum Source: Sendable {
+        case accountKey(String)
+        case global(String)
+        case builtin(BuiltinVariable)
+    }
+
+    private(set) var sources: [Source] = []
+    private var plainSlots: [String: Int] = [:]
+    private var accountSlots: [String: Int] = [:]
+    let variableNames: [String]
+    var keyedVariableNames: [String] { ["account"] }
+
+    init(globals: some Collection<String>) {
+        variableNames = DeviceValues.names + BuiltinVariable.allCases.map(\.rawValue) + globals.sorted()
+    }
+
+    mutating func slot(forVariable name: String) -> Int? {
+        if let slot = plainSlots[name] { return slot }
+        let source: Source
+        if DeviceValues.names.contains(name) {
+            source = .accountKey(name)
+        } else if let builtin = BuiltinVariable(rawValue: name) {
+            source = .builtin(builtin)
+        } else if variableNames.contains(name) {
+            source = .global(name)
+        } else {
+            return nil
+        }
+        sources.append(source)
+        plainSlots[name] = sources.count - 1
+        return sources.count - 1
+    }
+
+    mutating func slot(forVariable name: String, key: String) -> Int? {
+        guard name == "account" else { return nil }
+        if let slot = accountSlots[key] { return slot }
+        sources.append(.accountKey(key))
+        accountSlots[key] = sources.count - 1
+        return sources.count - 1
+    }
+}
+
+/// One account's values as a template sees them.
+struct AccountValues: TemplateValues {
+    let account: Account
+    let table: SymbolTable
+    let globals: [String: ConfigValue]
+    let builtins: [BuiltinVariable: String]
+
+    func value(at slot: Int) -> String {
+        switch table.sources[slot] {
+        case .accountKey(let key): account.values[key]?.text ?? ""
+        case .global(let name): globals[name]?.text ?? ""
+        case .builtin(let builtin): builtins[builtin] ?? ""
+        }
+    }
+
+    func isSecret(at slot: Int) -> Bool {
+        switch table.sources[slot] {
+        case .accountKey(let key): account.values[key]?.isSecret ?? false
+        case .global(let name): globals[name]?.isSecret ?? false
+        case .builtin: false
+        }
+    }
+
+    /// The shell-variable name a preview uses for the secret in `slot`.
+    func secretName(at slot: Int) -> String {
+        switch table.sources[slot] {
+        case .accountKey(let key):
+            return account.values[key]?.secretName ?? LoadSession.shellName(key)
+        case .global(let name):
+            return globals[name]?.secretName ?? LoadSession.shellName(name)
+        case .builtin(let builtin):
+            return builtin.rawValue.uppercased()
+        }
+    }
+}

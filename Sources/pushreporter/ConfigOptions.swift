@@ -1,0 +1,53 @@
+import ArgumentParser
+import PushConfig
+
+/// `--config PATH`, repeatable, shared by every command that reads configuration.
+struct ConfigOptions: ParsableArguments {
+    @Option(name: .customLong("config"),
+            help: ArgumentHelp("A configuration file, or a directory of *.yaml and *.yml files (repeatable).",
+                               discussion: "Default: $PUSHREPORTER_CONFIG, else /etc/pushreporter.",
+                               valueName: "path"))
+    var paths: [String] = []
+
+    /// The paths to load: the options, else `$PUSHREPORTER_CONFIG` (colon-separated), else `/etc/pushreporter`.
+    func resolvedPaths(environment: LoaderEnvironment) -> [String] {
+        if !paths.isEmpty { return paths }
+        if let fromEnvironment = environment.variables["PUSHREPORTER_CONFIG"], !fromEnvironment.isEmpty {
+            return fromEnvironment.split(separator: ":").map(String.init)
+        }
+        return ["/etc/pushreporter"]
+    }
+}
+
+/// Loading shared by `validate` and `preview`.
+struct LoadedConfiguration {
+    var result: LoadResult
+    var builder: RequestBuilder
+    var diagnostics: DiagnosticList
+
+    init(options: ConfigOptions) {
+        let environment = LoaderEnvironment.current()
+        result = ConfigurationLoader(environment: environment).load(paths: options.resolvedPaths(environment: environment))
+        diagnostics = result.diagnostics
+        let stateDirectory = result.configuration.agent.resolvedStateDirectory(environment: environment.variables)
+        builder = RequestBuilder(configuration: result.configuration, sources: result.sources,
+                                 installID: StateFiles.installID(in: stateDirectory), hostname: environment.hostname)
+    }
+}
+
+/// Reads of the state directory that need no database.
+enum StateFiles {
+    /// The generated installation id, when the agent has made one.
+    static func installID(in directory: String) -> String? {
+        guard let text = try? String(contentsOfFile: directory + "/installid", encoding: .utf8) else { return nil }
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        return trimmed.isEmpty ? nil : trimmed
+    }
+}
+
+import Foundation
+
+/// Writes to standard error, for diagnostics and notes a person reads.
+func printError(_ text: String) {
+    FileHandle.standardError.write(Data((text + "\n").utf8))
+}

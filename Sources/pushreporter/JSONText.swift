@@ -1,0 +1,33 @@
+/// A small JSON writer that keeps keys in the order given (previews and diagnostics read better so).
+enum JSONText {
+    static func string(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20 || scalar == "\u{2028}" || scalar == "\u{2029}":
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+
+    static func object(_ fields: [(String, String)], indent: String = "") -> String {
+        guard !fields.isEmpty else { return "{}" }
+        let inner = indent + "  "
+        return "{\n" + fields.map { inner + string($0.0) + ": " + $0.1 }.joined(separator: ",\n") + "\n" + indent + "}"
+    }
+
+    static func array(_ items: [String]) -> String {
+        guard !items.isEmpty else { return "[]" }
+        return "[\n" + items.map { "  " + $0.replacingOccurrences(of: "\n", with: "\n  ") }.joined(separator: ",\n") + "\n]"
+    }
+}
+
+import Foundation

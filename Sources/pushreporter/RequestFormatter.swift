@@ -1,0 +1,84 @@
+import PushConfig
+
+/// Renders requests as `preview` prints them.
+enum RequestFormatter {
+    /// `{account, reporter, method, url, headers, body}` (SPEC §7).
+    static func json(_ request: RenderedRequest) -> String {
+        let headers = JSONText.object(request.headers.map { ($0.name, JSONText.string($0.value)) }, indent: "  ")
+        return JSONText.object([
+            ("account", JSONText.string(request.account)),
+            ("reporter", JSONText.string(request.reporter.rawValue)),
+            ("method", JSONText.string(request.method)),
+            ("url", JSONText.string(request.url)),
+            ("headers", headers),
+            ("body", request.body.map(JSONText.string) ?? "null"),
+        ])
+    }
+
+    /// The raw HTTP/1.1 request, after a `###` separator line naming the account (as REST-client files do).
+    static func http(_ request: RenderedRequest) -> String {
+        var lines = ["### \(request.account) \(request.reporter.rawValue)"]
+        if let credentials = request.credentials {
+            lines.append("# answered with HTTP Digest (or Basic over https) as '\(credentials.username)'")
+        }
+        let (host, target) = split(request.url)
+        lines.append("\(request.method) \(target) HTTP/1.1")
+        lines.append("Host: \(host)")
+        for header in request.headers { lines.append("\(header.name): \(header.value)") }
+        if let body = request.body {
+            lines.append("Content-Length: \(body.utf8.count)")
+            lines.append("")
+            lines.append(body)
+        }
+        return lines.joined(separator: "\r\n").replacingOccurrences(of: "\r\n", with: "\n")
+    }
+
+    /// One runnable `curl` command; secrets become `"$NAME"` shell variables.
+    static func curl(_ request: RenderedRequest) -> String {
+        var words = ["curl", "--fail-with-body", "-sS"]
+        if request.method != "GET" || request.body != nil {
+            words += request.method == "HEAD" ? ["--head"] : ["-X", request.method]
+        }
+        for header in request.headers {
+            words += ["-H", shellWord(header.name + ": " + header.value)]
+        }
+        if let body = request.body { words += ["--data-binary", shellWord(body)] }
+        if let credentials = request.credentials {
+            words += ["--anyauth", "-u", shellWord(credentials.username + ":" + credentials.password)]
+        }
+        if let timeout = request.timeout {
+            words += ["--max-time", String(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)]
+        }
+        words.append(shellWord(request.url))
+        return "# \(request.account) \(request.reporter.rawValue)\n" + words.joined(separator: " ")
+    }
+
+    /// Host and request target of an absolute URL.
+    static func split(_ url: String) -> (host: String, target: String) {
+        guard let schemeEnd = url.range(of: "://") else { return ("", url) }
+        let rest = url[schemeEnd.upperBound...]
+        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+        var host = rest[..<authorityEnd]
+        if let at = host.lastIndex(of: "@") { host = host[host.index(after: at)...] }
+        var target = String(rest[authorityEnd...])
+        if let hash = target.firstIndex(of: "#") { target = String(target[..<hash]) }
+        if target.isEmpty || target.hasPrefix("?") { target = "/" + target }
+        return (String(host), target)
+    }
+
+    /// Single-quotes text for a POSIX shell; secret markers become `"$NAME"`.
+    static func shellWord(_ text: String) -> String {
+        let pieces = text.split(separator: "\u{1}", omittingEmptySubsequences: false)
+        var out = ""
+        for (index, piece) in pieces.enumerated() {
+            if index % 2 == 1 {
+                out += "\"$" + piece + "\""
+            } else if !piece.isEmpty || pieces.count == 1 {
+                out += "'" + piece.replacingOccurrences(of: "'", with: "'\\''") + "'"
+            }
+        }
+        return out
+    }
+}
+
+import Foundation

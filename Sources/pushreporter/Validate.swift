@@ -1,0 +1,60 @@
+import ArgumentParser
+import PushConfig
+
+/// `pushreporter validate`: check configurations and prove every template by rendering it.
+struct Validate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check configuration files and render every request without sending it.",
+        discussion: """
+            Prints FILE:LINE:COLUMN: error|warning: MESSAGE lines on standard error (or a JSON array on \
+            standard output with --format json) and exits 78 when there is an error, or a warning with --strict.
+            """
+    )
+
+    enum Format: String, ExpressibleByArgument, CaseIterable {
+        case text, json
+    }
+
+    @OptionGroup var config: ConfigOptions
+
+    @Option(help: "Output format: text (on standard error) or json (on standard output).")
+    var format: Format = .text
+
+    @Flag(help: "Treat warnings as errors (exit 78).")
+    var strict = false
+
+    func run() throws {
+        var loaded = LoadedConfiguration(options: config)
+        if !loaded.result.diagnostics.hasErrors || !loaded.result.configuration.accounts.isEmpty {
+            loaded.builder.checkAll(into: &loaded.diagnostics)
+        }
+        let diagnostics = loaded.diagnostics.sorted(fileOrder: loaded.result.configuration.files)
+        let errors = loaded.diagnostics.errorCount
+        let warnings = loaded.diagnostics.warningCount
+        switch format {
+        case .text:
+            for diagnostic in diagnostics { printError(diagnostic.formatted) }
+            let configuration = loaded.result.configuration
+            let enabled = configuration.accounts.count { $0.isEnabled }
+            printError("\(configuration.files.count) \(plural(configuration.files.count, "file")), "
+                       + "\(enabled) \(plural(enabled, "enabled account")): "
+                       + "\(errors) \(plural(errors, "error")), \(warnings) \(plural(warnings, "warning"))")
+        case .json:
+            print(JSONText.array(diagnostics.map(\.json)))
+        }
+        if errors > 0 || (strict && warnings > 0) { throw Exit.configuration }
+    }
+}
+
+func plural(_ count: Int, _ noun: String) -> String {
+    count == 1 ? noun : noun + "s"
+}
+
+extension Diagnostic {
+    var json: String {
+        var fields: [(String, String)] = [("file", JSONText.string(file)), ("line", String(line)), ("column", String(column)),
+                                          ("severity", JSONText.string(severity.rawValue)), ("message", JSONText.string(message))]
+        if let account { fields.append(("account", JSONText.string(account))) }
+        return JSONText.object(fields)
+    }
+}
