@@ -1,0 +1,55 @@
+import Foundation
+
+/// What a finished process left behind.
+public struct ProcessOutput: Sendable {
+    public var status: Int32
+    public var stdout: String
+    public var stderr: String
+
+    /// Standard error's non-empty lines.
+    public var stderrLines: [String] { stderr.split(separator: "\n").map(String.init) }
+}
+
+/// Runs the built `pushreporter` binary (or any program) and captures its output.
+public enum ProcessRunner {
+    /// The `pushreporter` executable built beside the test bundle.
+    public static let pushreporter: String = {
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        return executable.deletingLastPathComponent().appendingPathComponent("pushreporter").path
+    }()
+
+    /// Runs `pushreporter` with `arguments`; the environment is this process's plus `environment`,
+    /// with `PUSHREPORTER_*` variables removed unless given.
+    public static func pushreporter(_ arguments: [String], environment: [String: String] = [:],
+                                    directory: String? = nil, stdin: String? = nil) throws -> ProcessOutput {
+        try run(pushreporter, arguments, environment: environment, directory: directory, stdin: stdin)
+    }
+
+    public static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+                           directory: String? = nil, stdin: String? = nil) throws -> ProcessOutput {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHREPORTER_") && $0.key != "JOURNAL_STREAM" }
+        env.merge(environment) { _, new in new }
+        process.environment = env
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+        let out = Pipe(), err = Pipe(), input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try? input.fileHandleForWriting.close()
+        // Read both pipes while the process runs, so a large output cannot block it.
+        nonisolated(unsafe) var errData = Data()
+        let errReader = Thread { errData = err.fileHandleForReading.readDataToEndOfFile() }
+        errReader.start()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        while !errReader.isFinished { usleep(1000) }
+        return ProcessOutput(status: process.terminationStatus,
+                             stdout: String(decoding: outData, as: UTF8.self),
+                             stderr: String(decoding: errData, as: UTF8.self))
+    }
+}

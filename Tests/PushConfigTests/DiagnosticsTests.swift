@@ -1,0 +1,191 @@
+import PushConfig
+import Testing
+
+/// Golden diagnostics: exact file, line, column and message.
+@Suite("Diagnostics carry the exact file:line:column")
+struct DiagnosticsTests {
+    static let device = """
+        selector: 12869E0E6E553673C54F29105A0647204C416A2A:7C3A0D14
+        pushTokenOther: QVBBOTFiRzlhcVd2bW54bllCWldHOWh4dnRrZ3pUWFNvcGZpdWZ6bWM2dFAzS2J
+    """
+
+    @Test("an unknown variable in a plain scalar")
+    func unknownVariablePlain() {
+        let loaded = Loaded("""
+            accounts:
+              - id: a
+                selector: s
+                pushTokenReporterUrl: https://h.example/t?sel=%selector%&tok=%pushTokenOthr%
+            """)
+        #expect(loaded.lines == ["config.yaml:4:66: error: unknown variable 'pushTokenOthr'; did you mean 'pushTokenOther'?"])
+    }
+
+    @Test("an unknown variable in a double-quoted scalar with escapes before it")
+    func unknownVariableQuoted() {
+        let loaded = Loaded("""
+            accounts:
+              - id: a
+                selector: s
+                pushTokenReporterUrl: "https://h.example/t?x=\\u00e9&sel=%selectr%"
+            """)
+        #expect(loaded.lines == ["config.yaml:4:61: error: unknown variable 'selectr'; did you mean 'selector'?"])
+    }
+
+    @Test("an unknown variable in a literal block scalar")
+    func unknownVariableBlock() {
+        let loaded = Loaded("""
+            accounts:
+              - id: a
+                selector: s
+                pushTokenReporterUrl: https://h.example/t
+                pushTokenReporterContentType: application/json
+                pushTokenReporterPostData: |
+                  {
+                    "selector": "%selector%",
+                    "token": "%pushTokn%"
+                  }
+            """)
+        #expect(loaded.lines == ["config.yaml:9:19: error: unknown variable 'pushTokn'; did you mean 'pushToken'?"])
+    }
+
+    @Test("the same placeholder twice in one scalar: the second occurrence is the one reported")
+    func repeatedPlaceholder() {
+        let loaded = Loaded("""
+            accounts:
+              - id: a
+                selector: s
+                pushTokenReporterUrl: https://h.example/t?a=%selector%&b=%nope%&c=%nope%
+            """)
+        #expect(loaded.lines == ["config.yaml:4:62: error: unknown variable 'nope'",
+                                 "config.yaml:4:71: error: unknown variable 'nope'"])
+    }
+
+    @Test("an unknown top-level key, with a suggestion")
+    func unknownTopLevelKey() {
+        let loaded = Loaded("""
+            agent:
+              concurrency: 4
+            acounts:
+              - id: a
+            """)
+        #expect(loaded.lines.first == "config.yaml:3:1: error: unknown key 'acounts' at the top level; did you mean 'accounts'?")
+    }
+
+    @Test("an unknown agent key, with a suggestion")
+    func unknownAgentKey() {
+        let loaded = Loaded("""
+            agent:
+              perHostConcurency: 4
+            """)
+        #expect(loaded.lines.first == "config.yaml:2:3: error: unknown key 'perHostConcurency' under agent; did you mean 'perHostConcurrency'?")
+    }
+
+    @Test("a YAML syntax error")
+    func syntaxError() {
+        let loaded = Loaded("""
+            accounts:
+              - id: a
+                selector: s: t
+            """)
+        #expect(loaded.lines.count == 1)
+        #expect(loaded.lines.first?.hasPrefix("config.yaml:3:") == true)
+        #expect(loaded.lines.first?.contains("error: ") == true)
+        #expect(loaded.diagnostics.all.first?.line == 3)
+        #expect(loaded.diagnostics.all.first?.column == 16)
+    }
+
+    @Test("duplicate ids across two files name the first place")
+    func duplicateIDs() {
+        let loaded = Loaded([
+            ("a.yaml", """
+                accounts:
+                  - id: alice
+                    pushTokenReporterUrl: https://h.example/t?s=%selector%
+                """),
+            ("b.yaml", """
+                # another team's file
+                accounts:
+                  - username: bob
+                    pushTokenReporterUrl: https://h.example/t?s=%selector%
+                  - id: alice
+                    pushTokenReporterUrl: https://h.example/t?s=%selector%
+                """),
+        ])
+        let errors = loaded.lines.filter { $0.contains("error") }
+        #expect(errors.count == 1)
+        #expect(errors.first?.hasPrefix("b.yaml:5:5: error: account id 'alice' is already used at ") == true)
+        #expect(errors.first?.hasSuffix("a.yaml:2:5; ids must be unique across all files [account alice]") == true)
+    }
+
+    @Test("an unset !env variable")
+    func unsetEnv() {
+        let loaded = Loaded("""
+            accounts:
+              - id: a
+                password: !env JOHN_PASSWORD
+            """, environment: [:])
+        #expect(loaded.lines.contains("config.yaml:3:15: error: environment variable 'JOHN_PASSWORD' is not set (needed by !env for 'password') [account a]"))
+        #expect(loaded.diagnostics.errorCount == 1)
+    }
+
+    @Test("a set !env variable is used and secret")
+    func setEnv() throws {
+        let loaded = Loaded("""
+            accounts:
+              - id: a
+                password: !env JOHN_PASSWORD
+            """, environment: ["JOHN_PASSWORD": "s3cret"])
+        let account = try #require(loaded.account("a"))
+        #expect(account["password"] == "s3cret")
+        #expect(account.values["password"]?.isSecret == true)
+    }
+
+    @Test("%account[KEY]% no account has is an error; one some accounts lack is a warning for each")
+    func accountKeys() {
+        let loaded = Loaded("""
+            defaults:
+              pushTokenReporterUrl: https://h.example/t?u=%account[username]%&e=%account[extension]%&x=%account[emial]%
+            accounts:
+              - id: a
+                username: alice
+                extension: "100"
+                email: a@example.com
+              - id: b
+                username: bob
+            """)
+        #expect(loaded.lines == [
+            "config.yaml:2:69: warning: the account has no key 'extension', so %account[extension]% renders empty [account b]",
+            "config.yaml:2:92: error: no account has a key 'emial'; did you mean 'email'?",
+            "config.yaml:4:5: warning: the account has no device values (selector, pushTokenOther, pushTokenIncomingCall); its report carries no token [account a]",
+            "config.yaml:8:5: warning: the account has no device values (selector, pushTokenOther, pushTokenIncomingCall); its report carries no token [account b]",
+        ])
+    }
+
+    @Test("a placeholder in the URL's host")
+    func placeholderInHost() {
+        let loaded = Loaded("""
+            accounts:
+              - id: a
+                pushTokenReporterUrl: https://%account[server]%/t
+                server: h.example
+            """)
+        #expect(loaded.lines.filter { $0.contains("error") } == ["config.yaml:3:35: error: a placeholder cannot stand in a URL's scheme or host; only the path and the query can hold values"])
+    }
+
+    @Test("a template problem in defaults is reported once, not once per account")
+    func reportedOnce() {
+        let accounts = (1...50).map { "  - id: a\($0)\n    selector: s" }.joined(separator: "\n")
+        let loaded = Loaded("defaults:\n  pushTokenReporterUrl: https://h.example/?s=%selectorr%\naccounts:\n" + accounts)
+        #expect(loaded.lines == ["config.yaml:2:46: error: unknown variable 'selectorr'; did you mean 'selector'?"])
+    }
+
+    @Test("one bad file does not hide the diagnostics of the others")
+    func badFileDoesNotHideOthers() {
+        let loaded = Loaded([
+            ("a.yaml", "accounts: [ {id: x\n"),
+            ("b.yaml", "accounts:\n  - id: y\n    pushTokenReporterUrl: https://h.example/?t=%nope%\n"),
+        ])
+        #expect(loaded.lines.contains { $0.hasPrefix("a.yaml:") && $0.contains("error") })
+        #expect(loaded.lines.contains("b.yaml:3:48: error: unknown variable 'nope'"))
+    }
+}
