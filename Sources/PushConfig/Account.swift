@@ -8,12 +8,15 @@ public struct ConfigValue: Sendable {
     public var secretName: String?
     /// Where it was written.
     public var origin: ValueOrigin
+    /// The `use:` template the value came from, when it came from one.
+    public var template: String?
 
-    public init(text: String, isSecret: Bool = false, secretName: String? = nil, origin: ValueOrigin) {
+    public init(text: String, isSecret: Bool = false, secretName: String? = nil, origin: ValueOrigin, template: String? = nil) {
         self.text = text
         self.isSecret = isSecret
         self.secretName = secretName
         self.origin = origin
+        self.template = template
     }
 }
 

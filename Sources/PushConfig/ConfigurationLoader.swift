@@ -368,6 +368,10 @@ struct LoadSession {
             } else {
                 values = layer.values
             }
+            if values.contains(where: { $0.value.template != nil }) {
+                let label = values["id"]?.text ?? values["username"]?.text
+                expandTemplateParameters(&values, file: file, at: mapping.start, account: label)
+            }
             var services = defaultServices
             services.merge(layer.services) { _, new in new }
 
@@ -392,6 +396,37 @@ struct LoadSession {
             accountOwners[id] = (file, mapping.start)
             configuration.accounts.append(Account(id: id, isEnabled: enabled, values: values, services: services,
                                                   file: file, position: mapping.start))
+        }
+    }
+
+    /// Fills `${KEY}` in values that came from a `use:` template with the account's own `KEY`.
+    ///
+    /// A template cannot put a placeholder in a URL's host (SPEC §3), so a shipped template takes
+    /// its base URL this way, at load time, from keys the configuration's author wrote. Device
+    /// values are not allowed as parameters: they never shape a URL's structure.
+    mutating func expandTemplateParameters(_ values: inout [String: ConfigValue], file: String, at position: SourcePosition,
+                                           account: String?) {
+        for (key, value) in values where value.template != nil && value.text.contains("${") {
+            var output = ""
+            var rest = Substring(value.text)
+            while let open = rest.range(of: "${") {
+                output += rest[..<open.lowerBound]
+                guard let close = rest[open.upperBound...].firstIndex(of: "}") else {
+                    output += rest[open.lowerBound...]
+                    rest = ""
+                    break
+                }
+                let name = String(rest[open.upperBound..<close])
+                rest = rest[rest.index(after: close)...]
+                if let parameter = values[name], parameter.template == nil, !DeviceValues.names.contains(name) {
+                    output += parameter.text
+                } else {
+                    diagnostics.error("template '\(value.template!)' needs '\(name)' for \(key); set it in the account or in defaults",
+                                      file: file, at: position, account: account)
+                }
+            }
+            output += rest
+            values[key]?.text = output
         }
     }
 
@@ -422,7 +457,7 @@ struct LoadSession {
         let lowered = name.lowercased()
         guard lowered.hasPrefix("push") || lowered.hasPrefix("account") || lowered.hasPrefix("selector"),
               !Self.knownAccountKeys.contains(name),
-              let nearest = NameSuggester.nearest(to: name, among: Self.knownAccountKeys) else { return }
+              let nearest = NameSuggester.nearest(to: name, among: Self.knownAccountKeys, maxDistance: 2) else { return }
         diagnostics.warning("'\(name)' is not a key pushreporter acts on; did you mean '\(nearest)'?", file: file, at: key.start, account: account)
     }
 
@@ -476,7 +511,10 @@ struct LoadSession {
                     diagnostics.error("template key '\(key.value)' must be a single value, not \(value.kindDescription)", file: path, at: value.start)
                     continue
                 }
-                if let resolved = resolve(scalar, key: key.value, file: path, account: nil) { values[key.value] = resolved }
+                if var resolved = resolve(scalar, key: key.value, file: path, account: nil) {
+                    resolved.template = name
+                    values[key.value] = resolved
+                }
             }
             fillAliases(&values, file: path, account: nil)
             keys = values

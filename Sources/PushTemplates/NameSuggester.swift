@@ -1,11 +1,11 @@
 /// Finds the known name nearest to a misspelt one, for "did you mean" hints.
 public enum NameSuggester {
-    /// The candidate closest to `name` by edit distance (case differences cost little), or nil when
-    /// none is close enough to be a plausible typo.
-    public static func nearest<S: Sequence>(to name: String, among candidates: S) -> String?
+    /// The candidate closest to `name` by edit distance (case differences are free), or nil when
+    /// none is within `maxDistance` edits (default: a third of the name's length, at least 2).
+    public static func nearest<S: Sequence>(to name: String, among candidates: S, maxDistance: Int? = nil) -> String?
     where S.Element == String {
         let target = Array(name.lowercased().unicodeScalars)
-        let limit = max(2, target.count / 3)
+        let limit = maxDistance ?? max(2, target.count / 3)
         var best: (name: String, distance: Int)?
         for candidate in candidates where candidate != name {
             let lowered = Array(candidate.lowercased().unicodeScalars)

@@ -58,6 +58,7 @@ public enum YAMLParser {
         yaml_parser_set_encoding(parser, YAML_UTF8_ENCODING)
 
         var builder = TreeBuilder()
+        defer { builder.deallocate() }
         bytes.withUnsafeBufferPointer { buffer in
             // Non-empty here, so `baseAddress` is non-nil.
             yaml_parser_set_input_string(parser, buffer.baseAddress! + bomLength, buffer.count - bomLength)
@@ -125,7 +126,7 @@ public enum YAMLParser {
         switch problem {
         case "control characters are not allowed":
             if value == 0 {
-                return "the file contains a NUL byte (0x00), which YAML does not allow (is it a binary file?)"
+                return "the file contains a NUL byte (0x00), which YAML does not allow; it may be a binary file"
             }
             return "the file contains a control character (\(hex(value, unicode: value > 0x7F))), which YAML does not allow"
         case "incomplete UTF-8 octet sequence":
@@ -134,7 +135,7 @@ public enum YAMLParser {
             // "invalid leading/trailing UTF-8 octet" (value is the byte), "invalid Unicode
             // character" (value is the code point), "invalid length of a UTF-8 sequence".
             let detail = value < 0 ? problem
-                : problem.contains("octet") ? "\(problem) \(hex(value))"
+                : problem.hasSuffix("octet") ? "\(problem) \(hex(value))"
                 : "\(problem) \(hex(value, unicode: true))"
             return "the file is not valid UTF-8 text (\(detail))"
         }
@@ -162,6 +163,11 @@ private func sourcePosition(_ mark: yaml_mark_t) -> SourcePosition {
 private typealias Entry = (key: YAMLScalar, value: YAMLNode)
 
 /// Builds the node tree from libyaml events with an explicit stack of open collections.
+///
+/// The children of an open collection at depth `d` (the root collection has depth 0) are
+/// collected in `itemBuffers[d]` or `entryBuffers[d]` and moved into an exactly-sized array
+/// when it closes; the buffers are reused by every later collection at that depth. Call
+/// `deallocate()` when done.
 private struct TreeBuilder {
     /// A node an anchor names, with the number of nodes in its subtree (for the alias budget).
     struct Anchored {
@@ -171,9 +177,9 @@ private struct TreeBuilder {
 
     /// Open collections, outermost first.
     private var stack: [Frame] = []
-    /// Item buffers, one per nesting depth, reused by every sequence at that depth.
+    /// Item buffers of open sequences, indexed by depth.
     private var itemBuffers: [ScratchBuffer<YAMLNode>] = []
-    /// Entry buffers, one per nesting depth, reused by every mapping at that depth.
+    /// Entry buffers of open mappings, indexed by depth.
     private var entryBuffers: [ScratchBuffer<Entry>] = []
     /// Completed anchored nodes by anchor name; a later anchor with the same name replaces one.
     private var anchors: [String: Anchored] = [:]
@@ -188,11 +194,18 @@ private struct TreeBuilder {
         YAMLParseResult(root: failed ? nil : root, errors: errors)
     }
 
+    /// Frees the buffers, with any nodes still in them (after a fatal error).
+    mutating func deallocate() {
+        for index in itemBuffers.indices { itemBuffers[index].deallocate() }
+        for index in entryBuffers.indices { entryBuffers[index].deallocate() }
+        itemBuffers = []
+        entryBuffers = []
+    }
+
     /// Stops with the fatal `error`, which replaces any errors collected so far.
     mutating func fail(_ error: YAMLError) {
         failed = true
         root = nil
-        stack.removeAll()
         errors = [error]
     }
 
@@ -242,9 +255,16 @@ private struct TreeBuilder {
         let data = event.pointee.data.scalar
         let value = data.length == 0 ? "" :
             String(decoding: UnsafeBufferPointer(start: data.value, count: data.length), as: UTF8.self)
+        let style: YAMLScalar.Style = switch data.style {
+        case YAML_SINGLE_QUOTED_SCALAR_STYLE: .singleQuoted
+        case YAML_DOUBLE_QUOTED_SCALAR_STYLE: .doubleQuoted
+        case YAML_LITERAL_SCALAR_STYLE: .literal
+        case YAML_FOLDED_SCALAR_STYLE: .folded
+        default: .plain
+        }
         return YAMLScalar(
             value: value,
-            style: style(data.style),
+            style: style,
             tag: data.tag.map { String(cString: $0) },
             start: sourcePosition(event.pointee.start_mark),
             end: sourcePosition(event.pointee.end_mark))
@@ -285,7 +305,7 @@ private struct TreeBuilder {
             node = .sequence(YAMLSequence(items: itemBuffers[depth].takeAll(), tag: frame.tag, start: frame.start))
         case .mapping:
             var entries = entryBuffers[depth].takeAll()
-            if !frame.merges.isEmpty { errors += Frame.applyMerges(frame.merges, to: &entries) }
+            if !frame.merges.isEmpty { errors += applyMerges(frame.merges, to: &entries) }
             node = .mapping(YAMLMapping(entries: entries, tag: frame.tag, start: frame.start))
         }
         if let anchor = frame.anchor { anchors[anchor] = Anchored(node: node, size: frame.size) }
@@ -311,154 +331,86 @@ private struct TreeBuilder {
         return true
     }
 
-    /// Attaches a finished node to the innermost open collection, or makes it the root.
+    /// `attach` for a scalar, the hot path: a key is stored as is, without wrapping it in a node.
+    private mutating func attachScalar(_ scalar: consuming YAMLScalar) {
+        let top = stack.count - 1
+        if top >= 0, stack[top].expectsKey {
+            stack[top].size += 1
+            stack[top].expectsKey = false
+            stack[top].pendingKey = scalar
+        } else {
+            attach(.scalar(scalar), size: 1)
+        }
+    }
+
+    /// Attaches a finished node (`size` nodes in all) to the innermost open collection, or
+    /// makes it the root.
     private mutating func attach(_ node: consuming YAMLNode, size: Int) {
         let top = stack.count - 1
         guard top >= 0 else {
             root = node
             return
         }
-        if let error = stack[top].add(node, size: size, items: itemBuffers[top], entries: entryBuffers[top]) {
-            errors.append(error)
+        stack[top].size += size
+        switch stack[top].kind {
+        case .sequence:
+            itemBuffers[top].append(node)
+        case .mapping:
+            if let key = stack[top].pendingKey.take() {
+                stack[top].expectsKey = true
+                addEntry(key: key, value: node, depth: top)
+            } else if stack[top].skipsValue {
+                stack[top].skipsValue = false
+                stack[top].expectsKey = true
+            } else if case .scalar(let key) = node {
+                stack[top].expectsKey = false
+                stack[top].pendingKey = key
+            } else {
+                stack[top].expectsKey = false
+                stack[top].skipsValue = true
+                errors.append(YAMLError(message: "a mapping key must be a plain value", position: node.start))
+            }
         }
     }
 
-    /// `attach` for a scalar event, the hot path: a key needs no enum wrapping.
-    private mutating func attachScalar(_ scalar: consuming YAMLScalar) {
-        let top = stack.count - 1
-        guard top >= 0 else {
-            root = .scalar(scalar)
+    /// Adds an entry to the mapping at `depth`, or records a merge; reports a duplicate key
+    /// (keeping the first).
+    private mutating func addEntry(key: consuming YAMLScalar, value: consuming YAMLNode, depth: Int) {
+        if key.style == .plain, key.value == "<<", key.tag == nil || key.tag == "tag:yaml.org,2002:merge" {
+            stack[depth].merges.append(Merge(source: value, keyPosition: key.start, index: entryBuffers[depth].count))
             return
         }
-        if let error = stack[top].add(scalar, items: itemBuffers[top], entries: entryBuffers[top]) {
-            errors.append(error)
-        }
-    }
-
-    private func style(_ style: yaml_scalar_style_t) -> YAMLScalar.Style {
-        switch style {
-        case YAML_SINGLE_QUOTED_SCALAR_STYLE: .singleQuoted
-        case YAML_DOUBLE_QUOTED_SCALAR_STYLE: .doubleQuoted
-        case YAML_LITERAL_SCALAR_STYLE: .literal
-        case YAML_FOLDED_SCALAR_STYLE: .folded
-        default: .plain
-        }
-    }
-}
-
-/// One open mapping or sequence. Its items or entries live in the builder's buffers for its
-/// depth, which are passed to the methods that add to them.
-private struct Frame {
-    enum Kind { case mapping, sequence }
-
-    /// A `<<` entry, resolved when the mapping closes.
-    struct Merge {
-        var source: YAMLNode
-        /// Where the `<<` key is written (the source may be an alias to a node far away).
-        var keyPosition: SourcePosition
-        /// How many explicit entries precede it; merged entries are placed there.
-        var index: Int
-    }
-
-    /// Mappings up to this size detect duplicate keys by a linear scan, larger ones by a set.
-    /// Comparing short keys is a few instructions each, so scanning up to 16 of them costs
-    /// less than hashing every key and allocating a set for each mid-sized mapping.
-    static let linearScanLimit = 16
-
-    let kind: Kind
-    let tag: String?
-    let anchor: String?
-    let start: SourcePosition
-    /// In a mapping, the key read whose value comes next.
-    var pendingKey: YAMLScalar?
-    /// In a mapping, whether the next node is the value of a non-scalar key, to be dropped.
-    var skippingValue = false
-    /// The keys of `entries`, filled only once the mapping outgrows `linearScanLimit`.
-    var keySet: Set<String> = []
-    var merges: [Merge] = []
-    /// Nodes in this subtree so far, this collection included.
-    var size = 1
-
-    init(kind: Kind, tag: String?, anchor: String?, start: SourcePosition) {
-        self.kind = kind
-        self.tag = tag
-        self.anchor = anchor
-        self.start = start
-    }
-
-    /// Adds a finished child node; returns a non-fatal error when it is dropped.
-    mutating func add(
-        _ node: consuming YAMLNode, size: Int, items: ScratchBuffer<YAMLNode>, entries: ScratchBuffer<Entry>
-    ) -> YAMLError? {
-        self.size += size
-        if kind == .sequence {
-            items.append(node)
-            return nil
-        }
-        if let key = pendingKey.take() {
-            return addEntry(key: key, value: node, to: entries)
-        }
-        if skippingValue {
-            skippingValue = false
-            return nil
-        }
-        guard case .scalar(let key) = node else {
-            skippingValue = true
-            return YAMLError(message: "a mapping key must be a plain value", position: node.start)
-        }
-        pendingKey = key
-        return nil
-    }
-
-    /// `add` for a scalar.
-    mutating func add(
-        _ scalar: consuming YAMLScalar, items: ScratchBuffer<YAMLNode>, entries: ScratchBuffer<Entry>
-    ) -> YAMLError? {
-        if kind == .mapping, case .none = pendingKey, !skippingValue {
-            size += 1
-            pendingKey = scalar
-            return nil
-        }
-        return add(.scalar(scalar), size: 1, items: items, entries: entries)
-    }
-
-    /// Stores a key and value, or records a merge; returns an error for a duplicate key.
-    private mutating func addEntry(
-        key: consuming YAMLScalar, value: consuming YAMLNode, to entries: ScratchBuffer<Entry>
-    ) -> YAMLError? {
-        if key.style == .plain, key.value == "<<", key.tag == nil || key.tag == "tag:yaml.org,2002:merge" {
-            merges.append(Merge(source: value, keyPosition: key.start, index: entries.count))
-            return nil
-        }
         // Read keys in place through the pointer: iterating entries would copy each one.
-        let existing = entries.base
-        let count = entries.count
+        let existing = entryBuffers[depth].base
+        let count = entryBuffers[depth].count
+        var duplicateIndex: Int?
         if count < Frame.linearScanLimit {
             for index in 0..<count where existing[index].key.value == key.value {
-                return duplicate(key, first: existing[index].key)
+                duplicateIndex = index
+                break
             }
         } else {
-            if keySet.isEmpty {
-                keySet.reserveCapacity(count * 2)
-                for index in 0..<count { keySet.insert(existing[index].key.value) }
+            if stack[depth].keySet.isEmpty {
+                stack[depth].keySet.reserveCapacity(count * 2)
+                for index in 0..<count { stack[depth].keySet.insert(existing[index].key.value) }
             }
-            if !keySet.insert(key.value).inserted,
-               let index = (0..<count).first(where: { existing[$0].key.value == key.value }) {
-                return duplicate(key, first: existing[index].key)
+            if !stack[depth].keySet.insert(key.value).inserted {
+                duplicateIndex = (0..<count).first { existing[$0].key.value == key.value }
             }
         }
-        entries.append((key: key, value: value))
-        return nil
-    }
-
-    private func duplicate(_ key: YAMLScalar, first: YAMLScalar) -> YAMLError {
-        YAMLError(message: "duplicate key '\(key.value)' (first at line \(first.start.line))", position: key.start)
+        if let duplicateIndex {
+            let first = existing[duplicateIndex].key
+            errors.append(YAMLError(message: "duplicate key '\(key.value)' (first at line \(first.start.line))",
+                                    position: key.start))
+            return
+        }
+        entryBuffers[depth].append((key: key, value: value))
     }
 
     /// Merges the entries of the `<<` sources into `entries` where their keys are not already
     /// present: explicit keys win, then earlier sources over later ones. Merged entries take
     /// the place of their `<<` entry. Returns errors for sources that are not mappings.
-    static func applyMerges(_ merges: [Merge], to entries: inout [Entry]) -> [YAMLError] {
+    private func applyMerges(_ merges: [Merge], to entries: inout [Entry]) -> [YAMLError] {
         var errors: [YAMLError] = []
         var present = Set<String>(minimumCapacity: entries.count * 2)
         for entry in entries { present.insert(entry.key.value) }
@@ -500,48 +452,95 @@ private struct Frame {
     }
 }
 
+/// A `<<` entry, resolved when its mapping closes.
+private struct Merge {
+    var source: YAMLNode
+    /// Where the `<<` key is written (the source may be an alias to a node far away).
+    var keyPosition: SourcePosition
+    /// How many explicit entries precede it; merged entries are placed there.
+    var index: Int
+}
+
+/// The state of one open mapping or sequence (its children are in the builder's buffers).
+private struct Frame {
+    enum Kind { case mapping, sequence }
+
+    /// Mappings up to this size detect duplicate keys by a linear scan, larger ones by a set.
+    /// Comparing short keys is a few instructions each, so scanning up to 16 of them costs
+    /// less than hashing every key and allocating a set for each mid-sized mapping.
+    static let linearScanLimit = 16
+
+    let kind: Kind
+    let tag: String?
+    let anchor: String?
+    let start: SourcePosition
+    /// In a mapping, whether the next node is a key.
+    var expectsKey: Bool
+    /// In a mapping, the key just read, whose value comes next.
+    var pendingKey: YAMLScalar?
+    /// In a mapping, whether the next node is the value of a non-scalar key, to be dropped.
+    var skipsValue = false
+    /// The keys of a mapping's entries, filled only once it outgrows `linearScanLimit`.
+    var keySet: Set<String> = []
+    var merges: [Merge] = []
+    /// Nodes in this subtree so far, this collection included.
+    var size = 1
+
+    init(kind: Kind, tag: String?, anchor: String?, start: SourcePosition) {
+        self.kind = kind
+        self.tag = tag
+        self.anchor = anchor
+        self.start = start
+        self.expectsKey = kind == .mapping
+    }
+}
+
 /// A growable buffer that hands all its elements over to an exactly-sized array by moving
 /// them, then is reused for the next collection at the same depth.
 ///
 /// Arrays grown by doubling waste a third of their memory on average, which on a large file
 /// means hundreds of MB of extra page faults; copying into an exact array would instead cost a
-/// retain and release per string. Moving avoids both.
-private final class ScratchBuffer<Element> {
+/// retain and release per string. Moving avoids both. The buffer owns manually managed memory:
+/// it lives in exactly one place and must be freed with `deallocate()`.
+private struct ScratchBuffer<Element> {
     /// The storage; `base[0..<count]` are the elements held. Valid until the next `append`.
     private(set) var base: UnsafeMutablePointer<Element>
-    private var capacity: Int
     /// The number of elements held.
     private(set) var count = 0
+    private var capacity: Int
 
     init() {
         capacity = 16
         base = UnsafeMutablePointer<Element>.allocate(capacity: capacity)
     }
 
-    deinit {
+    /// Destroys the elements held and frees the storage; the buffer must not be used again.
+    mutating func deallocate() {
         base.deinitialize(count: count)
         base.deallocate()
+        count = 0
+        capacity = 0
     }
 
-
     @inline(__always)
-    func append(_ element: consuming Element) {
+    mutating func append(_ element: consuming Element) {
         if count == capacity { grow() }
         (base + count).initialize(to: element)
         count += 1
     }
 
     /// Moves every element into a new array of exactly that size, leaving the buffer empty.
-    func takeAll() -> [Element] {
+    mutating func takeAll() -> [Element] {
         let taken = count
+        let source = base
         count = 0
         return [Element](unsafeUninitializedCapacity: taken) { buffer, initialized in
-            if taken > 0 { buffer.baseAddress!.moveInitialize(from: base, count: taken) }
+            if taken > 0 { buffer.baseAddress!.moveInitialize(from: source, count: taken) }
             initialized = taken
         }
     }
 
-    private func grow() {
+    private mutating func grow() {
         let newCapacity = capacity * 2
         let newBase = UnsafeMutablePointer<Element>.allocate(capacity: newCapacity)
         newBase.moveInitialize(from: base, count: count)
