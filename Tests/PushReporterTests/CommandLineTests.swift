@@ -1,0 +1,145 @@
+import Foundation
+import PushTestSupport
+import Testing
+
+/// The CLI as a user runs it: the README's commands, output formats, exit codes.
+@Suite("Command line, end to end")
+struct CommandLineTests {
+    @Test("every command in the README's sh blocks runs and exits 0")
+    func readmeCommands() throws {
+        let readme = try String(contentsOfFile: RepositoryPaths.root + "/README.md", encoding: .utf8)
+        let commands = readme.split(separator: "\n").map(String.init).filter { $0.hasPrefix(".build/debug/pushreporter ") }
+        #expect(commands.count >= 4)
+        for command in commands {
+            let arguments = command.dropFirst(".build/debug/pushreporter ".count).split(separator: " ").map(String.init)
+            let output = try ProcessRunner.pushreporter(arguments, directory: RepositoryPaths.root)
+            #expect(output.status == 0, "\(command)\n\(output.stderr)")
+            #expect(!output.stdout.isEmpty || !output.stderr.isEmpty, "\(command)")
+        }
+    }
+
+    @Test("validate --format json prints an array of diagnostics with account, and exits 78 on errors")
+    func validateJSON() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", """
+            accounts:
+              - id: a
+                selector: s
+                pushTokenReporterUrl: https://h.example/?s=%selectr%
+            """)
+        let output = try ProcessRunner.pushreporter(["validate", "--config", path, "--format", "json"])
+        #expect(output.status == 78)
+        let array = try #require(try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [[String: Any]])
+        #expect(array.count == 1)
+        #expect(array.first?["file"] as? String == path)
+        #expect(array.first?["line"] as? Int == 4)
+        #expect(array.first?["column"] as? Int == 48)
+        #expect(array.first?["severity"] as? String == "error")
+        #expect(array.first?["message"] as? String == "unknown variable 'selectr'; did you mean 'selector'?")
+    }
+
+    @Test("--strict turns warnings into exit 78; without it they exit 0")
+    func strict() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", "accounts:\n  - id: a\n    pushTokenReporterURL: https://h.example/\n")
+        #expect(try ProcessRunner.pushreporter(["validate", "--config", path]).status == 0)
+        #expect(try ProcessRunner.pushreporter(["validate", "--config", path, "--strict"]).status == 78)
+    }
+
+    @Test("preview --format json: the exact request, secrets masked")
+    func previewJSON() throws {
+        let output = try ProcessRunner.pushreporter(["preview", "--config", "examples/01-acrobits-get.yaml", "--format", "json"],
+                                                    directory: RepositoryPaths.root)
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout == """
+            [
+              {
+                "account": "johndow",
+                "reporter": "pushTokenReporter",
+                "method": "GET",
+                "url": "https://example.com/token/?username=johndow&password=********&selector=12869E0E6E553673C54F29105A0647204C416A2A:7C3A0D14&token_msgs=QVBBOTFiRzlhcVd2bW54bllCWldHOWh4dnRrZ3pUWFNvcGZpdWZ6bWM2dFAzS2J&appid_msgs=com.cloudsoftphone.app&token_calls=Udl99X2JFP1bWwS5gR%2FwGeLE1hmAB2CMpr1Ej0wxkrY%3D&appid_calls=com.cloudsoftphone.app.pushkit",
+                "headers": {
+                  "User-Agent": "pushreporter/0.1.0"
+                },
+                "body": null
+              }
+            ]
+
+            """)
+        let shown = try ProcessRunner.pushreporter(["preview", "--config", "examples/01-acrobits-get.yaml", "--format", "json", "--show-secrets"],
+                                                   directory: RepositoryPaths.root)
+        #expect(shown.stdout.contains("password=12345678&"))
+    }
+
+    @Test("preview --format http: the raw HTTP/1.1 request with Host and Content-Length")
+    func previewHTTP() throws {
+        let output = try ProcessRunner.pushreporter(["preview", "--config", "examples/03-form-get-templates.yaml", "--account", "desk-1001"],
+                                                    directory: RepositoryPaths.root)
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout == """
+            ### desk-1001 pushTokenReporter
+            POST /push/register HTTP/1.1
+            Host: pbx.example.net
+            User-Agent: pushreporter/0.1.0
+            Content-Type: application/x-www-form-urlencoded
+            Content-Length: 162
+
+            username=1001&selector=ABCDEF0123456789ABCDEF0123456789ABCDEF01%3A89ABCDEF&token_calls=&appid_calls=&token_msgs=ZGVzay0xMDAxLW1zZ3M%3D&appid_msgs=com.example.desk
+
+            """)
+    }
+
+    @Test("preview --format curl: secrets as shell variables, and the command runs in a shell as written")
+    func previewCurl() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", """
+            accounts:
+              - id: a
+                password: !env DEMO_PASSWORD
+                pushTokenReporterUrl: https://h.example/t?p=%account[password]%&q=it's
+                pushTokenReporterPostData: 'x=%account[password]%'
+            """)
+        let output = try ProcessRunner.pushreporter(["preview", "--config", path, "--format", "curl"], environment: ["DEMO_PASSWORD": "pw 1"])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(!output.stdout.contains("pw 1"))
+        #expect(output.stdout.contains(#"--data-binary 'x='"$DEMO_PASSWORD""#))
+        // The shell turns the command's URL word back into the URL, with the variable filled in.
+        let url = try #require(output.stdout.split(separator: " ").last.map(String.init))
+        let echoed = try ProcessRunner.run("/bin/sh", ["-c", "printf %s " + url.trimmingCharacters(in: .newlines)],
+                                           environment: ["DEMO_PASSWORD": "pw"])
+        // Literal template text is kept as written, so the quote survives shell quoting.
+        #expect(echoed.stdout == "https://h.example/t?p=pw&q=it's")
+    }
+
+    @Test("preview with an unknown account says so and suggests the nearest")
+    func previewUnknownAccount() throws {
+        let output = try ProcessRunner.pushreporter(["preview", "--config", "examples", "--account", "alic"], directory: RepositoryPaths.root)
+        #expect(output.status == 64)
+        #expect(output.stderr.contains("no account 'alic'; did you mean 'alice'?"))
+    }
+
+    @Test("preview of a broken configuration exits 78 and points at validate")
+    func previewBroken() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", "accounts:\n  - id: a\n    pushTokenReporterUrl: https://h.example/?%nope%\n")
+        let output = try ProcessRunner.pushreporter(["preview", "--config", path])
+        #expect(output.status == 78)
+        #expect(output.stderr.contains("c.yaml:3:46: error: unknown variable 'nope'"))
+    }
+
+    @Test("secrets never appear in validate's output")
+    func secretsNotInDiagnostics() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", """
+            accounts:
+              - id: a
+                password: !env DEMO_PASSWORD
+                pushTokenReporterUrl: https://h.example/t?p=%account[password]%
+                pushTokenReporterCustomHeaders: "X-A: %account[password]%"
+            """)
+        let output = try ProcessRunner.pushreporter(["validate", "--config", path, "--format", "json"], environment: ["DEMO_PASSWORD": "hunter2\nx"])
+        #expect(!output.stdout.contains("hunter2"))
+        #expect(!output.stderr.contains("hunter2"))
+        #expect(output.stdout.contains("a header value may not contain a carriage return, line feed or NUL character"))
+    }
+}
