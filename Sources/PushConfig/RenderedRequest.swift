@@ -5,6 +5,11 @@ public struct RenderedRequest: Sendable, Hashable {
     public struct Credentials: Sendable, Hashable {
         public var username: String
         public var password: String
+
+        public init(username: String, password: String) {
+            self.username = username
+            self.password = password
+        }
     }
 
     public var account: String

@@ -124,7 +124,7 @@ struct DiagnosticsTests {
               - id: a
                 password: !env JOHN_PASSWORD
             """, environment: [:])
-        #expect(loaded.lines.contains("config.yaml:3:15: error: environment variable 'JOHN_PASSWORD' is not set (needed by !env for 'password') [account a]"))
+        #expect(loaded.lines.contains("config.yaml:3:20: error: environment variable 'JOHN_PASSWORD' is not set (needed by !env for 'password') [account a]"))
         #expect(loaded.diagnostics.errorCount == 1)
     }
 

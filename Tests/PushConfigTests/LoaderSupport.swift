@@ -3,7 +3,7 @@ import PushConfig
 import PushTestSupport
 
 /// Loads `files` (name → YAML) from a fresh directory and runs every request check, as validate does.
-struct Loaded {
+final class Loaded {
     let directory = TemporaryDirectory()
     var result: LoadResult
     var diagnostics: DiagnosticList
@@ -22,7 +22,7 @@ struct Loaded {
         builder.checkAll(into: &diagnostics)
     }
 
-    init(_ text: String, environment: [String: String] = [:]) {
+    convenience init(_ text: String, environment: [String: String] = [:]) {
         self.init([("config.yaml", text)], environment: environment)
     }
 
@@ -37,7 +37,7 @@ struct Loaded {
 
     func account(_ id: String) -> Account? { configuration.accounts.first { $0.id == id } }
 
-    mutating func request(_ id: String, _ reporter: Reporter = .pushTokenReporter, display: SecretDisplay = .asSent) -> RenderedRequest? {
+    func request(_ id: String, _ reporter: Reporter = .pushTokenReporter, display: SecretDisplay = .asSent) -> RenderedRequest? {
         guard let account = account(id) else { return nil }
         var scratch = DiagnosticList()
         return builder.request(for: account, reporter: reporter, display: display, diagnostics: &scratch)

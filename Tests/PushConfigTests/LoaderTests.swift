@@ -1,0 +1,300 @@
+import PushConfig
+import PushTestSupport
+import Testing
+
+@Suite("Loading: defaults, use:, aliases, agent, tags")
+struct LoaderTests {
+    @Test("defaults apply to the file's accounts only, and an account's own keys win")
+    func defaultsPerFile() throws {
+        let loaded = Loaded([
+            ("a.yaml", "defaults:\n  x: from-a\n  y: from-a\naccounts:\n  - id: a1\n    y: own\n"),
+            ("b.yaml", "accounts:\n  - id: b1\n"),
+        ])
+        #expect(loaded.account("a1")?["x"] == "from-a")
+        #expect(loaded.account("a1")?["y"] == "own")
+        #expect(loaded.account("b1")?["x"] == nil)
+    }
+
+    @Test("pushToken and pushTokenOther, pushappid and pushappid_other fill each other")
+    func aliases() throws {
+        let loaded = Loaded("""
+            defaults:
+              pushTokenOther: from-defaults
+            accounts:
+              - id: a
+                pushToken: t
+                pushappid_other: app
+              - id: b
+            """)
+        let a = try #require(loaded.account("a"))
+        #expect(a["pushTokenOther"] == "t")
+        #expect(a["pushToken"] == "t")
+        #expect(a["pushappid"] == "app")
+        #expect(loaded.account("b")?["pushToken"] == "from-defaults")
+    }
+
+    @Test("an alias given twice with different values is an error")
+    func aliasConflict() {
+        let loaded = Loaded("accounts:\n  - id: a\n    pushToken: x\n    pushTokenOther: y\n")
+        #expect(loaded.lines.contains("config.yaml:4:21: error: 'pushToken' and 'pushTokenOther' are two names of one value, but they differ here; give only one [account a]"))
+    }
+
+    @Test("precedence: defaults' template < defaults < account's template < account")
+    func usePrecedence() throws {
+        let loaded = Loaded([
+            ("templates/t1.yaml", "k1: t1\nk2: t1\nk3: t1\nk4: t1\n"),
+            ("templates/t2.yaml", "k2: t2\nk3: t2\nk4: t2\n"),
+            ("c.yaml", "defaults:\n  use: t1\n  k2: defaults\naccounts:\n  - id: a\n    use: [t2]\n    k4: own\n"),
+        ], load: ["c.yaml"])
+        let a = try #require(loaded.account("a"))
+        #expect([a["k1"], a["k2"], a["k3"], a["k4"]] == ["t1", "t2", "t2", "own"])
+    }
+
+    @Test("an unknown template is an error with a suggestion")
+    func unknownTemplate() {
+        let loaded = Loaded("accounts:\n  - id: a\n    use: acrobits-jsn\n")
+        let error = loaded.lines.first { $0.contains("error") }
+        #expect(error?.hasPrefix("config.yaml:3:10: error: no template named 'acrobits-jsn' in ") == true)
+        #expect(error?.hasSuffix("; did you mean 'acrobits-json'? [account a]") == true)
+    }
+
+    @Test("a template's ${KEY} parameter comes from the account, and a missing one is an error")
+    func templateParameters() throws {
+        let loaded = Loaded("""
+            accounts:
+              - id: a
+                use: acrobits-get
+                pushTokenReporterBase: https://h.example/token/
+                username: u
+              - id: b
+                use: acrobits-get
+            """)
+        #expect(loaded.lines.contains("config.yaml:6:5: error: template 'acrobits-get' needs 'pushTokenReporterBase' for pushTokenReporterUrl; set it in the account or in defaults [account b]"))
+        let request = try #require(loaded.request("a"))
+        #expect(request.url.hasPrefix("https://h.example/token/?username=u&selector="))
+    }
+
+    @Test("agent settings are read, and a key set in two files is an error naming the first")
+    func agent() throws {
+        let loaded = Loaded([
+            ("a.yaml", "agent:\n  timeout: 1500ms\n  concurrency: 4\n  retry: {initial: 2s, multiplier: 3, max: 10m, maxRetryAfter: 2h}\n  reportInterval: 24h\n"),
+            ("b.yaml", "agent:\n  concurrency: 8\n  reportInterval: off\n  timeout: soon\n"),
+        ])
+        let agent = loaded.configuration.agent
+        #expect(agent.timeout == .milliseconds(1500))
+        #expect(agent.concurrency == 4)
+        #expect(agent.retry.initial == .seconds(2))
+        #expect(agent.retry.multiplier == 3)
+        #expect(agent.retry.max == .seconds(600))
+        #expect(agent.retry.maxRetryAfter == .seconds(7200))
+        #expect(agent.reportInterval == .seconds(86400))
+        let errors = loaded.lines.filter { $0.contains("error") }
+        #expect(errors.count == 3)
+        #expect(errors.first?.hasPrefix("b.yaml:2:3: error: agent.concurrency is already set at ") == true)
+        #expect(errors.contains { $0.hasSuffix("b.yaml:4:3: error: agent.timeout is already set at a.yaml:2; only one file may set it") })
+    }
+
+    @Test("bad agent values")
+    func badAgentValues() {
+        let loaded = Loaded("agent:\n  timeout: soon\n  concurrency: 0\n  retry: {multiplier: 0.5}\n")
+        #expect(loaded.lines == [
+            "config.yaml:2:12: error: agent.timeout must be a duration such as 500ms, 5s, 15m or 24h, not 'soon'",
+            "config.yaml:3:16: error: agent.concurrency must be a whole number from 1 to 100000, not '0'",
+            "config.yaml:4:23: error: agent.retry.multiplier must be a number from 1 to 100, not '0.5'",
+        ])
+    }
+
+    @Test("!file is read relative to the config file without its trailing newline; !credential from $CREDENTIALS_DIRECTORY")
+    func fileAndCredential() throws {
+        let credentials = TemporaryDirectory()
+        credentials.write("api", "from-credential\n")
+        let loaded = Loaded([("secrets/token", "from-file\n"), ("c.yaml", "accounts:\n  - id: a\n    t: !file secrets/token\n    c: !credential api\n")],
+                            environment: ["CREDENTIALS_DIRECTORY": credentials.path], load: ["c.yaml"])
+        let a = try #require(loaded.account("a"))
+        #expect(a["t"] == "from-file")
+        #expect(a["c"] == "from-credential")
+        #expect(a.values["t"]?.isSecret == true)
+        #expect(a.values["c"]?.isSecret == true)
+    }
+
+    @Test("a missing !file, an unset $CREDENTIALS_DIRECTORY and an unknown tag are errors")
+    func badTags() {
+        let loaded = Loaded("accounts:\n  - id: a\n    t: !file nope.txt\n    c: !credential api\n    e: !envv X\n")
+        let errors = loaded.lines.filter { $0.contains("error") }
+        #expect(errors.count == 3)
+        #expect(errors[0].hasPrefix("config.yaml:3:14: error: cannot read '"))
+        #expect(errors[1] == "config.yaml:4:20: error: !credential api needs $CREDENTIALS_DIRECTORY, which systemd sets for LoadCredential=; it is not set [account a]")
+        #expect(errors[2] == "config.yaml:5:14: error: unknown tag '!envv'; did you mean '!env'? [account a]")
+    }
+
+    @Test("scalars are kept exactly as written: no number or boolean reformatting")
+    func scalarsAsWritten() throws {
+        let loaded = Loaded("accounts:\n  - id: a\n    v1: 1.10\n    v2: yes\n    v3: 0x1F\n    v4: ~\n    v5: 1e3\n")
+        let a = try #require(loaded.account("a"))
+        #expect([a["v1"], a["v2"], a["v3"], a["v4"], a["v5"]] == ["1.10", "yes", "0x1F", "~", "1e3"])
+    }
+
+    @Test("an account without id or username, a non-scalar value, and enabled: false")
+    func accountShape() {
+        let loaded = Loaded("accounts:\n  - selector: s\n  - id: b\n    nested: {a: 1}\n  - id: c\n    enabled: false\n  - id: d\n    enabled: maybe\n")
+        #expect(loaded.lines.contains("config.yaml:2:5: error: the account has neither an id nor a username; one of them identifies it"))
+        #expect(loaded.lines.contains("config.yaml:4:13: error: account key 'nested' must be a single value, not a mapping [account b]"))
+        #expect(loaded.lines.contains("config.yaml:8:14: error: enabled must be true or false, not 'maybe' [account d]"))
+        #expect(loaded.account("c")?.isEnabled == false)
+    }
+
+    @Test("services: a type is required and known; accounts must name a declared service")
+    func services() {
+        let loaded = Loaded("""
+            services:
+              groups:
+                type: fcm-device-group
+                endpoint: http://127.0.0.1:9/fcm/notification
+              cij:
+                type: customer-insights-journey
+            accounts:
+              - id: a
+                services:
+                  gropus: {notification_key_name: a}
+            """)
+        #expect(loaded.lines.contains("config.yaml:3:11: warning: Firebase device groups are deprecated by Google: no new users after 2026-12-01, removal on 2027-09-29"))
+        #expect(loaded.lines.contains("config.yaml:6:11: error: unknown service type 'customer-insights-journey'; did you mean 'customer-insights-journeys'?"))
+        #expect(loaded.lines.contains("config.yaml:10:7: error: unknown service 'gropus'; did you mean 'groups'? [account a]"))
+    }
+
+    @Test("YAML anchors, aliases and merge keys")
+    func anchorsAndMerge() throws {
+        let loaded = Loaded("""
+            accounts:
+              - &base
+                id: a
+                pushappid: com.example.app
+                region: eu
+              - <<: *base
+                id: b
+                region: us
+            """)
+        #expect(loaded.account("b")?["pushappid_other"] == "com.example.app")
+        #expect(loaded.account("b")?["region"] == "us")
+    }
+}
+
+@Suite("Requests: method, headers, secrets, fingerprint (SPEC §4)")
+struct RequestBuildingTests {
+    static let account = """
+        accounts:
+          - id: a
+            username: alice
+            password: pw&1
+            selector: S1
+            pushTokenOther: T/1=
+        """
+
+    func loaded(_ extra: String) -> Loaded {
+        Loaded(Self.account + "\n" + extra.split(separator: "\n").map { "    " + $0 }.joined(separator: "\n") + "\n")
+    }
+
+    @Test("GET without a body, POST with one, explicit methods upper-cased")
+    func methods() throws {
+        let get = loaded("pushTokenReporterUrl: https://h.example/t?u=%account[username]%")
+        #expect(get.request("a")?.method == "GET")
+        #expect(get.request("a")?.body == nil)
+        #expect(get.request("a")?.header("Content-Type") == nil)
+        let post = loaded("pushTokenReporterUrl: https://h.example/t\npushTokenReporterPostData: u=%account[username]%&t=%pushToken%")
+        let request = try #require(post.request("a"))
+        #expect(request.method == "POST")
+        #expect(request.body == "u=alice&t=T%2F1%3D")
+        #expect(request.headers.map(\.name) == ["User-Agent", "Content-Type"])
+        #expect(request.header("content-type") == "application/x-www-form-urlencoded")
+        #expect(request.header("User-Agent") == "pushreporter/0.1.0")
+        let put = loaded("pushTokenReporterUrl: https://h.example/t\npushTokenReporterMethod: put")
+        #expect(put.request("a")?.method == "PUT")
+    }
+
+    @Test("a bad method and a bad timeout are errors")
+    func badMethod() {
+        let l = loaded("pushTokenReporterUrl: https://h.example/t\npushTokenReporterMethod: PATCH\npushTokenReporterTimeout: never")
+        #expect(l.lines.contains("config.yaml:8:30: error: pushTokenReporterMethod must be GET, POST, PUT, HEAD or DELETE, not 'PATCH'"))
+        #expect(l.lines.contains("config.yaml:9:31: error: pushTokenReporterTimeout must be a duration such as 10s, not 'never'"))
+    }
+
+    @Test("custom headers: templates per line, a custom header replaces a default one")
+    func customHeaders() throws {
+        let l = loaded("""
+            pushTokenReporterUrl: https://h.example/t
+            pushTokenReporterCustomHeaders: "X-User: %account[username]%\\nUser-Agent: softphone/1.0\\n\\nX-Sel: <%selector%>"
+            """)
+        let request = try #require(l.request("a"))
+        #expect(request.headers.map(\.name) == ["User-Agent", "X-User", "X-Sel"])
+        #expect(request.header("User-Agent") == "softphone/1.0")
+        #expect(request.header("X-Sel") == "<S1>")
+    }
+
+    @Test("a placeholder in a header name, and a line without a colon")
+    func badHeaders() {
+        let l = loaded("""
+            pushTokenReporterUrl: https://h.example/t
+            pushTokenReporterCustomHeaders: |
+              X-%account[username]%: 1
+              just text
+            """)
+        #expect(l.lines.contains("config.yaml:9:9: error: a placeholder cannot stand in a header name"))
+        #expect(l.lines.contains("config.yaml:10:7: error: a custom header line must read 'Name: value', not 'just text'"))
+    }
+
+    @Test("a rendered JSON body that does not parse is an error")
+    func invalidJSON() {
+        let l = loaded("""
+            pushTokenReporterUrl: https://h.example/t
+            pushTokenReporterContentType: application/json
+            pushTokenReporterPostData: '{"u": "%account[username]%",}'
+            """)
+        #expect(l.lines.contains { $0.hasPrefix("config.yaml:9:32: error: the rendered pushTokenReporterPostData is not valid JSON: ") })
+    }
+
+    @Test("secrets are filled over https and to loopback, withheld over plain http elsewhere")
+    func secretsByScheme() throws {
+        for (url, expected, withheld) in [("https://h.example/t", "pw%261", false), ("http://127.0.0.1:8080/t", "pw%261", false),
+                                          ("http://localhost/t", "pw%261", false), ("http://[::1]/t", "pw%261", false),
+                                          ("http://h.example/t", "********", true)] {
+            let l = loaded("pushTokenReporterUrl: \(url)?p=%account[password]%")
+            let request = try #require(l.request("a"))
+            #expect(request.url == url + "?p=" + expected)
+            #expect(request.secretsWithheld == withheld)
+        }
+    }
+
+    @Test("preview masking: stars, and shell-variable markers for curl")
+    func displayMasking() throws {
+        let l = loaded("pushTokenReporterUrl: https://h.example/t?p=%account[password]%&h=%md5(%account[password]%)%")
+        #expect(l.request("a", display: .stars)?.url == "https://h.example/t?p=********&h=********")
+        #expect(l.request("a", display: .shellVariables)?.url == "https://h.example/t?p=\u{1}PASSWORD\u{1}&h=********")
+    }
+
+    @Test("the fingerprint follows what is sent: stable, changed by a value, and the same whatever the display")
+    func fingerprint() throws {
+        let l1 = loaded("pushTokenReporterUrl: https://h.example/t?p=%account[password]%")
+        let l2 = loaded("pushTokenReporterUrl: https://h.example/t?p=%account[password]%")
+        let l3 = Loaded(Self.account.replacingOccurrences(of: "pw&1", with: "pw&2")
+                        + "\n    pushTokenReporterUrl: https://h.example/t?p=%account[password]%\n")
+        let f1 = try #require(l1.request("a")?.fingerprint)
+        #expect(f1.count == 64)
+        #expect(l2.request("a")?.fingerprint == f1)
+        #expect(l1.request("a", display: .stars)?.fingerprint == f1)
+        #expect(l3.request("a")?.fingerprint != f1)
+    }
+
+    @Test("Digest credentials are rendered and kept even over plain http")
+    func credentials() throws {
+        let l = loaded("pushTokenReporterUrl: http://h.example/t\npushTokenReporterAuthUsername: \"%account[username]%\"\npushTokenReporterAuthPassword: \"%account[password]%\"")
+        let request = try #require(l.request("a"))
+        #expect(request.credentials == RenderedRequest.Credentials(username: "alice", password: "pw&1"))
+        #expect(l.request("a", display: .stars)?.credentials?.password == "********")
+    }
+
+    @Test("a URL that is not http or https")
+    func notHTTP() {
+        let l = loaded("pushTokenReporterUrl: ftp://h.example/t")
+        #expect(l.lines.contains("config.yaml:7:27: error: pushTokenReporterUrl must start with http:// or https://"))
+    }
+}
