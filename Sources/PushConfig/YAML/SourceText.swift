@@ -54,9 +54,10 @@ public struct SourceText: Sendable {
     /// 1-based line/column of a UTF-8 byte offset.
     ///
     /// Offsets are clamped to the file (`0...bytes.count`). An offset inside a multi-byte
-    /// character maps to the column just past that character's start.
+    /// character maps to that character, and one inside a line break to the end of its line,
+    /// so the result is always a position `byteOffset(of:)` accepts.
     public func position(ofByteOffset offset: Int) -> SourcePosition {
-        let offset = min(max(offset, 0), bytes.count)
+        var offset = min(max(offset, 0), bytes.count)
         // Binary search for the last line starting at or before `offset`.
         var low = 0
         var high = lineStarts.count - 1
@@ -65,8 +66,11 @@ public struct SourceText: Sendable {
             if lineStarts[middle] <= offset { low = middle } else { high = middle - 1 }
         }
         let lineStart = lineStarts[low]
+        offset = min(offset, contentEnd(ofLine: low))
         guard offset > lineStart else { return SourcePosition(line: low + 1, column: 1) }
         let column = bytes.withUnsafeBufferPointer { buffer -> Int in
+            // Back up from a continuation byte to the start of its character.
+            while offset > lineStart, offset < buffer.count, buffer[offset] & 0xC0 == 0x80 { offset -= 1 }
             var count = 0
             for index in lineStart..<offset where buffer[index] & 0xC0 != 0x80 { count += 1 }
             return count

@@ -28,11 +28,14 @@ public struct YAMLParseResult: Sendable {
 ///   produces more than `maximumNodeCount` nodes ("billion laughs").
 ///
 /// Scalars are never reinterpreted: `value` is the text after YAML unescaping and folding.
+/// Positions are libyaml's marks made 1-based, except that a node with a tag or anchor starts
+/// at its own text (`NAME` in `!env NAME`), where libyaml would start it at the tag.
 public enum YAMLParser {
     /// The deepest nesting of mappings and sequences accepted; the root collection is level 1.
     public static let maximumDepth = 64
 
-    /// The most nodes a file may produce, counting every node an alias expands to.
+    /// The most nodes a file may produce, counting every node an alias expands to. Checked
+    /// when an alias is expanded, so only files using aliases can reach it.
     public static let maximumNodeCount = 10_000_000
 
     /// Parses a whole file's bytes (UTF-8 expected; a leading UTF-8 byte order mark is skipped).
@@ -41,8 +44,8 @@ public enum YAMLParser {
             return fatal("the file is not valid UTF-8 text (it starts with a UTF-16 byte order mark)",
                          at: SourcePosition(line: 1, column: 1))
         }
-        // libyaml would skip the mark only when it detects the encoding itself, and we force
-        // UTF-8 so UTF-16 input is rejected rather than silently given meaningless byte offsets.
+        // UTF-8 is forced below so UTF-16 input fails instead of yielding positions that match
+        // no byte offsets; libyaml then no longer skips a byte order mark, so we do.
         let bomLength = bytes.count >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF ? 3 : 0
         guard bytes.count > bomLength else { return YAMLParseResult() }
 
@@ -57,22 +60,23 @@ public enum YAMLParser {
         defer { yaml_parser_delete(parser) }
         yaml_parser_set_encoding(parser, YAML_UTF8_ENCODING)
 
-        var builder = TreeBuilder()
-        defer { builder.deallocate() }
-        bytes.withUnsafeBufferPointer { buffer in
+        return bytes.withUnsafeBufferPointer { buffer in
             // Non-empty here, so `baseAddress` is non-nil.
-            yaml_parser_set_input_string(parser, buffer.baseAddress! + bomLength, buffer.count - bomLength)
+            let input = UnsafeBufferPointer(rebasing: buffer[bomLength...])
+            yaml_parser_set_input_string(parser, input.baseAddress!, input.count)
+            var builder = TreeBuilder(input: input)
+            defer { builder.deallocate() }
             while true {
                 guard yaml_parser_parse(parser, event) != 0 else {
                     builder.fail(libyamlError(parser, bytes: bytes, bomLength: bomLength))
-                    return
+                    break
                 }
                 let proceed = builder.consume(event)
                 yaml_event_delete(event)
-                if !proceed { return }
+                if !proceed { break }
             }
+            return builder.result
         }
-        return builder.result
     }
 
     /// A result holding only the fatal error `message`.
@@ -99,10 +103,16 @@ public enum YAMLParser {
             return YAMLError(message: readerMessage(problem: problem, value: Int(state.problem_value)),
                              position: position)
         default:
-            let position = sourcePosition(state.problem_mark)
+            let source = SourceText(bytes: bytes)
+            var position = sourcePosition(state.problem_mark)
+            // At the end of a file without a final line break libyaml reports a line past the
+            // last one; report the end of the last line instead.
+            if source.byteOffset(of: position) == nil {
+                position = source.position(ofByteOffset: bytes.count)
+            }
             var message = "YAML syntax error: "
             if problem == "found character that cannot start any token",
-               let offset = SourceText(bytes: bytes).byteOffset(of: position),
+               let offset = source.byteOffset(of: position),
                offset < bytes.count, bytes[offset] == 0x09 {
                 message += "found a tab character, which cannot start any token (indent with spaces, not tabs)"
             } else {
@@ -189,6 +199,16 @@ private struct TreeBuilder {
     private var nodeCount = 0
     private var documentCount = 0
     private var failed = false
+    /// The text libyaml reads (the file after any byte order mark); valid while parsing.
+    private let input: UnsafeBufferPointer<UInt8>
+    /// A libyaml character index and the byte offset in `input` of that character. Only moves
+    /// forward, so locating scalars costs one pass over the file at most.
+    private var cursorIndex = 0
+    private var cursorOffset = 0
+
+    init(input: UnsafeBufferPointer<UInt8>) {
+        self.input = input
+    }
 
     var result: YAMLParseResult {
         YAMLParseResult(root: failed ? nil : root, errors: errors)
@@ -224,10 +244,10 @@ private struct TreeBuilder {
             }
         case YAML_MAPPING_START_EVENT:
             let data = event.pointee.data.mapping_start
-            return open(.mapping, tag: data.tag, anchor: data.anchor, start: sourcePosition(event.pointee.start_mark))
+            return open(.mapping, tag: data.tag, anchor: data.anchor, event: event)
         case YAML_SEQUENCE_START_EVENT:
             let data = event.pointee.data.sequence_start
-            return open(.sequence, tag: data.tag, anchor: data.anchor, start: sourcePosition(event.pointee.start_mark))
+            return open(.sequence, tag: data.tag, anchor: data.anchor, event: event)
         case YAML_MAPPING_END_EVENT, YAML_SEQUENCE_END_EVENT:
             close()
         case YAML_ALIAS_EVENT:
@@ -251,8 +271,13 @@ private struct TreeBuilder {
 
     /// The scalar a scalar event describes.
     @inline(__always)
-    private func makeScalar(_ event: UnsafePointer<yaml_event_t>) -> YAMLScalar {
+    private mutating func makeScalar(_ event: UnsafePointer<yaml_event_t>) -> YAMLScalar {
         let data = event.pointee.data.scalar
+        if data.length == 0, event.pointee.start_mark.column == 0, event.pointee.start_mark.line > 0,
+           let end = endOfInput(at: event.pointee.start_mark) {
+            // An empty scalar libyaml placed past the last line (`key:` ending the file).
+            return YAMLScalar(value: "", style: .plain, tag: data.tag.map { String(cString: $0) }, start: end, end: end)
+        }
         let value = data.length == 0 ? "" :
             String(decoding: UnsafeBufferPointer(start: data.value, count: data.length), as: UTF8.self)
         let style: YAMLScalar.Style = switch data.style {
@@ -266,15 +291,164 @@ private struct TreeBuilder {
             value: value,
             style: style,
             tag: data.tag.map { String(cString: $0) },
-            start: sourcePosition(event.pointee.start_mark),
+            start: data.tag == nil && data.anchor == nil
+                ? sourcePosition(event.pointee.start_mark)
+                : textStart(from: event.pointee.start_mark, before: event.pointee.end_mark),
             end: sourcePosition(event.pointee.end_mark))
+    }
+
+    /// Where a node's own text starts: a scalar's quote, block indicator or first character; a
+    /// collection's `{`, `[`, first `-` or first key.
+    ///
+    /// libyaml starts a node's event at its first property, so for `!env NAME` or `&a "text"`
+    /// the event start is the `!` or `&`. This skips the properties and the space, line breaks
+    /// and comments after them, stopping before `end` (the event's end, for a scalar). Tags and
+    /// anchors are ASCII (libyaml requires it), so each byte skipped in them is one column.
+    private mutating func textStart(from start: yaml_mark_t, before end: yaml_mark_t?) -> SourcePosition {
+        // Start first: the cursor only moves forward cheaply.
+        var offset = byteOffset(ofCharacterIndex: start.index)
+        let endOffset = end.map { byteOffset(ofCharacterIndex: $0.index) } ?? input.count
+        var line = start.line
+        var column = start.column
+        while offset < endOffset, input[offset] == UInt8(ascii: "!") || input[offset] == UInt8(ascii: "&") {
+            // The property. libyaml ends a tag only at a space or line break (`!<…>` at its
+            // `>`), and an anchor name at the first character that is not alphanumeric, `-`
+            // or `_` (so `&a[1]` is an anchored flow sequence).
+            let isAnchor = input[offset] == UInt8(ascii: "&")
+            let verbatim = !isAnchor && offset + 1 < endOffset && input[offset + 1] == UInt8(ascii: "<")
+            offset += 1
+            column += 1
+            while offset < endOffset {
+                let byte = input[offset]
+                let ends = isAnchor ? !isAnchorCharacter(byte)
+                    : verbatim ? byte == UInt8(ascii: ">")
+                    : byte == 0x20 || byte == 0x09 || lineBreakLength(at: offset) > 0
+                if ends { break }
+                offset += 1
+                column += 1
+            }
+            if verbatim, offset < endOffset {
+                offset += 1
+                column += 1
+            }
+            // The separation: spaces, tabs, line breaks and comments.
+            while offset < endOffset {
+                let byte = input[offset]
+                if byte == 0x20 || byte == 0x09 {
+                    offset += 1
+                    column += 1
+                } else if byte == UInt8(ascii: "#") {
+                    while offset < endOffset, lineBreakLength(at: offset) == 0 { offset += 1 }
+                } else {
+                    let length = lineBreakLength(at: offset)
+                    guard length > 0 else { break }
+                    offset += length
+                    line += 1
+                    column = 0
+                }
+            }
+        }
+        // A scalar with properties but no text (`key: !env`) starts at its properties.
+        guard offset < endOffset else { return sourcePosition(start) }
+        return SourcePosition(line: line + 1, column: column + 1)
+    }
+
+    /// The position of the end of the input if `mark` is libyaml's end-of-stream mark placed on
+    /// a line past the last one, or nil.
+    ///
+    /// At the end of the stream libyaml moves its mark to the start of a new line even when
+    /// the file does not end with a line break, so the mark names a line that does not exist.
+    private mutating func endOfInput(at mark: yaml_mark_t) -> SourcePosition? {
+        guard mark.column == 0, byteOffset(ofCharacterIndex: mark.index) >= input.count else { return nil }
+        // Find the start of the last line; if the input ends in a line break, the mark is real.
+        var lineStart = input.count
+        while lineStart > 0 {
+            let byte = input[lineStart - 1]
+            if byte == 0x0A || byte == 0x0D { break }
+            if byte == 0x85, lineStart >= 2, input[lineStart - 2] == 0xC2 { break }
+            if byte == 0xA8 || byte == 0xA9, lineStart >= 3, input[lineStart - 2] == 0x80, input[lineStart - 3] == 0xE2 {
+                break
+            }
+            lineStart -= 1
+        }
+        guard lineStart < input.count else { return nil }
+        var characters = 0
+        for offset in lineStart..<input.count where input[offset] & 0xC0 != 0x80 { characters += 1 }
+        // `mark.line` is 0-based and one past the last line, so it is the last line 1-based.
+        return SourcePosition(line: mark.line, column: characters + 1)
+    }
+
+    /// Whether libyaml allows `byte` in an anchor name: ASCII letters and digits, `-`, `_`.
+    private func isAnchorCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+             UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+            true
+        default:
+            false
+        }
+    }
+
+    /// The length in bytes of the line break at `offset` (as libyaml counts breaks), or 0.
+    private func lineBreakLength(at offset: Int) -> Int {
+        switch input[offset] {
+        case 0x0A:
+            return 1
+        case 0x0D:
+            return offset + 1 < input.count && input[offset + 1] == 0x0A ? 2 : 1
+        case 0xC2:
+            return offset + 1 < input.count && input[offset + 1] == 0x85 ? 2 : 0
+        case 0xE2:
+            return offset + 2 < input.count && input[offset + 1] == 0x80
+                && (input[offset + 2] == 0xA8 || input[offset + 2] == 0xA9) ? 3 : 0
+        default:
+            return 0
+        }
+    }
+
+    /// The byte offset in `input` of the character at libyaml character index `index`
+    /// (libyaml counts characters, a CR LF pair being two). Scans forward from the cursor.
+    private mutating func byteOffset(ofCharacterIndex index: Int) -> Int {
+        if index < cursorIndex {
+            // Events come in file order, so this does not happen; restart to stay correct.
+            cursorIndex = 0
+            cursorOffset = 0
+        }
+        // Skip `remaining` characters, counting their lead (non-continuation) bytes.
+        var remaining = index - cursorIndex
+        var offset = cursorOffset
+        let count = input.count
+        if let base = input.baseAddress {
+            // Eight bytes at a time: a word holds at most eight lead bytes, so while at least
+            // eight characters remain the whole word can be skipped.
+            while remaining >= 8, offset + 8 <= count {
+                let word = UnsafeRawPointer(base + offset).loadUnaligned(as: UInt64.self)
+                // A continuation byte is 10xxxxxx: bit 7 set, bit 6 clear.
+                let continuationBytes = (word & ~(word << 1) & 0x8080_8080_8080_8080).nonzeroBitCount
+                remaining -= 8 - continuationBytes
+                offset += 8
+            }
+        }
+        while true {
+            // Continuation bytes belong to a character already counted.
+            while offset < count, input[offset] & 0xC0 == 0x80 { offset += 1 }
+            guard remaining > 0, offset < count else { break }
+            offset += 1
+            remaining -= 1
+        }
+        cursorIndex = index
+        cursorOffset = offset
+        return offset
     }
 
     /// Starts a mapping or sequence, enforcing the depth limit.
     private mutating func open(
         _ kind: Frame.Kind, tag: UnsafeMutablePointer<yaml_char_t>?,
-        anchor: UnsafeMutablePointer<yaml_char_t>?, start: SourcePosition
+        anchor: UnsafeMutablePointer<yaml_char_t>?, event: UnsafePointer<yaml_event_t>
     ) -> Bool {
+        let start = tag == nil && anchor == nil
+            ? sourcePosition(event.pointee.start_mark)
+            : textStart(from: event.pointee.start_mark, before: nil)
         let depth = stack.count
         guard depth < YAMLParser.maximumDepth else {
             fail(YAMLError(message: "nesting is deeper than \(YAMLParser.maximumDepth) levels", position: start))
