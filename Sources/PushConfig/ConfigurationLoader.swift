@@ -290,21 +290,24 @@ struct LoadSession {
 
     // MARK: accounts
 
-    /// A layer of account keys (defaults, a template, or an account's own keys), aliases filled.
+    /// A block of account keys (defaults or an account) over `base`: `base` < its `use:`
+    /// templates < its own keys, with the device-value aliases filled.
     struct AccountLayer {
         var values: [String: ConfigValue] = [:]
         var services: [String: [String: ConfigValue]] = [:]
-        var uses: [(name: String, scalar: YAMLScalar)] = []
     }
 
-    /// Reads a mapping of account keys; `use:` templates are applied beneath the mapping's own keys.
-    mutating func accountLayer(_ node: YAMLNode, file: String, what: String, account: String?) -> AccountLayer? {
+    mutating func accountLayer(_ node: YAMLNode, file: String, what: String, account: String?,
+                               base: [String: ConfigValue] = [:]) -> AccountLayer? {
         guard let mapping = mapping(node, file: file, what: what) else { return nil }
-        var own = AccountLayer()
+        var own: [(key: String, value: ConfigValue)] = []
+        own.reserveCapacity(mapping.entries.count)
+        var uses: [(name: String, scalar: YAMLScalar)] = []
+        var layer = AccountLayer()
         for (key, value) in mapping.entries {
             switch key.value {
             case "use":
-                own.uses += templateNames(value, file: file)
+                uses += templateNames(value, file: file)
             case "services":
                 guard let services = self.mapping(value, file: file, what: "services of \(what)") else { continue }
                 for (serviceKey, serviceValue) in services.entries {
@@ -318,7 +321,7 @@ struct LoadSession {
                         }
                         if let v = resolve(scalar, key: settingKey.value, file: file, account: account) { resolved[settingKey.value] = v }
                     }
-                    own.services[serviceKey.value] = resolved
+                    layer.services[serviceKey.value] = resolved
                     accountServiceReferences.append((serviceKey.value, file, serviceKey.start, account ?? what))
                 }
             default:
@@ -328,19 +331,39 @@ struct LoadSession {
                     continue
                 }
                 warnIfMisspelt(key, file: file, account: account)
-                if let resolved = resolve(scalar, key: key.value, file: file, account: account) { own.values[key.value] = resolved }
+                if let resolved = resolve(scalar, key: key.value, file: file, account: account) { own.append((key.value, resolved)) }
             }
         }
-        fillAliases(&own.values, file: file, account: account)
-        guard !own.uses.isEmpty else { return own }
-        var layer = AccountLayer()
-        for use in own.uses {
+        layer.values = base
+        for use in uses {
             guard let keys = template(named: use.name, file: file, at: use.scalar.start, account: account) else { continue }
-            layer.values.merge(keys) { _, new in new }
+            overlay(&layer.values, with: keys.lazy.map { ($0.key, $0.value) }, file: file, account: account)
         }
-        layer.values.merge(own.values) { _, new in new }
-        layer.services = own.services
+        overlay(&layer.values, with: own, file: file, account: account)
         return layer
+    }
+
+    /// Writes `layer` over `values`. A layer that gives one name of an alias pair sets both,
+    /// replacing what `values` had under either; giving both with different values is an error.
+    mutating func overlay<S: Sequence>(_ values: inout [String: ConfigValue], with layer: S, file: String, account: String?)
+    where S.Element == (key: String, value: ConfigValue) {
+        var aliasGiven: [ConfigValue?] = Array(repeating: nil, count: DeviceValues.aliases.count * 2)
+        for (key, value) in layer {
+            values[key] = value
+            for (index, pair) in DeviceValues.aliases.enumerated() {
+                if key == pair.0 { aliasGiven[index * 2] = value } else if key == pair.1 { aliasGiven[index * 2 + 1] = value }
+            }
+        }
+        for (index, pair) in DeviceValues.aliases.enumerated() {
+            switch (aliasGiven[index * 2], aliasGiven[index * 2 + 1]) {
+            case (let x?, nil): values[pair.1] = x
+            case (nil, let y?): values[pair.0] = y
+            case (let x?, let y?) where x.text != y.text:
+                diagnostics.error("'\(pair.0)' and '\(pair.1)' are two names of one value, but they differ here; give only one",
+                                  file: file, at: y.origin.position, account: account)
+            default: break
+            }
+        }
     }
 
     mutating func loadAccounts(_ node: YAMLNode, file: String, defaults: [String: ConfigValue],
@@ -356,18 +379,8 @@ struct LoadSession {
                 continue
             }
             let label = mapping["id"].flatMap(\.scalarValue) ?? mapping["username"].flatMap(\.scalarValue)
-            guard let layer = accountLayer(item, file: file, what: "account", account: label) else { continue }
-            var values = defaults
-            if !values.isEmpty {
-                // An alias given by the account replaces both names from the defaults.
-                for (a, b) in DeviceValues.aliases where layer.values[a] != nil || layer.values[b] != nil {
-                    values[a] = nil
-                    values[b] = nil
-                }
-                values.merge(layer.values) { _, new in new }
-            } else {
-                values = layer.values
-            }
+            guard let layer = accountLayer(item, file: file, what: "account", account: label, base: defaults) else { continue }
+            var values = layer.values
             if values.contains(where: { $0.value.template != nil }) {
                 let label = values["id"]?.text ?? values["username"]?.text
                 expandTemplateParameters(&values, file: file, at: mapping.start, account: label)
@@ -427,19 +440,6 @@ struct LoadSession {
             }
             output += rest
             values[key]?.text = output
-        }
-    }
-
-    mutating func fillAliases(_ values: inout [String: ConfigValue], file: String, account: String?) {
-        for (a, b) in DeviceValues.aliases {
-            switch (values[a], values[b]) {
-            case (let x?, nil): values[b] = x
-            case (nil, let y?): values[a] = y
-            case (let x?, let y?) where x.text != y.text:
-                diagnostics.error("'\(a)' and '\(b)' are two names of one value, but they differ here; give only one",
-                                  file: file, at: y.origin.position, account: account)
-            default: break
-            }
         }
     }
 
@@ -505,7 +505,7 @@ struct LoadSession {
         if let cached = templateCache[path] { return cached }
         var keys: [String: ConfigValue]?
         if let mapping = parse(path, what: "template") {
-            var values: [String: ConfigValue] = [:]
+            var entries: [(key: String, value: ConfigValue)] = []
             for (key, value) in mapping.entries {
                 guard case .scalar(let scalar) = value else {
                     diagnostics.error("template key '\(key.value)' must be a single value, not \(value.kindDescription)", file: path, at: value.start)
@@ -513,10 +513,11 @@ struct LoadSession {
                 }
                 if var resolved = resolve(scalar, key: key.value, file: path, account: nil) {
                     resolved.template = name
-                    values[key.value] = resolved
+                    entries.append((key.value, resolved))
                 }
             }
-            fillAliases(&values, file: path, account: nil)
+            var values: [String: ConfigValue] = [:]
+            overlay(&values, with: entries, file: path, account: nil)
             keys = values
         }
         templateCache[path] = keys
@@ -525,9 +526,33 @@ struct LoadSession {
 
     // MARK: Values and tags
 
+    /// Whether a key names a secret: it contains `password`, `secret` or `apitoken`, in any case.
     static func isSecretKey(_ key: String) -> Bool {
-        let lowered = key.lowercased()
-        return lowered.contains("password") || lowered.contains("secret") || lowered.contains("apitoken")
+        var key = key
+        return key.withUTF8 { bytes in
+            containsASCIICaseInsensitive(bytes, "password") || containsASCIICaseInsensitive(bytes, "secret")
+                || containsASCIICaseInsensitive(bytes, "apitoken")
+        }
+    }
+
+    /// Byte-level search for a lower-case ASCII `needle` (called for every value loaded).
+    static func containsASCIICaseInsensitive(_ bytes: UnsafeBufferPointer<UInt8>, _ needle: StaticString) -> Bool {
+        let count = needle.utf8CodeUnitCount
+        guard bytes.count >= count else { return false }
+        let pattern = needle.utf8Start
+        for start in 0...(bytes.count - count) {
+            var matched = true
+            for i in 0..<count {
+                var b = bytes[start + i]
+                if b >= 0x41 && b <= 0x5A { b |= 0x20 }
+                if b != pattern[i] {
+                    matched = false
+                    break
+                }
+            }
+            if matched { return true }
+        }
+        return false
     }
 
     /// A scalar's value, with `!env`, `!file` and `!credential` resolved.
@@ -546,7 +571,7 @@ struct LoadSession {
             return ConfigValue(text: value, isSecret: true, secretName: name, origin: origin)
         case "!file":
             let path = name.hasPrefix("/") ? name : FileSystem.join(FileSystem.directory(of: file), name)
-            switch FileSystem.read(path) {
+            switch FileSystem.read(path, limit: FileSystem.maximumSecretSize) {
             case .failure(let error):
                 diagnostics.error("cannot read '\(path)' for !file: \(error.message)", file: file, at: scalar.start, account: account)
                 return nil
@@ -564,7 +589,7 @@ struct LoadSession {
                 diagnostics.error("'\(name)' is not a credential name", file: file, at: scalar.start, account: account)
                 return nil
             }
-            switch FileSystem.read(FileSystem.join(directory, name)) {
+            switch FileSystem.read(FileSystem.join(directory, name), limit: FileSystem.maximumSecretSize) {
             case .failure(let error):
                 diagnostics.error("cannot read credential '\(name)' in \(directory): \(error.message)", file: file, at: scalar.start, account: account)
                 return nil

@@ -60,14 +60,25 @@ enum FileSystem {
         }
     }
 
-    /// The whole file as bytes.
-    static func read(_ path: String) -> Result<[UInt8], FileError> {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+    /// The largest configuration file read (a FIFO such as `--config <(…)` is read up to it too).
+    static let maximumConfigurationSize = 512 << 20
+    /// The largest secret read by `!file` or `!credential`.
+    static let maximumSecretSize = 1 << 20
+
+    /// The whole file as bytes, refusing more than `limit` bytes (so `/dev/zero` cannot exhaust memory).
+    static func read(_ path: String, limit: Int = maximumConfigurationSize) -> Result<[UInt8], FileError> {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { return .failure(FileError(errno: errno)) }
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else { return .failure(FileError(errno: errno)) }
         if info.st_mode & S_IFMT == S_IFDIR { return .failure(FileError(message: "it is a directory")) }
+        if info.st_mode & S_IFMT == S_IFCHR || info.st_mode & S_IFMT == S_IFBLK {
+            return .failure(FileError(message: "it is a device, not a file"))
+        }
+        // Opened non-blocking so a FIFO without a writer cannot hang the open; reads block again.
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+        if Int(info.st_size) > limit { return .failure(FileError(message: "it is larger than \(limit >> 20) MiB")) }
         var bytes = [UInt8]()
         bytes.reserveCapacity(Int(info.st_size) + 1)
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
@@ -78,6 +89,7 @@ enum FileSystem {
                 return .failure(FileError(errno: errno))
             }
             if n == 0 { break }
+            if bytes.count + n > limit { return .failure(FileError(message: "it is larger than \(limit >> 20) MiB")) }
             bytes.append(contentsOf: chunk[0..<n])
         }
         return .success(bytes)

@@ -20,6 +20,8 @@ public struct RequestBuilder: Sendable {
     private var table: SymbolTable
     private let builtins: [BuiltinVariable: String]
     private var cache: [CacheKey: TemplateCompilation] = [:]
+    /// The last few compilations used, checked before hashing a template's whole text.
+    private var recent: [(key: CacheKey, compilation: TemplateCompilation)] = []
     private var reportedOrigins: Set<OriginKey> = []
     /// Every key some account has, to tell a misspelt `%account[KEY]%` from one only some lack.
     private let knownAccountKeys: Set<String>
@@ -217,6 +219,11 @@ public struct RequestBuilder: Sendable {
         }
     }
 
+    private mutating func remember(_ key: CacheKey, _ compilation: TemplateCompilation) {
+        if recent.count == 8 { recent.removeFirst() }
+        recent.append((key, compilation))
+    }
+
     private struct RenderFailure: Error {
         var message: String
         var key: String
@@ -239,11 +246,16 @@ public struct RequestBuilder: Sendable {
         let source = text ?? value.text
         let key = CacheKey(text: source, kind: kind)
         let compilation: TemplateCompilation
-        if let cached = cache[key] {
+        if let recent = recent.first(where: { $0.key.kind == kind && $0.key.text == source }) {
+            // Accounts sharing a defaults template share the string's storage, so this compare is cheap.
+            compilation = recent.compilation
+        } else if let cached = cache[key] {
             compilation = cached
+            remember(key, compilation)
         } else {
             compilation = Template.compile(source, kind: kind, scope: &table)
             cache[key] = compilation
+            remember(key, compilation)
         }
         if !compilation.issues.isEmpty,
            reportedOrigins.insert(OriginKey(file: value.origin.file, position: value.origin.position, baseOffset: baseOffset)).inserted {
@@ -379,20 +391,25 @@ public struct RequestBuilder: Sendable {
         return lowered.hasPrefix("http://") || lowered.hasPrefix("https://")
     }
 
-    /// The scheme and host of a rendered URL.
+    /// The scheme and host of a rendered URL (byte-level: it runs for every request).
     static func target(of url: String) -> (scheme: String, host: String)? {
-        guard let schemeEnd = url.range(of: "://") else { return nil }
-        let scheme = url[..<schemeEnd.lowerBound].lowercased()
-        var authority = url[schemeEnd.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
-        var host: Substring
-        if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") {
+        let bytes = url.utf8
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")),
+              bytes[colon...].starts(with: "://".utf8) else { return nil }
+        let scheme = String(decoding: bytes[..<colon], as: UTF8.self).lowercased()
+        let authorityStart = bytes.index(colon, offsetBy: 3)
+        var authority = bytes[authorityStart...].prefix {
+            $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#")
+        }
+        if let at = authority.lastIndex(of: UInt8(ascii: "@")) { authority = authority[authority.index(after: at)...] }
+        var host: Substring.UTF8View
+        if authority.first == UInt8(ascii: "["), let close = authority.firstIndex(of: UInt8(ascii: "]")) {
             host = authority[authority.index(after: authority.startIndex)..<close]
         } else {
-            host = authority.prefix { $0 != ":" }
+            host = authority.prefix { $0 != UInt8(ascii: ":") }
         }
         guard !host.isEmpty else { return nil }
-        return (scheme, host.lowercased())
+        return (scheme, String(decoding: host, as: UTF8.self).lowercased())
     }
 
     /// Whether `host` is a loopback name or address (`localhost`, `127.0.0.0/8`, `::1`).
@@ -412,8 +429,9 @@ public struct RequestBuilder: Sendable {
     static func fingerprint(of request: RenderedRequest) -> String {
         var hasher = SHA256()
         func add(_ text: String) {
-            hasher.update(data: Array(text.utf8))
-            hasher.update(data: [0])
+            var text = text
+            text.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+            withUnsafeBytes(of: UInt8(0)) { hasher.update(bufferPointer: $0) }
         }
         add(request.reporter.rawValue)
         add(request.method)
@@ -426,7 +444,14 @@ public struct RequestBuilder: Sendable {
         add(request.credentials?.username ?? "")
         add(request.credentials?.password ?? "")
         add(request.timeout.map { "\($0)" } ?? "")
-        return hasher.finalize().map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+        let digits = Array("0123456789abcdef".utf8)
+        var hex = [UInt8]()
+        hex.reserveCapacity(64)
+        for byte in hasher.finalize() {
+            hex.append(digits[Int(byte >> 4)])
+            hex.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: hex, as: UTF8.self)
     }
 }
 

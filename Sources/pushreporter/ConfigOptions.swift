@@ -51,3 +51,10 @@ import Foundation
 func printError(_ text: String) {
     FileHandle.standardError.write(Data((text + "\n").utf8))
 }
+
+/// Ends the process at once with `code`, after flushing standard output, without tearing down
+/// what the command loaded.
+func exitNow(_ code: ExitCode) -> Never {
+    fflush(nil)
+    exit(code.rawValue)
+}

@@ -75,6 +75,7 @@ struct Preview: ParsableCommand {
         }
         if requests.isEmpty { printError("preview: no request to show") }
         if disabled > 0 { printError("preview: skipped \(disabled) disabled \(plural(disabled, "account"))") }
+        exitNow(.success)
     }
 }
 

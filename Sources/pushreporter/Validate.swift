@@ -42,7 +42,9 @@ struct Validate: ParsableCommand {
         case .json:
             print(JSONText.array(diagnostics.map(\.json)))
         }
-        if errors > 0 || (strict && warnings > 0) { throw Exit.configuration }
+        // Exit here rather than return: freeing 100,000 loaded accounts one by one only to end the
+        // process cost more than a tenth of validate's time.
+        exitNow(errors > 0 || (strict && warnings > 0) ? Exit.configuration : .success)
     }
 }
 
