@@ -27,7 +27,15 @@ struct LoadedConfiguration {
 
     init(options: ConfigOptions) {
         let environment = LoaderEnvironment.current()
-        result = ConfigurationLoader(environment: environment).load(paths: options.resolvedPaths(environment: environment))
+        let paths = options.resolvedPaths(environment: environment)
+        result = ConfigurationLoader(environment: environment).load(paths: paths)
+        if options.paths.isEmpty, environment.variables["PUSHREPORTER_CONFIG"] == nil,
+           !FileManager.default.fileExists(atPath: paths[0]) {
+            // The default place is empty: say how to name a configuration instead.
+            var hinted = DiagnosticList()
+            hinted.error("no configuration here (the default); give --config PATH or set PUSHREPORTER_CONFIG", file: paths[0])
+            result.diagnostics = hinted
+        }
         diagnostics = result.diagnostics
         let stateDirectory = result.configuration.agent.resolvedStateDirectory(environment: environment.variables)
         builder = RequestBuilder(configuration: result.configuration, sources: result.sources,

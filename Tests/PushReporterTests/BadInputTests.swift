@@ -1,3 +1,4 @@
+import Foundation
 import PushTestSupport
 import Testing
 
@@ -22,6 +23,22 @@ struct BadInputTests {
     @Test("a missing file")
     func missingFile() throws {
         try expectOneError(directory.path + "/nope.yaml", containing: "nope.yaml: error: cannot read the configuration: no such file or directory")
+    }
+
+    @Test("no --config and nothing at the default place: say how to name one",
+          .enabled(if: !FileManager.default.fileExists(atPath: "/etc/pushreporter"), "the machine has a real /etc/pushreporter"))
+    func noConfiguration() throws {
+        let output = try ProcessRunner.pushreporter(["validate"])
+        #expect(output.status == 78)
+        #expect(output.stderrLines.first == "/etc/pushreporter: error: no configuration here (the default); give --config PATH or set PUSHREPORTER_CONFIG")
+    }
+
+    @Test("$PUSHREPORTER_CONFIG names the configuration when --config is not given")
+    func configFromEnvironment() throws {
+        let path = directory.write("env.yaml", "accounts:\n  - id: a\n    selector: s\n    pushTokenReporterUrl: https://h.example/?s=%selector%\n")
+        let output = try ProcessRunner.pushreporter(["validate"], environment: ["PUSHREPORTER_CONFIG": path])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stderr.contains("1 file, 1 enabled account: 0 errors, 0 warnings"))
     }
 
     @Test("a directory without YAML")
