@@ -44,6 +44,11 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // Benchmark and fuzzing tools (bench/README.md, fuzz/README.md); not part of the product.
+        .executableTarget(name: "pushreporter-bench", dependencies: ["PushTemplates"], path: "Sources/PushBench"),
+        .target(name: "FuzzSupport"),
+        .executableTarget(name: "FuzzTemplate", dependencies: ["FuzzSupport", "PushTemplates"]),
+        .executableTarget(name: "FuzzLoader", dependencies: ["FuzzSupport", "PushConfig"]),
         .testTarget(
             name: "PushTemplatesTests",
             dependencies: ["PushTemplates", "PushTestSupport"]

@@ -24,7 +24,7 @@ public struct RequestBuilder: Sendable {
     private var recent: [(key: CacheKey, compilation: TemplateCompilation)] = []
     private var reportedOrigins: Set<OriginKey> = []
     /// Every key some account has, to tell a misspelt `%account[KEY]%` from one only some lack.
-    private let knownAccountKeys: Set<String>
+    private var knownAccountKeys: Set<String>?
 
     private struct CacheKey: Hashable {
         var text: String
@@ -45,9 +45,15 @@ public struct RequestBuilder: Sendable {
         self.table = SymbolTable(globals: configuration.globals.keys)
         self.builtins = [.installid: installID ?? "<installid>", .hostname: hostname, .platform: "linux",
                          .version: PushReporterVersion.current]
+    }
+
+    /// Every key some account has; built on first need (only when an account lacks a key a template names).
+    private mutating func accountKeys() -> Set<String> {
+        if let knownAccountKeys { return knownAccountKeys }
         var keys = Set(DeviceValues.names)
         for account in configuration.accounts { keys.formUnion(account.values.keys) }
-        self.knownAccountKeys = keys
+        knownAccountKeys = keys
+        return keys
     }
 
     /// The text standing for a secret in `.shellVariables` display: `\u{1}NAME\u{1}`.
@@ -316,12 +322,13 @@ public struct RequestBuilder: Sendable {
     }
 
     /// `%account[KEY]%` naming a key no account has is an error; one this account lacks, a warning.
-    private func checkAccountReferences(_ templates: [Template], account: Account, diagnostics: inout DiagnosticList) {
+    private mutating func checkAccountReferences(_ templates: [Template], account: Account, diagnostics: inout DiagnosticList) {
         for template in templates {
             for reference in template.references {
                 guard let key = reference.key, account.values[key] == nil, !DeviceValues.names.contains(key) else { continue }
                 guard let origin = origin(of: template, in: account) else { continue }
                 let position = position(of: reference.offset + origin.baseOffset, length: reference.length, in: origin.value)
+                let knownAccountKeys = accountKeys()
                 if knownAccountKeys.contains(key) {
                     diagnostics.append(Diagnostic(file: origin.value.origin.file, at: position, severity: .warning,
                                                   message: "the account has no key '\(key)', so %account[\(key)]% renders empty",

@@ -28,6 +28,12 @@ public enum BodyFormat: Sendable, Hashable {
 
     /// The body format a Content-Type value asks for (parameters such as `charset` are ignored).
     public init(contentType: String) {
+        // The common types as usually written, without lowercasing (this runs for every request).
+        switch contentType {
+        case "application/x-www-form-urlencoded": self = .form; return
+        case "application/json": self = .json; return
+        default: break
+        }
         var essence = Substring(contentType)
         if let semicolon = essence.firstIndex(of: ";") { essence = essence[..<semicolon] }
         let type = essence.trimmingASCIIWhitespace().lowercased()

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# make bench: release-mode figures printed beside their references. See bench/README.md.
+#
+#   BENCH_ACCOUNTS=100000   accounts in the generated configuration
+#   BENCH_RUNS=3            timed runs of each command (the best wall-clock time counts)
+#   BENCH_RENDER_SECONDS=2  length of the render loop
+#
+# Exit status: 0 when every figure was measured (a missed goal is printed, not an error);
+# 1 when something could not be built or run, validate did not exit 0, or rendering was wrong.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SWIFT=${SWIFT:-swift}
+ACCOUNTS=${BENCH_ACCOUNTS:-100000}
+RUNS=${BENCH_RUNS:-3}
+RENDER_SECONDS=${BENCH_RENDER_SECONDS:-2}
+OUT=bench/out
+CONFIG=$OUT/config
+SCRATCH=.build-bench
+mkdir -p "$OUT"
+
+say() { printf '%s\n' "$*"; }
+die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
+
+# ---- build -------------------------------------------------------------------------------------
+say "== building (release, $SCRATCH)"
+start=$EPOCHREALTIME
+for product in pushreporter pushreporter-bench; do
+    "$SWIFT" build -c release --scratch-path "$SCRATCH" --product "$product" >"$OUT/build-$product.log" 2>&1 \
+        || { tail -30 "$OUT/build-$product.log" >&2; die "the release build of $product failed (log: $OUT/build-$product.log)"; }
+done
+BIN=$("$SWIFT" build -c release --scratch-path "$SCRATCH" --show-bin-path)
+cc -O2 bench/yaml_events.c -lyaml -o "$OUT/yaml_events" || die "cannot compile bench/yaml_events.c (is libyaml-dev installed? make deps)"
+say "   built in $(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }') s"
+
+# ---- config ------------------------------------------------------------------------------------
+rm -rf "$CONFIG"
+python3 bench/generate.py "$CONFIG" "$ACCOUNTS" || die "bench/generate.py failed"
+files=("$CONFIG"/*.yaml)
+say "   generated $ACCOUNTS accounts in ${#files[@]} files ($(du -ch "${files[@]}" | tail -1 | cut -f1)) in $CONFIG"
+
+# ---- timing ------------------------------------------------------------------------------------
+# measure NAME CMD...: runs CMD $RUNS times (stdout and stderr to $OUT/NAME.out / .err) and sets
+# BEST_WALL (s, best run), BEST_CPU (user+sys s of that run) and BEST_RSS (peak KB, or "").
+if [ -x /usr/bin/time ]; then HAVE_TIME=1; else HAVE_TIME=0; fi
+measure() {
+    local name=$1; shift
+    BEST_WALL=; BEST_CPU=; BEST_RSS=
+    local i wall cpu rss t0 t1 rc
+    for ((i = 1; i <= RUNS; i++)); do
+        t0=$EPOCHREALTIME
+        if [ "$HAVE_TIME" = 1 ]; then
+            /usr/bin/time -f '%U %S %M' -o "$OUT/$name.time" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err" && rc=0 || rc=$?
+            t1=$EPOCHREALTIME
+            read -r user sys rss <"$OUT/$name.time" || true
+            cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
+        else
+            local TIMEFORMAT='%U %S'
+            { time "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"; } 2>"$OUT/$name.time" && rc=0 || rc=$?
+            t1=$EPOCHREALTIME
+            read -r user sys <"$OUT/$name.time" || true
+            cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
+            rss=
+        fi
+        [ "$rc" -eq 0 ] || { cat "$OUT/$name.err" | tail -5 >&2; die "$name exited with status $rc (stderr: $OUT/$name.err)"; }
+        wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+        if [ -z "$BEST_WALL" ] || awk -v w="$wall" -v b="$BEST_WALL" 'BEGIN { exit !(w < b) }'; then
+            BEST_WALL=$wall; BEST_CPU=$cpu; BEST_RSS=$rss
+        fi
+    done
+}
+mb() { [ -n "$1" ] && awk -v k="$1" 'BEGIN { printf "%.0f MB", k / 1024 }' || printf 'n/a'; }
+
+say
+say "== a) validate vs. raw libyaml (best of $RUNS wall-clock runs; CPU = user+sys of that run)"
+measure validate "$BIN/pushreporter" validate --config "$CONFIG"
+V_WALL=$BEST_WALL V_CPU=$BEST_CPU V_RSS=$BEST_RSS
+say "   validate said: $(tail -1 "$OUT/validate.err")   (all of its stderr: $OUT/validate.err)"
+measure yaml_events "$OUT/yaml_events" "${files[@]}"
+Y_WALL=$BEST_WALL Y_CPU=$BEST_CPU Y_RSS=$BEST_RSS
+say "   libyaml parsed: $(cat "$OUT/yaml_events.out")"
+ratio=$(awk -v v="$V_WALL" -v y="$Y_WALL" 'BEGIN { printf "%.1f", v / y }')
+verdict=$(awk -v v="$V_WALL" -v y="$Y_WALL" 'BEGIN { print (v <= 2 * y) ? "ok" : "OVER GOAL" }')
+printf '   %-32s %7.2f s   CPU %6.2f s   peak RSS %s\n' "validate $((ACCOUNTS / 1000))k accounts:" "$V_WALL" "$V_CPU" "$(mb "$V_RSS")"
+printf '   %-32s %7.2f s   CPU %6.2f s   peak RSS %s\n' "libyaml events only:" "$Y_WALL" "$Y_CPU" "$(mb "$Y_RSS")"
+say "   validate $((ACCOUNTS / 1000))k accounts: $V_WALL s   libyaml events only: $Y_WALL s   ratio ${ratio}x (goal <= 2x)   $verdict"
+
+say
+say "== b) render throughput (pushreporter-bench, 1 thread, ${RENDER_SECONDS} s)"
+"$BIN/pushreporter-bench" "$RENDER_SECONDS" | sed 's/^/   /' || die "pushreporter-bench failed"
