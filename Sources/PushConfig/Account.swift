@@ -20,17 +20,24 @@ public struct ConfigValue: Sendable {
     }
 }
 
-/// Where a value was written: its file and the scalar that held it (to place template errors).
+/// Where a value was written: its file, and the span of the scalar that held it (to place
+/// template problems inside it).
 public struct ValueOrigin: Sendable {
     public var file: String
-    public var scalar: YAMLScalar
+    /// Where the scalar starts.
+    public var position: SourcePosition
+    /// Where the scalar ends.
+    public var end: SourcePosition
+    /// Whether the value's text is the scalar's text as written (no tag resolved, no `${KEY}`
+    /// filled in), so that an offset in it can be found in the file.
+    public var isVerbatim: Bool
 
-    public init(file: String, scalar: YAMLScalar) {
+    public init(file: String, scalar: YAMLScalar, isVerbatim: Bool = true) {
         self.file = file
-        self.scalar = scalar
+        self.position = scalar.start
+        self.end = scalar.end
+        self.isVerbatim = isVerbatim
     }
-
-    public var position: SourcePosition { scalar.start }
 }
 
 /// An account after `defaults` and `use:` were applied: a flat set of Account parameters.

@@ -440,6 +440,7 @@ struct LoadSession {
             }
             output += rest
             values[key]?.text = output
+            values[key]?.origin.isVerbatim = false
         }
     }
 
@@ -557,10 +558,10 @@ struct LoadSession {
 
     /// A scalar's value, with `!env`, `!file` and `!credential` resolved.
     mutating func resolve(_ scalar: YAMLScalar, key: String, file: String, account: String?) -> ConfigValue? {
-        let origin = ValueOrigin(file: file, scalar: scalar)
         guard let tag = scalar.tag, tag != "!", tag != "tag:yaml.org,2002:str" else {
-            return ConfigValue(text: scalar.value, isSecret: Self.isSecretKey(key), origin: origin)
+            return ConfigValue(text: scalar.value, isSecret: Self.isSecretKey(key), origin: ValueOrigin(file: file, scalar: scalar))
         }
+        let origin = ValueOrigin(file: file, scalar: scalar, isVerbatim: false)
         let name = scalar.value
         switch tag {
         case "!env":

@@ -363,15 +363,15 @@ public struct RequestBuilder: Sendable {
 
     /// The file position of UTF-8 `offset` in a value's text, found in the scalar as written.
     func position(of offset: Int, length: Int, in value: ConfigValue) -> SourcePosition {
-        let scalar = value.origin.scalar
-        let valueBytes = Array(scalar.value.utf8)
-        guard scalar.value == value.text, offset < valueBytes.count,
-              let source = sources[value.origin.file],
-              let start = source.byteOffset(of: scalar.start) else { return scalar.start }
-        let end = source.byteOffset(of: scalar.end) ?? source.bytes.count
+        let origin = value.origin
+        let valueBytes = Array(value.text.utf8)
+        guard origin.isVerbatim, offset < valueBytes.count,
+              let source = sources[origin.file],
+              let start = source.byteOffset(of: origin.position) else { return origin.position }
+        let end = source.byteOffset(of: origin.end) ?? source.bytes.count
         var needle = Array(valueBytes[offset..<min(valueBytes.count, offset + max(1, length))])
         if let newline = needle.firstIndex(of: 0x0A) { needle = Array(needle[..<newline]) }
-        if needle.isEmpty { return scalar.start }
+        if needle.isEmpty { return origin.position }
         var occurrence = 0
         var i = 0
         while i < offset {
@@ -388,7 +388,7 @@ public struct RequestBuilder: Sendable {
             }
             j += 1
         }
-        return scalar.start
+        return origin.position
     }
 
     // MARK: Helpers
