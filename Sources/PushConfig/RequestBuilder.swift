@@ -183,7 +183,8 @@ public struct RequestBuilder: Sendable {
 
             /// Renders the whole request; credentials use `credentialMasking` (Digest never puts the
             /// password on the wire, so a request as sent fills it even over plain http).
-            func renderAll(_ masking: SecretMasking, credentialMasking: SecretMasking) throws(RenderFailure) -> RenderedRequest {
+            func renderAll(_ masking: SecretMasking, credentialMasking: SecretMasking,
+                           renderedURL: String? = nil) throws(RenderFailure) -> RenderedRequest {
                 var headers: [(name: String, value: String)] = [("User-Agent", "pushreporter/\(PushReporterVersion.current)")]
                 let renderedBody = try body.map { (t) throws(RenderFailure) in try render(t, values, masking, origin: account.values[reporter.key(.postData)]!) }
                 if renderedBody != nil { headers.append(("Content-Type", contentType)) }
@@ -203,12 +204,15 @@ public struct RequestBuilder: Sendable {
                             try render(t, values, credentialMasking, origin: account.values[reporter.key(.authPassword)]!)
                         } ?? "")
                 }
-                return RenderedRequest(account: id, reporter: reporter, method: method, url: try render(url, values, masking, origin: urlValue),
+                let finalURL: String
+                if let renderedURL { finalURL = renderedURL } else { finalURL = try render(url, values, masking, origin: urlValue) }
+                return RenderedRequest(account: id, reporter: reporter, method: method, url: finalURL,
                                        headers: headers, body: renderedBody, credentials: credentials, timeout: timeout,
                                        fingerprint: "", secretsWithheld: withhold)
             }
 
-            var sent = try renderAll(sendMasking, credentialMasking: .reveal)
+            // Nothing withheld: the URL as sent is the one already rendered to find its host.
+            var sent = try renderAll(sendMasking, credentialMasking: .reveal, renderedURL: withhold ? nil : revealedURL)
             if bodyFormat == .json, let rendered = sent.body, let problem = JSONValidator.problem(in: rendered) {
                 report(.error, "the rendered \(reporter.key(.postData)) is not valid JSON: \(problem)",
                        at: account.values[reporter.key(.postData)]!, diagnostics: &diagnostics, account: id)
