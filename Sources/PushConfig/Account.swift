@@ -20,6 +20,11 @@ public struct ConfigValue: Sendable {
     }
 }
 
+extension ConfigValue {
+    /// The text as messages may show it: `********` for a secret.
+    public var shown: String { isSecret ? "********" : text }
+}
+
 /// Where a value was written: its file, and the span of the scalar that held it (to place
 /// template problems inside it).
 public struct ValueOrigin: Sendable {

@@ -54,6 +54,8 @@ struct LoadSession {
     private var agentKeyOwners: [String: (file: String, position: SourcePosition)] = [:]
     private var accountOwners: [String: (file: String, position: SourcePosition)] = [:]
     private var templateCache: [String: [String: ConfigValue]?] = [:]
+    /// Where a template name beside a config folder was found, so accounts do not search again.
+    private var templatePaths: [String: String] = [:]
     private var accountServiceReferences: [(service: String, file: String, position: SourcePosition, account: String)] = []
 
     init(environment: LoaderEnvironment) {
@@ -398,7 +400,7 @@ struct LoadSession {
                 case "true", "yes", "on": enabled = true
                 case "false", "no", "off": enabled = false
                 default:
-                    diagnostics.error("enabled must be true or false, not '\(flag.text)'", file: flag.origin.file, at: flag.origin.position, account: id)
+                    diagnostics.error("enabled must be true or false, not '\(flag.shown)'", file: flag.origin.file, at: flag.origin.position, account: id)
                 }
             }
             if let owner = accountOwners[id] {
@@ -421,6 +423,7 @@ struct LoadSession {
                                            account: String?) {
         for (key, value) in values where value.template != nil && value.text.contains("${") {
             var output = ""
+            var secret: ConfigValue?
             var rest = Substring(value.text)
             while let open = rest.range(of: "${") {
                 output += rest[..<open.lowerBound]
@@ -433,6 +436,7 @@ struct LoadSession {
                 rest = rest[rest.index(after: close)...]
                 if let parameter = values[name], parameter.template == nil, !DeviceValues.names.contains(name) {
                     output += parameter.text
+                    if parameter.isSecret { secret = parameter }
                 } else {
                     diagnostics.error("template '\(value.template!)' needs '\(name)' for \(key); set it in the account or in defaults",
                                       file: file, at: position, account: account)
@@ -441,6 +445,11 @@ struct LoadSession {
             output += rest
             values[key]?.text = output
             values[key]?.origin.isVerbatim = false
+            if let secret {
+                // A value built from a secret is secret (SPEC §2).
+                values[key]?.isSecret = true
+                if value.secretName == nil { values[key]?.secretName = secret.secretName }
+            }
         }
     }
 
@@ -486,6 +495,8 @@ struct LoadSession {
             diagnostics.error("'\(name)' is not a template name", file: file, at: position, account: account)
             return nil
         }
+        let lookup = folders[0] + "\u{0}" + name
+        if let path = templatePaths[lookup] { return templateCache[path] ?? nil }
         var candidates: [String] = []
         for folder in folders {
             for ext in [".yaml", ".yml"] {
@@ -503,6 +514,7 @@ struct LoadSession {
             diagnostics.error(message, file: file, at: position, account: account)
             return nil
         }
+        templatePaths[lookup] = path
         if let cached = templateCache[path] { return cached }
         var keys: [String: ConfigValue]?
         if let mapping = parse(path, what: "template") {
@@ -612,7 +624,7 @@ struct LoadSession {
 
     /// A shell-variable-safe name: `db-pass.txt` → `DB_PASS_TXT`.
     static func shellName(_ name: String) -> String {
-        let mapped = name.uppercased().unicodeScalars.map { $0.properties.isASCIIHexDigit || ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") ? Character($0) : "_" }
+        let mapped = name.uppercased().unicodeScalars.map { ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") ? Character($0) : "_" }
         let text = String(mapped)
         return text.first?.isNumber == true ? "_" + text : text
     }

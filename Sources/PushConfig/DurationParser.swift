@@ -17,14 +17,4 @@ public enum DurationParser {
         guard milliseconds < 1e15 else { return nil }
         return .milliseconds(Int64(milliseconds))
     }
-
-    /// `1h30m`-style text for a duration, for messages and docs.
-    public static func format(_ duration: Duration) -> String {
-        let ms = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
-        if ms % 1000 != 0 { return "\(ms)ms" }
-        let s = ms / 1000
-        if s % 3600 == 0 && s > 0 { return "\(s / 3600)h" }
-        if s % 60 == 0 && s > 0 { return "\(s / 60)m" }
-        return "\(s)s"
-    }
 }

@@ -20,8 +20,6 @@ public struct RequestBuilder: Sendable {
     private var table: SymbolTable
     private let builtins: [BuiltinVariable: String]
     private var cache: [CacheKey: TemplateCompilation] = [:]
-    /// The last few compilations used, checked before hashing a template's whole text.
-    private var recent: [(key: CacheKey, compilation: TemplateCompilation)] = []
     private var reportedOrigins: Set<OriginKey> = []
     /// Every key some account has, to tell a misspelt `%account[KEY]%` from one only some lack.
     private var knownAccountKeys: Set<String>?
@@ -35,6 +33,7 @@ public struct RequestBuilder: Sendable {
         var file: String
         var position: SourcePosition
         var baseOffset: Int
+        var template: CacheKey
     }
 
     /// - Parameters:
@@ -73,7 +72,7 @@ public struct RequestBuilder: Sendable {
                 diagnostics.warning("the account has no pushTokenReporterUrl and no services, so nothing is reported for it",
                                     file: account.file, at: account.position, account: account.id)
             }
-            if account.values[Reporter.pushTokenReporter.key(.url)] != nil, account.values[Reporter.accountRemovalReporter.key(.url)] == nil,
+            if account.values[Reporter.pushTokenReporter.key(.url)] != nil,
                account.values["selector"] == nil, account.values["pushTokenOther"] == nil, account.values["pushTokenIncomingCall"] == nil {
                 diagnostics.warning("the account has no device values (selector, pushTokenOther, pushTokenIncomingCall); its report carries no token",
                                     file: account.file, at: account.position, account: account.id)
@@ -123,7 +122,7 @@ public struct RequestBuilder: Sendable {
                     body = nil
                 }
             } else {
-                report(.error, "\(reporter.key(.method)) must be GET, POST, PUT, HEAD or DELETE, not '\(methodValue.text)'",
+                report(.error, "\(reporter.key(.method)) must be GET, POST, PUT, HEAD or DELETE, not '\(methodValue.shown)'",
                        at: methodValue, diagnostics: &diagnostics)
                 failed = true
             }
@@ -154,7 +153,7 @@ public struct RequestBuilder: Sendable {
             if let parsed = DurationParser.parse(timeoutValue.text), parsed > .zero {
                 timeout = parsed
             } else {
-                report(.error, "\(reporter.key(.timeout)) must be a duration such as 10s, not '\(timeoutValue.text)'",
+                report(.error, "\(reporter.key(.timeout)) must be a duration such as 10s, not '\(timeoutValue.shown)'",
                        at: timeoutValue, diagnostics: &diagnostics)
                 failed = true
             }
@@ -168,7 +167,7 @@ public struct RequestBuilder: Sendable {
         do throws(RenderFailure) {
             let revealedURL = try render(url, values, .reveal, origin: urlValue)
             guard let target = Self.target(of: revealedURL) else {
-                report(.error, "the rendered \(reporter.key(.url)) '\(revealedURL)' has no host", at: urlValue, diagnostics: &diagnostics)
+                report(.error, "the rendered \(reporter.key(.url)) has no host", at: urlValue, diagnostics: &diagnostics)
                 return nil
             }
             let withhold = target.scheme == "http" && !Self.isLoopback(target.host)
@@ -177,6 +176,9 @@ public struct RequestBuilder: Sendable {
             switch display {
             case .asSent: displayMasking = sendMasking
             case .stars: displayMasking = .stars
+            case .shellVariables where withhold:
+                // The request withholds its secrets; a runnable preview must not send them either.
+                displayMasking = .stars
             case .shellVariables:
                 displayMasking = .replace { slot in slot.map { Self.secretMarker(values.secretName(at: $0)) } ?? "********" }
             }
@@ -190,7 +192,7 @@ public struct RequestBuilder: Sendable {
                 if renderedBody != nil { headers.append(("Content-Type", contentType)) }
                 for header in headerTemplates {
                     let value = try render(header.value, values, masking, origin: account.values[reporter.key(.customHeaders)]!)
-                    if let index = headers.firstIndex(where: { $0.name.lowercased() == header.name.lowercased() }) {
+                    if header.name.lowercased() == "content-type", let index = headers.firstIndex(where: { $0.name == "Content-Type" }) {
                         headers[index] = (header.name, value)
                     } else {
                         headers.append((header.name, value))
@@ -229,11 +231,6 @@ public struct RequestBuilder: Sendable {
         }
     }
 
-    private mutating func remember(_ key: CacheKey, _ compilation: TemplateCompilation) {
-        if recent.count == 8 { recent.removeFirst() }
-        recent.append((key, compilation))
-    }
-
     private struct RenderFailure: Error {
         var message: String
         var key: String
@@ -256,19 +253,15 @@ public struct RequestBuilder: Sendable {
         let source = text ?? value.text
         let key = CacheKey(text: source, kind: kind)
         let compilation: TemplateCompilation
-        if let recent = recent.first(where: { $0.key.kind == kind && $0.key.text == source }) {
-            // Accounts sharing a defaults template share the string's storage, so this compare is cheap.
-            compilation = recent.compilation
-        } else if let cached = cache[key] {
+        if let cached = cache[key] {
             compilation = cached
-            remember(key, compilation)
         } else {
             compilation = Template.compile(source, kind: kind, scope: &table)
             cache[key] = compilation
-            remember(key, compilation)
         }
         if !compilation.issues.isEmpty,
-           reportedOrigins.insert(OriginKey(file: value.origin.file, position: value.origin.position, baseOffset: baseOffset)).inserted {
+           reportedOrigins.insert(OriginKey(file: value.origin.file, position: value.origin.position, baseOffset: baseOffset,
+                                            template: key)).inserted {
             for issue in compilation.issues {
                 let position = position(of: issue.offset + baseOffset, length: issue.length, in: value)
                 diagnostics.append(Diagnostic(file: value.origin.file, at: position,
@@ -284,38 +277,50 @@ public struct RequestBuilder: Sendable {
         var failed = false
         var lineStart = 0
         let bytes = Array(value.text.utf8)
-        for line in value.text.split(separator: "\n", omittingEmptySubsequences: false) {
-            defer { lineStart += line.utf8.count + 1 }
-            let text = line.hasSuffix("\r") ? line.dropLast() : line
-            if text.allSatisfy({ $0 == " " || $0 == "\t" }) { continue }
-            guard let colon = text.firstIndex(of: ":") else {
-                report(.error, "a custom header line must read 'Name: value', not '\(text)'", at: value, offset: lineStart, diagnostics: &diagnostics)
+        // Split on LF bytes (a String split would keep "\r\n" together as one character).
+        for lineBytes in bytes.split(separator: 0x0A, omittingEmptySubsequences: false) {
+            defer { lineStart += lineBytes.count + 1 }
+            let line = lineBytes.last == 0x0D ? lineBytes.dropLast() : lineBytes[...]
+            if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else {
+                let shown = value.isSecret ? "********" : String(decoding: line, as: UTF8.self)
+                report(.error, "a custom header line must read 'Name: value', not '\(shown)'", at: value, offset: lineStart, diagnostics: &diagnostics)
                 failed = true
                 continue
             }
-            let name = text[..<colon].trimmingCharacters(in: " \t")
-            if name.contains("%") {
-                report(.error, "a placeholder cannot stand in a header name", at: value,
-                       offset: lineStart + (text.utf8.firstIndex(of: UInt8(ascii: "%")).map { text.utf8.distance(from: text.utf8.startIndex, to: $0) } ?? 0),
+            var nameBytes = line[..<colon]
+            while let first = nameBytes.first, first == 0x20 || first == 0x09 { nameBytes = nameBytes.dropFirst() }
+            while let last = nameBytes.last, last == 0x20 || last == 0x09 { nameBytes = nameBytes.dropLast() }
+            let name = String(decoding: nameBytes, as: UTF8.self)
+            if let percent = nameBytes.firstIndex(of: UInt8(ascii: "%")) {
+                report(.error, "a placeholder cannot stand in a header name", at: value, offset: percent, diagnostics: &diagnostics)
+                failed = true
+                continue
+            }
+            guard !name.isEmpty, nameBytes.allSatisfy(Self.isTokenByte) else {
+                report(.error, "'\(value.isSecret ? "********" : name)' is not a valid header name", at: value, offset: lineStart,
                        diagnostics: &diagnostics)
                 failed = true
                 continue
             }
-            guard !name.isEmpty, name.utf8.allSatisfy(Self.isTokenByte) else {
-                report(.error, "'\(name)' is not a valid header name", at: value, offset: lineStart, diagnostics: &diagnostics)
-                failed = true
+            var valueStart = colon + 1
+            while valueStart < line.endIndex, line[valueStart] == 0x20 || line[valueStart] == 0x09 { valueStart += 1 }
+            let headerText = String(decoding: line[valueStart...], as: UTF8.self)
+            switch name.lowercased() {
+            case "user-agent":
+                report(.warning, "User-Agent is always pushreporter/\(PushReporterVersion.current); this header is not sent",
+                       at: value, offset: lineStart, diagnostics: &diagnostics)
                 continue
-            }
-            var valueStart = text[..<colon].utf8.count + 1
-            while valueStart < text.utf8.count, bytes[lineStart + valueStart] == UInt8(ascii: " ") || bytes[lineStart + valueStart] == UInt8(ascii: "\t") {
-                valueStart += 1
-            }
-            let headerText = String(decoding: bytes[(lineStart + valueStart)..<(lineStart + text.utf8.count)], as: UTF8.self)
-            if name.lowercased() == "content-type" {
+            case "content-type":
                 report(.warning, "set the body's type with the ContentType key, so that values are encoded for it",
                        at: value, offset: lineStart, diagnostics: &diagnostics)
+            default:
+                break
             }
-            guard let template = compile(value, kind: .headerValue, baseOffset: lineStart + valueStart, text: headerText,
+            if result.contains(where: { $0.name.lowercased() == name.lowercased() }) {
+                report(.warning, "the header \(name) is given twice; both lines are sent", at: value, offset: lineStart, diagnostics: &diagnostics)
+            }
+            guard let template = compile(value, kind: .headerValue, baseOffset: valueStart, text: headerText,
                                          account: account, diagnostics: &diagnostics) else {
                 failed = true
                 continue

@@ -85,6 +85,14 @@ enum Escaper {
         }
     }
 
+    /// Appends a secret's replacement (`********`, or a preview's marker) unencoded, so it reads as
+    /// written; outside a JSON string it is still made a JSON string, so the body stays JSON.
+    static func appendReplacement(_ text: String, as encoding: Encoding, to out: inout [UInt8]) {
+        if encoding == .jsonValue { out.append(UInt8(ascii: "\"")) }
+        out.append(contentsOf: text.utf8)
+        if encoding == .jsonValue { out.append(UInt8(ascii: "\"")) }
+    }
+
     @inline(__always)
     static func percentEncode(_ bytes: UnsafeBufferPointer<UInt8>, keeping keep: ByteSet, spaceAsPlus: Bool,
                               to out: inout [UInt8]) {

@@ -40,14 +40,14 @@ public struct Template: Sendable {
                 out.append(contentsOf: bytes)
             case .insert(.variable(let slot), let encoding):
                 if case .replace(let replacement) = masking, values.isSecret(at: slot) {
-                    out.append(contentsOf: replacement(slot).utf8)
+                    Escaper.appendReplacement(replacement(slot), as: encoding, to: &out)
                 } else {
                     try Escaper.append(values.value(at: slot), as: encoding, to: &out)
                 }
             case .insert(let expression, let encoding):
                 let result = try Self.evaluate(expression, values)
                 if case .replace(let replacement) = masking, result.isSecret {
-                    out.append(contentsOf: replacement(nil).utf8)
+                    Escaper.appendReplacement(replacement(nil), as: result.isEncoded ? .raw : encoding, to: &out)
                 } else {
                     try Escaper.append(result.text, as: result.isEncoded ? .raw : encoding, to: &out)
                 }

@@ -147,7 +147,13 @@ struct TemplateCompiler<S: TemplateScope> {
         } else if scope.keyedVariableNames.contains(name) {
             error("'\(name)' needs a key, as in %\(name)[username]%", at: start, length: length)
         } else {
-            error("unknown variable '\(name)'" + suggestion(for: name, among: scope.variableNames), at: start, length: length)
+            var message = "unknown variable '\(name)'" + suggestion(for: name, among: scope.variableNames)
+            let utf8 = Array(name.utf8)
+            if utf8.count > 2, utf8[0...1].allSatisfy({ TemplateCompiler.isHexDigit($0) }) {
+                let escape = String(decoding: utf8[0...1], as: UTF8.self)
+                message += "; if %\(escape) is a percent-escape, write it as %%\(escape)"
+            }
+            error(message, at: start, length: length)
         }
         return .expression(.text(""))
     }
@@ -170,7 +176,11 @@ struct TemplateCompiler<S: TemplateScope> {
             return .expression(.text(""))
         }
         guard let slot = scope.slot(forVariable: name, key: key) else {
-            error("'\(name)' takes no key" + suggestion(for: name, among: scope.keyedVariableNames), at: start, length: length)
+            if scope.variableNames.contains(name) {
+                error("'\(name)' takes no key", at: start, length: length)
+            } else {
+                error("unknown variable '\(name)'" + suggestion(for: name, among: scope.keyedVariableNames), at: start, length: length)
+            }
             return .expression(.text(""))
         }
         references.append(TemplateReference(name: name, key: key, slot: slot, offset: start, length: length))

@@ -31,8 +31,8 @@ enum TemplateFunction: String, CaseIterable, Sendable {
     /// The signature as users write it, for messages: `hmac_sha256(key, message)`.
     var signature: String {
         switch self {
-        case .hmac_sha256: "hmac_sha256(key, message)"
-        case .default: "default(value, fallback)"
+        case .hmac_sha256: "hmac_sha256(key,message)"
+        case .default: "default(value,fallback)"
         default: "\(rawValue)(value)"
         }
     }

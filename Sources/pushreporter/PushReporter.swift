@@ -1,4 +1,5 @@
 import ArgumentParser
+import PushConfig
 
 /// `pushreporter`: reports mobile push tokens from YAML account configurations.
 @main
@@ -10,13 +11,9 @@ struct PushReporter: ParsableCommand {
             Exit codes: 0 success; 1 operational failure; 64 bad command-line usage; 78 invalid configuration.
             Configuration: --config PATH (repeatable), else $PUSHREPORTER_CONFIG, else /etc/pushreporter.
             """,
-        version: PushReporterVersionText.current,
+        version: PushReporterVersion.current,
         subcommands: [Validate.self, Preview.self]
     )
-}
-
-enum PushReporterVersionText {
-    static let current = "0.1.0"
 }
 
 /// Exit codes of SPEC §7.

@@ -25,12 +25,10 @@ enum RequestFormatter {
         lines.append("\(request.method) \(target) HTTP/1.1")
         lines.append("Host: \(host)")
         for header in request.headers { lines.append("\(header.name): \(header.value)") }
-        if let body = request.body {
-            lines.append("Content-Length: \(body.utf8.count)")
-            lines.append("")
-            lines.append(body)
-        }
-        return lines.joined(separator: "\r\n").replacingOccurrences(of: "\r\n", with: "\n")
+        guard let body = request.body else { return lines.joined(separator: "\n") }
+        lines.append("Content-Length: \(body.utf8.count)")
+        // Header lines end in LF for reading; the body is printed byte for byte, as sent.
+        return lines.joined(separator: "\n") + "\n\n" + body
     }
 
     /// One runnable `curl` command; secrets become `"$NAME"` shell variables.

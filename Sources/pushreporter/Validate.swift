@@ -25,9 +25,7 @@ struct Validate: ParsableCommand {
 
     func run() throws {
         var loaded = LoadedConfiguration(options: config)
-        if !loaded.result.diagnostics.hasErrors || !loaded.result.configuration.accounts.isEmpty {
-            loaded.builder.checkAll(into: &loaded.diagnostics)
-        }
+        loaded.builder.checkAll(into: &loaded.diagnostics)
         let diagnostics = loaded.diagnostics.sorted(fileOrder: loaded.result.configuration.files)
         let errors = loaded.diagnostics.errorCount
         let warnings = loaded.diagnostics.warningCount

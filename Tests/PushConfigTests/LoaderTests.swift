@@ -218,16 +218,18 @@ struct RequestBuildingTests {
         #expect(l.lines.contains("config.yaml:9:31: error: pushTokenReporterTimeout must be a duration such as 10s, not 'never'"))
     }
 
-    @Test("custom headers: templates per line, a custom header replaces a default one")
+    @Test("custom headers: templates per line, LF or CRLF; User-Agent stays pushreporter's")
     func customHeaders() throws {
         let l = loaded("""
             pushTokenReporterUrl: https://h.example/t
-            pushTokenReporterCustomHeaders: "X-User: %account[username]%\\nUser-Agent: softphone/1.0\\n\\nX-Sel: <%selector%>"
+            pushTokenReporterCustomHeaders: "X-User: %account[username]%\\r\\nUser-Agent: softphone/1.0\\n\\nX-Sel: <%selector%>"
             """)
         let request = try #require(l.request("a"))
         #expect(request.headers.map(\.name) == ["User-Agent", "X-User", "X-Sel"])
-        #expect(request.header("User-Agent") == "softphone/1.0")
+        #expect(request.header("User-Agent") == "pushreporter/0.1.0")
+        #expect(request.header("X-User") == "alice")
         #expect(request.header("X-Sel") == "<S1>")
+        #expect(l.lines.contains("config.yaml:8:69: warning: User-Agent is always pushreporter/0.1.0; this header is not sent"))
     }
 
     @Test("a placeholder in a header name, and a line without a colon")
@@ -264,11 +266,24 @@ struct RequestBuildingTests {
         }
     }
 
-    @Test("preview masking: stars, and shell-variable markers for curl")
+    @Test("preview masking: stars, and shell-variable markers for curl (never for a request that withholds secrets)")
     func displayMasking() throws {
         let l = loaded("pushTokenReporterUrl: https://h.example/t?p=%account[password]%&h=%md5(%account[password]%)%")
         #expect(l.request("a", display: .stars)?.url == "https://h.example/t?p=********&h=********")
         #expect(l.request("a", display: .shellVariables)?.url == "https://h.example/t?p=\u{1}PASSWORD\u{1}&h=********")
+        let plain = loaded("pushTokenReporterUrl: http://h.example/t?p=%account[password]%")
+        #expect(plain.request("a", display: .shellVariables)?.url == "http://h.example/t?p=********")
+    }
+
+    @Test("a ${KEY} parameter filled from a secret makes the value secret")
+    func secretTemplateParameter() throws {
+        let l = Loaded([("templates/t.yaml", "pushTokenReporterUrl: ${base}x\n"),
+                        ("c.yaml", "accounts:\n  - id: a\n    use: t\n    base: !env BASE\n")],
+                       environment: ["BASE": "https://h.example/k3y/"], load: ["c.yaml"])
+        let url = try #require(l.account("a")?.values["pushTokenReporterUrl"])
+        #expect(url.text == "https://h.example/k3y/x")
+        #expect(url.isSecret)
+        #expect(url.secretName == "BASE")
     }
 
     @Test("the fingerprint follows what is sent: stable, changed by a value, and the same whatever the display")

@@ -143,3 +143,35 @@ struct CommandLineTests {
         #expect(output.stdout.contains("a header value may not contain a carriage return, line feed or NUL character"))
     }
 }
+
+@Suite("Preview formats keep what is sent")
+struct PreviewFormatTests {
+    @Test("--format http prints the body byte for byte, CRLF included, and Content-Length matches it")
+    func httpBodyBytes() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", """
+            accounts:
+              - id: a
+                pushTokenReporterUrl: https://h.example/t
+                pushTokenReporterContentType: text/plain
+                pushTokenReporterPostData: "line1\\r\\nline2"
+            """)
+        let output = try ProcessRunner.pushreporter(["preview", "--config", path])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout.hasSuffix("Content-Length: 12\n\nline1\r\nline2\n"))
+    }
+
+    @Test("--format curl never turns a secret withheld over plain http into a variable")
+    func curlWithheld() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", """
+            accounts:
+              - id: a
+                password: !env DEMO_PASSWORD
+                pushTokenReporterUrl: http://h.example/t?p=%account[password]%
+            """)
+        let output = try ProcessRunner.pushreporter(["preview", "--config", path, "--format", "curl"], environment: ["DEMO_PASSWORD": "pw"])
+        #expect(output.stdout.contains("'http://h.example/t?p=********'"))
+        #expect(!output.stdout.contains("$DEMO_PASSWORD"))
+    }
+}

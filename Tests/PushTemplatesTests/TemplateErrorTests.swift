@@ -30,7 +30,7 @@ struct TemplateErrorTests {
 
     @Test("wrong argument count")
     func arity() throws {
-        #expect(try #require(only("%hmac_sha256(%v%)%")).message == "hmac_sha256 takes 2 arguments, not 1: hmac_sha256(key, message)")
+        #expect(try #require(only("%hmac_sha256(%v%)%")).message == "hmac_sha256 takes 2 arguments, not 1: hmac_sha256(key,message)")
         #expect(try #require(only("%sha1(a,b)%")).message == "sha1 takes 1 argument, not 2: sha1(value)")
     }
 
@@ -62,7 +62,15 @@ struct TemplateErrorTests {
         #expect(try #require(only("%account%")).message == "'account' needs a key, as in %account[username]%")
         #expect(try #require(only("%selector(x)%")).message == "'selector' is a variable, not a function")
         #expect(try #require(only("%selector[x]%")).message == "'selector' takes no key")
+        #expect(try #require(only("%acount[x]%")).message == "unknown variable 'acount'; did you mean 'account'?")
         #expect(try #require(only("%account[]%")).message == "%account[]% names no key")
+    }
+
+    @Test("a percent-escape followed by a name and a '%' reads as a placeholder; the error says how to keep it")
+    func hexEscapeHint() throws {
+        #expect(try #require(only("https://h.example/caf%C3%A9s%20x", kind: .url)).message
+            == "unknown variable 'A9s'; if %A9 is a percent-escape, write it as %%A9")
+        #expect(issues("https://h.example/caf%C3%%A9s%20x", kind: .url).isEmpty)
     }
 
     @Test("every error is collected, in source order, and no template is produced")

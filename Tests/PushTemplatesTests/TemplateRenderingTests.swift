@@ -221,6 +221,13 @@ struct TemplateSecretTests {
         #expect(out == "https://h.example/?u=johndow&p=********&h=********")
     }
 
+    @Test("a masked secret outside a JSON string is still a JSON string, so the body stays JSON")
+    func maskedInJSON() throws {
+        let out = try render(#"{"p": %account[password]%, "h": %md5(%account[password]%)%, "q": "%account[password]%"}"#,
+                             kind: .body(.json), acrobitsValues, secrets: ["account[password]"], masking: .stars)
+        #expect(out == #"{"p": "********", "h": "********", "q": "********"}"#)
+    }
+
     @Test("a replacement can name the secret's slot")
     func namedReplacement() throws {
         let out = try render("p=%account[password]%", kind: .body(.form), acrobitsValues, secrets: ["account[password]"],
