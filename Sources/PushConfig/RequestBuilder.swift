@@ -101,10 +101,15 @@ public struct RequestBuilder: Sendable {
             failed = true
         }
 
+        /// Each compiled template with the value it was written in and its offset there.
+        var placed: [PlacedTemplate] = []
+        if let url { placed.append(PlacedTemplate(template: url, origin: urlValue)) }
+
         var body: Template?
-        if let postData = account.values[reporter.key(.postData)], !postData.text.isEmpty {
+        let postDataValue = account.values[reporter.key(.postData)]
+        if let postData = postDataValue, !postData.text.isEmpty {
             body = compile(postData, kind: .body(bodyFormat), account: account, diagnostics: &diagnostics)
-            if body == nil { failed = true }
+            if let body { placed.append(PlacedTemplate(template: body, origin: postData)) } else { failed = true }
             if bodyFormat == .raw, let contentTypeValue {
                 report(.warning, "Content-Type '\(contentType)' has no encoding rule, so values go into the body as they are",
                        at: contentTypeValue, diagnostics: &diagnostics)
@@ -128,25 +133,29 @@ public struct RequestBuilder: Sendable {
             }
         }
 
-        var headerTemplates: [(name: String, value: Template)] = []
+        var headerTemplates: [(name: String, value: PlacedTemplate)] = []
         if let custom = account.values[reporter.key(.customHeaders)] {
             if let parsed = customHeaders(custom, account: account, diagnostics: &diagnostics) {
                 headerTemplates = parsed
+                placed += parsed.map(\.value)
             } else {
                 failed = true
             }
         }
 
-        var authUsername: Template?
-        var authPassword: Template?
+        var authUsername: PlacedTemplate?
+        var authPassword: PlacedTemplate?
         if let username = account.values[reporter.key(.authUsername)] {
             authUsername = compile(username, kind: .plain, account: account, diagnostics: &diagnostics)
+                .map { PlacedTemplate(template: $0, origin: username) }
             if authUsername == nil { failed = true }
             if let password = account.values[reporter.key(.authPassword)] {
                 authPassword = compile(password, kind: .plain, account: account, diagnostics: &diagnostics)
+                    .map { PlacedTemplate(template: $0, origin: password) }
                 if authPassword == nil { failed = true }
             }
         }
+        placed += [authUsername, authPassword].compactMap { $0 }
 
         var timeout: Duration?
         if let timeoutValue = account.values[reporter.key(.timeout)] {
@@ -160,8 +169,7 @@ public struct RequestBuilder: Sendable {
         }
         guard !failed, let url else { return nil }
 
-        checkAccountReferences([url, body, authUsername, authPassword].compactMap { $0 } + headerTemplates.map(\.value),
-                               account: account, diagnostics: &diagnostics)
+        checkAccountReferences(placed, account: account, diagnostics: &diagnostics)
 
         let values = AccountValues(account: account, table: table, globals: configuration.globals, builtins: builtins)
         do throws(RenderFailure) {
@@ -188,10 +196,11 @@ public struct RequestBuilder: Sendable {
             func renderAll(_ masking: SecretMasking, credentialMasking: SecretMasking,
                            renderedURL: String? = nil) throws(RenderFailure) -> RenderedRequest {
                 var headers: [(name: String, value: String)] = [("User-Agent", "pushreporter/\(PushReporterVersion.current)")]
-                let renderedBody = try body.map { (t) throws(RenderFailure) in try render(t, values, masking, origin: account.values[reporter.key(.postData)]!) }
+                var renderedBody: String?
+                if let body, let postDataValue { renderedBody = try render(body, values, masking, origin: postDataValue) }
                 if renderedBody != nil { headers.append(("Content-Type", contentType)) }
                 for header in headerTemplates {
-                    let value = try render(header.value, values, masking, origin: account.values[reporter.key(.customHeaders)]!)
+                    let value = try render(header.value.template, values, masking, origin: header.value.origin)
                     if header.name.lowercased() == "content-type", let index = headers.firstIndex(where: { $0.name == "Content-Type" }) {
                         headers[index] = (header.name, value)
                     } else {
@@ -201,9 +210,9 @@ public struct RequestBuilder: Sendable {
                 var credentials: RenderedRequest.Credentials?
                 if let authUsername {
                     credentials = .init(
-                        username: try render(authUsername, values, credentialMasking, origin: account.values[reporter.key(.authUsername)]!),
-                        password: try authPassword.map { (t) throws(RenderFailure) in
-                            try render(t, values, credentialMasking, origin: account.values[reporter.key(.authPassword)]!)
+                        username: try render(authUsername.template, values, credentialMasking, origin: authUsername.origin),
+                        password: try authPassword.map { (p) throws(RenderFailure) in
+                            try render(p.template, values, credentialMasking, origin: p.origin)
                         } ?? "")
                 }
                 let finalURL: String
@@ -217,7 +226,7 @@ public struct RequestBuilder: Sendable {
             var sent = try renderAll(sendMasking, credentialMasking: .reveal, renderedURL: withhold ? nil : revealedURL)
             if bodyFormat == .json, let rendered = sent.body, let problem = JSONValidator.problem(in: rendered) {
                 report(.error, "the rendered \(reporter.key(.postData)) is not valid JSON: \(problem)",
-                       at: account.values[reporter.key(.postData)]!, diagnostics: &diagnostics, account: id)
+                       at: postDataValue ?? urlValue, diagnostics: &diagnostics, account: id)
                 return nil
             }
             sent.fingerprint = Self.fingerprint(of: sent)
@@ -229,6 +238,14 @@ public struct RequestBuilder: Sendable {
             report(.error, "\(error.message) (in \(error.key))", at: error.origin, diagnostics: &diagnostics, account: id)
             return nil
         }
+    }
+
+    /// A compiled template with the value it was written in, and its UTF-8 offset there (a
+    /// custom header's value starts inside the CustomHeaders text).
+    private struct PlacedTemplate {
+        var template: Template
+        var origin: ConfigValue
+        var baseOffset = 0
     }
 
     private struct RenderFailure: Error {
@@ -272,8 +289,8 @@ public struct RequestBuilder: Sendable {
     }
 
     private mutating func customHeaders(_ value: ConfigValue, account: Account,
-                                        diagnostics: inout DiagnosticList) -> [(name: String, value: Template)]? {
-        var result: [(name: String, value: Template)] = []
+                                        diagnostics: inout DiagnosticList) -> [(name: String, value: PlacedTemplate)]? {
+        var result: [(name: String, value: PlacedTemplate)] = []
         var failed = false
         var lineStart = 0
         let bytes = Array(value.text.utf8)
@@ -325,17 +342,17 @@ public struct RequestBuilder: Sendable {
                 failed = true
                 continue
             }
-            result.append((name, template))
+            result.append((name, PlacedTemplate(template: template, origin: value, baseOffset: valueStart)))
         }
         return failed ? nil : result
     }
 
     /// `%account[KEY]%` naming a key no account has is an error; one this account lacks, a warning.
-    private mutating func checkAccountReferences(_ templates: [Template], account: Account, diagnostics: inout DiagnosticList) {
-        for template in templates {
-            for reference in template.references {
+    private mutating func checkAccountReferences(_ templates: [PlacedTemplate], account: Account, diagnostics: inout DiagnosticList) {
+        for placed in templates {
+            for reference in placed.template.references {
                 guard let key = reference.key, account.values[key] == nil, !DeviceValues.names.contains(key) else { continue }
-                guard let origin = origin(of: template, in: account) else { continue }
+                let origin = (value: placed.origin, baseOffset: placed.baseOffset)
                 let position = position(of: reference.offset + origin.baseOffset, length: reference.length, in: origin.value)
                 let knownAccountKeys = accountKeys()
                 if knownAccountKeys.contains(key) {
@@ -349,17 +366,6 @@ public struct RequestBuilder: Sendable {
                 }
             }
         }
-    }
-
-    /// Which of the account's values a compiled template came from, and its offset in it.
-    private func origin(of template: Template, in account: Account) -> (value: ConfigValue, baseOffset: Int)? {
-        for (_, value) in account.values where value.text == template.source { return (value, 0) }
-        for (_, value) in account.values where value.text.contains(template.source) && !template.source.isEmpty {
-            if let range = value.text.utf8.firstRange(of: template.source.utf8) {
-                return (value, value.text.utf8.distance(from: value.text.utf8.startIndex, to: range.lowerBound))
-            }
-        }
-        return nil
     }
 
     // MARK: Positions
@@ -468,14 +474,5 @@ public struct RequestBuilder: Sendable {
             hex.append(digits[Int(byte & 0x0F)])
         }
         return String(decoding: hex, as: UTF8.self)
-    }
-}
-
-extension Substring {
-    func trimmingCharacters(in set: String) -> String {
-        var s = self
-        while let f = s.first, set.contains(f) { s.removeFirst() }
-        while let l = s.last, set.contains(l) { s.removeLast() }
-        return String(s)
     }
 }

@@ -161,6 +161,22 @@ struct DiagnosticsTests {
         ])
     }
 
+    @Test("a key an account lacks, named in a custom header, is placed inside the CustomHeaders text")
+    func accountKeyInHeader() {
+        let loaded = Loaded("""
+            accounts:
+              - id: a
+                selector: s
+                extension: "7"
+                pushTokenReporterUrl: https://h.example/t
+              - id: b
+                selector: s
+                pushTokenReporterUrl: https://h.example/t
+                pushTokenReporterCustomHeaders: "X-Tenant: t\\nX-Ext: %account[extension]%"
+            """)
+        #expect(loaded.lines == ["config.yaml:9:58: warning: the account has no key 'extension', so %account[extension]% renders empty [account b]"])
+    }
+
     @Test("a placeholder in the URL's host")
     func placeholderInHost() {
         let loaded = Loaded("""
