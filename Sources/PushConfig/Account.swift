@@ -115,19 +115,6 @@ public enum WebServiceKey: String, CaseIterable, Sendable {
     case authUsername = "AuthUsername"
     case authPassword = "AuthPassword"
     case timeout = "Timeout"
-
-    var index: UInt8 {
-        switch self {
-        case .url: 0
-        case .postData: 1
-        case .contentType: 2
-        case .method: 3
-        case .customHeaders: 4
-        case .authUsername: 5
-        case .authPassword: 6
-        case .timeout: 7
-        }
-    }
 }
 
 /// The web services the agent acts on.
@@ -140,10 +127,10 @@ public enum Reporter: String, CaseIterable, Sendable, Codable {
     /// The account key `<prefix><suffix>`, e.g. `pushTokenReporterUrl` (precomputed: it is looked
     /// up for every account).
     public func key(_ suffix: WebServiceKey) -> String {
-        Self.keys[self == .pushTokenReporter ? 0 : 1][Int(suffix.index)]
+        Self.keys[self]?[suffix] ?? rawValue + suffix.rawValue
     }
 
-    private static let keys: [[String]] = allCases.map { reporter in
-        WebServiceKey.allCases.map { reporter.rawValue + $0.rawValue }
-    }
+    private static let keys: [Reporter: [WebServiceKey: String]] = Dictionary(uniqueKeysWithValues: allCases.map { reporter in
+        (reporter, Dictionary(uniqueKeysWithValues: WebServiceKey.allCases.map { ($0, reporter.rawValue + $0.rawValue) }))
+    })
 }
