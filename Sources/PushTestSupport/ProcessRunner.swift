@@ -25,6 +25,17 @@ public enum ProcessRunner {
         try run(pushreporter, arguments, environment: environment, directory: directory, stdin: stdin)
     }
 
+    /// Runs `pushreporter` on `config` (YAML, written to a fresh directory as `c.yaml`), with
+    /// `--config` and the file's path added after `arguments`.
+    public static func pushreporter(config: String, _ arguments: [String],
+                                    environment: [String: String] = [:]) throws -> ProcessOutput {
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", config)
+        return try withExtendedLifetime(directory) {
+            try pushreporter(arguments + ["--config", path], environment: environment)
+        }
+    }
+
     public static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
                            directory: String? = nil, stdin: String? = nil) throws -> ProcessOutput {
         let process = Process()

@@ -91,15 +91,13 @@ struct CommandLineTests {
 
     @Test("preview --format curl: secrets as shell variables, and the command runs in a shell as written")
     func previewCurl() throws {
-        let directory = TemporaryDirectory()
-        let path = directory.write("c.yaml", """
+        let output = try ProcessRunner.pushreporter(config: """
             accounts:
               - id: a
                 password: !env DEMO_PASSWORD
                 pushTokenReporterUrl: https://h.example/t?p=%account[password]%&q=it's
                 pushTokenReporterPostData: 'x=%account[password]%'
-            """)
-        let output = try ProcessRunner.pushreporter(["preview", "--config", path, "--format", "curl"], environment: ["DEMO_PASSWORD": "pw 1"])
+            """, ["preview", "--format", "curl"], environment: ["DEMO_PASSWORD": "pw 1"])
         #expect(output.status == 0, "\(output.stderr)")
         #expect(!output.stdout.contains("pw 1"))
         #expect(output.stdout.contains(#"--data-binary 'x='"$DEMO_PASSWORD""#))
@@ -120,24 +118,20 @@ struct CommandLineTests {
 
     @Test("preview of a broken configuration exits 78 and points at validate")
     func previewBroken() throws {
-        let directory = TemporaryDirectory()
-        let path = directory.write("c.yaml", "accounts:\n  - id: a\n    pushTokenReporterUrl: https://h.example/?%nope%\n")
-        let output = try ProcessRunner.pushreporter(["preview", "--config", path])
+        let output = try ProcessRunner.pushreporter(config: "accounts:\n  - id: a\n    pushTokenReporterUrl: https://h.example/?%nope%\n", ["preview"])
         #expect(output.status == 78)
         #expect(output.stderr.contains("c.yaml:3:46: error: unknown variable 'nope'"))
     }
 
     @Test("secrets never appear in validate's output")
     func secretsNotInDiagnostics() throws {
-        let directory = TemporaryDirectory()
-        let path = directory.write("c.yaml", """
+        let output = try ProcessRunner.pushreporter(config: """
             accounts:
               - id: a
                 password: !env DEMO_PASSWORD
                 pushTokenReporterUrl: https://h.example/t?p=%account[password]%
                 pushTokenReporterCustomHeaders: "X-A: %account[password]%"
-            """)
-        let output = try ProcessRunner.pushreporter(["validate", "--config", path, "--format", "json"], environment: ["DEMO_PASSWORD": "hunter2\nx"])
+            """, ["validate", "--format", "json"], environment: ["DEMO_PASSWORD": "hunter2\nx"])
         #expect(!output.stdout.contains("hunter2"))
         #expect(!output.stderr.contains("hunter2"))
         #expect(output.stdout.contains("a header value may not contain a carriage return, line feed or NUL character"))
@@ -148,29 +142,25 @@ struct CommandLineTests {
 struct PreviewFormatTests {
     @Test("--format http prints the body byte for byte, CRLF included, and Content-Length matches it")
     func httpBodyBytes() throws {
-        let directory = TemporaryDirectory()
-        let path = directory.write("c.yaml", """
+        let output = try ProcessRunner.pushreporter(config: """
             accounts:
               - id: a
                 pushTokenReporterUrl: https://h.example/t
                 pushTokenReporterContentType: text/plain
                 pushTokenReporterPostData: "line1\\r\\nline2"
-            """)
-        let output = try ProcessRunner.pushreporter(["preview", "--config", path])
+            """, ["preview"])
         #expect(output.status == 0, "\(output.stderr)")
         #expect(output.stdout.hasSuffix("Content-Length: 12\n\nline1\r\nline2\n"))
     }
 
     @Test("--format curl never turns a secret withheld over plain http into a variable")
     func curlWithheld() throws {
-        let directory = TemporaryDirectory()
-        let path = directory.write("c.yaml", """
+        let output = try ProcessRunner.pushreporter(config: """
             accounts:
               - id: a
                 password: !env DEMO_PASSWORD
                 pushTokenReporterUrl: http://h.example/t?p=%account[password]%
-            """)
-        let output = try ProcessRunner.pushreporter(["preview", "--config", path, "--format", "curl"], environment: ["DEMO_PASSWORD": "pw"])
+            """, ["preview", "--format", "curl"], environment: ["DEMO_PASSWORD": "pw"])
         #expect(output.stdout.contains("'http://h.example/t?p=********'"))
         #expect(!output.stdout.contains("$DEMO_PASSWORD"))
     }
