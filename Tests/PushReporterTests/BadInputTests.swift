@@ -76,6 +76,13 @@ struct BadInputTests {
         try expectOneError(directory.write("huge.yaml", text), containing: "huge.yaml:1:1: error: the file must hold a YAML mapping, not a scalar")
     }
 
+    @Test("a template starting with '%' unquoted: YAML's error says to quote it")
+    func unquotedPercent() throws {
+        let text = "accounts:\n  - id: a\n    pushTokenReporterUrl: https://h.example/t\n    pushTokenReporterPostData: %account[username]%\n"
+        try expectOneError(directory.write("pct.yaml", text), containing:
+            "pct.yaml:4:32: error: YAML syntax error: a value cannot start with '%' unless it is quoted; put it in single quotes, as in '%account[username]%:%selector%'")
+    }
+
     @Test("a top level that is a list")
     func topLevelList() throws {
         try expectOneError(directory.write("list.yaml", "- id: a\n- id: b\n"),

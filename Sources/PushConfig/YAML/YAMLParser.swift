@@ -111,14 +111,25 @@ public enum YAMLParser {
                 position = source.position(ofByteOffset: bytes.count)
             }
             var message = "YAML syntax error: "
+            var explained: String?
+            var showContext = true
             if problem == "found character that cannot start any token",
-               let offset = source.byteOffset(of: position),
-               offset < bytes.count, bytes[offset] == 0x09 {
-                message += "found a tab character, which cannot start any token (indent with spaces, not tabs)"
-            } else {
-                message += problem
+               let offset = source.byteOffset(of: position), offset < bytes.count {
+                switch bytes[offset] {
+                case 0x09:
+                    explained = "found a tab character, which cannot start any token (indent with spaces, not tabs)"
+                case UInt8(ascii: "%"), UInt8(ascii: "@"), UInt8(ascii: "`"):
+                    // Acrobits templates often begin with a placeholder: the commonest mistake here.
+                    let c = Character(Unicode.Scalar(bytes[offset]))
+                    explained = "a value cannot start with '\(c)' unless it is quoted; put it in single quotes, "
+                        + "as in '%account[username]%:%selector%'"
+                    showContext = false
+                default:
+                    break
+                }
             }
-            if let contextPointer = state.context {
+            message += explained ?? problem
+            if showContext, let contextPointer = state.context {
                 let context = String(cString: contextPointer)
                 let contextPosition = sourcePosition(state.context_mark)
                 if contextPosition < position {
