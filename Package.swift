@@ -13,12 +13,19 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.0"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
     ],
     targets: [
         .systemLibrary(
             name: "CYAML",
             pkgConfig: "yaml-0.1",
             providers: [.apt(["libyaml-dev"])]
+        ),
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         .target(
             name: "PushTemplates",
@@ -32,19 +39,43 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // The scheduler imports nothing of ours: a pure retry state machine and a clock-generic shell.
+        .target(
+            name: "PushScheduler",
+            dependencies: [.product(name: "HeapModule", package: "swift-collections")]
+        ),
+        // HTTP over libcurl's multi interface; the only module that sees CCurl.
+        .target(
+            name: "PushTransport",
+            dependencies: ["CCurl"]
+        ),
+        // Composition: configuration → requests → scheduler → transport, with logging.
+        .target(
+            name: "PushAgent",
+            dependencies: [
+                "PushConfig",
+                "PushTemplates",
+                "PushScheduler",
+                "PushTransport",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "PushTestSupport",
-            dependencies: []
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")]
         ),
         .executableTarget(
             name: "pushreporter",
             dependencies: [
+                "PushAgent",
                 "PushConfig",
                 "PushTemplates",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         // Benchmark and fuzzing tools (bench/README.md, fuzz/README.md); not part of the product.
+        // The demo receiver of `make run`: prints what it is sent (built on the test-support server).
+        .executableTarget(name: "pushreporter-receiver", dependencies: ["PushTestSupport"], path: "Sources/PushReceiver"),
         .executableTarget(name: "pushreporter-bench", dependencies: ["PushTemplates"], path: "Sources/PushBench"),
         .target(name: "FuzzSupport"),
         .executableTarget(name: "FuzzTemplate", dependencies: ["FuzzSupport", "PushTemplates"]),
@@ -56,6 +87,18 @@ let package = Package(
         .testTarget(
             name: "PushConfigTests",
             dependencies: ["PushConfig", "PushTemplates", "PushTestSupport"]
+        ),
+        .testTarget(
+            name: "PushSchedulerTests",
+            dependencies: ["PushScheduler", "PushTestSupport"]
+        ),
+        .testTarget(
+            name: "PushTransportTests",
+            dependencies: ["PushTransport", "PushTestSupport"]
+        ),
+        .testTarget(
+            name: "PushAgentTests",
+            dependencies: ["PushAgent", "PushConfig", "PushScheduler", "PushTransport", "PushTestSupport"]
         ),
         .testTarget(
             name: "PushReporterTests",

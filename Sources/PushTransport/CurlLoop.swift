@@ -1,0 +1,161 @@
+import CCurl
+import Foundation
+import Synchronization
+
+/// The transport thread: the multi handle, the idle easy handles and the running transfers.
+/// Other threads reach it only through the inbox (`submit`, `cancel`, `stop`), which wakes
+/// `curl_multi_poll`.
+final class CurlLoop: @unchecked Sendable {
+    private struct Inbox {
+        var submitted: [CurlTransfer] = []
+        var cancelled: [UInt64] = []
+        /// Cancellations that arrived before their transfer (a task cancelled while submitting).
+        var cancelledEarly: Set<UInt64> = []
+        var nextID: UInt64 = 1
+        var stopping = false
+        var stopped = false
+    }
+
+    private let inbox = Mutex(Inbox())
+    private let multi: UnsafeMutableRawPointer
+    private let settings: TransportSettings
+    private let caBundle: [UInt8]?
+    private let finished = DispatchSemaphore(value: 0)
+    // Owned by the transport thread.
+    private var idleHandles: [UnsafeMutableRawPointer] = []
+    private var running: [UInt64: CurlTransfer] = [:]
+
+    init(multi: UnsafeMutableRawPointer, settings: TransportSettings, caBundle: [UInt8]?) {
+        self.multi = multi
+        self.settings = settings
+        self.caBundle = caBundle
+    }
+
+    func nextID() -> UInt64 {
+        inbox.withLock { state in
+            defer { state.nextID += 1 }
+            return state.nextID
+        }
+    }
+
+    /// Hands `transfer` to the thread, or fails it at once when the transport has stopped.
+    func submit(_ transfer: CurlTransfer) {
+        let accepted = inbox.withLock { state -> Bool in
+            if state.stopping { return false }
+            if state.cancelledEarly.remove(transfer.id) != nil { return false }
+            state.submitted.append(transfer)
+            return true
+        }
+        if accepted { wake() } else { transfer.fail(.cancelled) }
+    }
+
+    func cancel(_ id: UInt64) {
+        inbox.withLock { $0.cancelled.append(id) }
+        wake()
+    }
+
+    /// Ends the thread, failing what is left with a cancellation; waits for it. Idempotent.
+    func stop() {
+        let first = inbox.withLock { state -> Bool in
+            defer { state.stopping = true }
+            return !state.stopping
+        }
+        if first {
+            wake()
+            finished.wait()
+        }
+    }
+
+    private func wake() {
+        _ = curl_multi_wakeup(multi)
+    }
+
+    /// The thread's body: add what was submitted, drop what was cancelled, let libcurl work,
+    /// finish what completed, then sleep in `curl_multi_poll` until a socket or `wake()` stirs.
+    func run() {
+        var stillRunning: Int32 = 0
+        while true {
+            let (submitted, cancelled, stopping) = inbox.withLock { state in
+                defer {
+                    state.submitted.removeAll(keepingCapacity: true)
+                    state.cancelled.removeAll(keepingCapacity: true)
+                }
+                return (state.submitted, state.cancelled, state.stopping)
+            }
+            if stopping {
+                for transfer in submitted { transfer.fail(.cancelled) }
+                break
+            }
+            for transfer in submitted { start(transfer) }
+            for id in cancelled { abort(id) }
+
+            _ = curl_multi_perform(multi, &stillRunning)
+            var remaining: Int32 = 0
+            while let message = curl_multi_info_read(multi, &remaining) {
+                guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
+                finish(handle, result: pr_message_result(message))
+            }
+            _ = curl_multi_poll(multi, nil, 0, 1000, nil)
+        }
+        for id in Array(running.keys) { abort(id) }
+        for handle in idleHandles { curl_easy_cleanup(handle) }
+        idleHandles.removeAll()
+        curl_multi_cleanup(multi)
+        finished.signal()
+    }
+
+    private func start(_ transfer: CurlTransfer) {
+        guard let handle = idleHandles.popLast() ?? curl_easy_init() else {
+            transfer.fail(TransportError(.other, "libcurl could not create an easy handle"))
+            return
+        }
+        let configured = transfer.configure(handle, settings: settings, caBundle: caBundle)
+        guard configured == CURLE_OK else {
+            transfer.complete(configured)
+            recycle(handle)
+            return
+        }
+        running[transfer.id] = transfer
+        _ = curl_multi_add_handle(multi, handle)
+    }
+
+    private func finish(_ handle: UnsafeMutableRawPointer, result: CURLcode) {
+        var context: UnsafeMutableRawPointer?
+        _ = pr_easy_getinfo_pointer(handle, CURLINFO_PRIVATE, &context)
+        _ = curl_multi_remove_handle(multi, handle)
+        guard let context else {
+            recycle(handle)
+            return
+        }
+        let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
+        running[transfer.id] = nil
+        if transfer.bodyWasHeldBack(result: result) {
+            recycle(handle)
+            transfer.dropCredentials()
+            start(transfer)
+            return
+        }
+        transfer.complete(result)
+        recycle(handle)
+    }
+
+    private func abort(_ id: UInt64) {
+        guard let transfer = running.removeValue(forKey: id) else {
+            // Not running: either already finished, or cancelled before it was submitted.
+            inbox.withLock { state in
+                if !state.submitted.contains(where: { $0.id == id }) { state.cancelledEarly.insert(id) }
+            }
+            return
+        }
+        if let handle = transfer.handle {
+            _ = curl_multi_remove_handle(multi, handle)
+            recycle(handle)
+        }
+        transfer.fail(.cancelled)
+    }
+
+    private func recycle(_ handle: UnsafeMutableRawPointer) {
+        curl_easy_reset(handle)
+        idleHandles.append(handle)
+    }
+}

@@ -1,0 +1,213 @@
+import CCurl
+
+/// One request's life on the transport thread: its easy handle's options, the header list and
+/// error buffer libcurl points into, and the response as it arrives. Only the transport thread
+/// touches it after submission.
+final class CurlTransfer: @unchecked Sendable {
+    let id: UInt64
+    private(set) var request: TransportRequest
+    private var continuation: CheckedContinuation<TransportResponse, any Error>?
+    var handle: UnsafeMutableRawPointer?
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private let errorBuffer: UnsafeMutablePointer<CChar>
+    private var body: [UInt8] = []
+    private var bodyTruncated = false
+    private var responseHeaders: [(name: String, value: String)] = []
+
+    init(id: UInt64, request: TransportRequest, continuation: CheckedContinuation<TransportResponse, any Error>) {
+        self.id = id
+        self.request = request
+        self.continuation = continuation
+        errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+    }
+
+    deinit {
+        curl_slist_free_all(headerList)
+        errorBuffer.deallocate()
+    }
+
+    /// Sets every option of `request` on `handle` (a fresh or reset easy handle).
+    func configure(_ handle: UnsafeMutableRawPointer, settings: TransportSettings, caBundle: [UInt8]?) -> CURLcode {
+        self.handle = handle
+        let method = request.method.uppercased()
+        let isHTTPS = request.url.lowercased().hasPrefix("https://")
+        var result = CURLE_OK
+        func set(_ code: CURLcode) { if result == CURLE_OK { result = code } }
+
+        set(pr_easy_setopt_string(handle, CURLOPT_URL, request.url))
+        set(pr_easy_setopt_pointer(handle, CURLOPT_PRIVATE, Unmanaged.passUnretained(self).toOpaque()))
+        set(pr_easy_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer))
+        set(pr_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
+        set(pr_easy_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https"))
+        set(pr_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, PR_CURL_HTTP_VERSION_2TLS))
+        set(pr_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Self.milliseconds(request.timeout)))
+        set(pr_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS,
+                                Self.milliseconds(min(request.timeout, settings.connectTimeout))))
+        if let caBundle {
+            set(caBundle.withUnsafeBytes { bytes in
+                pr_easy_setopt_blob(handle, CURLOPT_CAINFO_BLOB, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
+                                    bytes.count)
+            })
+        }
+
+        // Method and body. A HEAD reads no body; a body goes with any other method that has one.
+        switch method {
+        case "GET": set(pr_easy_setopt_long(handle, CURLOPT_HTTPGET, 1))
+        case "HEAD": set(pr_easy_setopt_long(handle, CURLOPT_NOBODY, 1))
+        case "POST": set(pr_easy_setopt_long(handle, CURLOPT_POST, 1))
+        default: set(pr_easy_setopt_string(handle, CURLOPT_CUSTOMREQUEST, method))
+        }
+        if let body = request.body, method != "GET", method != "HEAD" {
+            set(pr_easy_setopt_offset(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count)))
+            set(body.withUnsafeBytes { bytes in
+                // COPYPOSTFIELDS copies the bytes, so nothing here has to outlive the call.
+                pr_easy_setopt_pointer(handle, CURLOPT_COPYPOSTFIELDS, bytes.baseAddress ?? UnsafeRawPointer(errorBuffer))
+            })
+        } else if method == "POST" {
+            set(pr_easy_setopt_offset(handle, CURLOPT_POSTFIELDSIZE_LARGE, 0))
+            set(pr_easy_setopt_string(handle, CURLOPT_COPYPOSTFIELDS, ""))
+        }
+
+        // Headers in order; an empty `Expect:` stops libcurl's 100-continue round trip.
+        for header in request.headers {
+            headerList = curl_slist_append(headerList, "\(header.name): \(header.value)")
+        }
+        headerList = curl_slist_append(headerList, "Expect:")
+        set(pr_easy_setopt_pointer(handle, CURLOPT_HTTPHEADER, headerList))
+
+        // Redirects (SPEC §4): GET and HEAD only, at most 5, never from https to http.
+        if method == "GET" || method == "HEAD" {
+            set(pr_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1))
+            set(pr_easy_setopt_long(handle, CURLOPT_MAXREDIRS, 5))
+            set(pr_easy_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, isHTTPS ? "https" : "http,https"))
+        }
+
+        // Digest always; Basic too over https (libcurl picks the safest the server offers).
+        if let credentials = request.credentials {
+            set(pr_easy_setopt_string(handle, CURLOPT_USERNAME, credentials.username))
+            set(pr_easy_setopt_string(handle, CURLOPT_PASSWORD, credentials.password))
+            set(pr_easy_setopt_long(handle, CURLOPT_HTTPAUTH,
+                                    isHTTPS ? (PR_CURLAUTH_DIGEST | PR_CURLAUTH_BASIC) : PR_CURLAUTH_DIGEST))
+        }
+
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        set(pr_easy_setopt_callback(handle, CURLOPT_WRITEFUNCTION, curlTransferWriteBody))
+        set(pr_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, context))
+        set(pr_easy_setopt_callback(handle, CURLOPT_HEADERFUNCTION, curlTransferWriteHeader))
+        set(pr_easy_setopt_pointer(handle, CURLOPT_HEADERDATA, context))
+        return result
+    }
+
+    /// Appends body bytes up to the limit; returning fewer than given stops the transfer there.
+    func receiveBody(_ data: UnsafeBufferPointer<UInt8>) -> Int {
+        let room = TransportResponse.bodyLimit - body.count
+        if data.count <= room {
+            body.append(contentsOf: data)
+            return data.count
+        }
+        body.append(contentsOf: data.prefix(room))
+        bodyTruncated = true
+        return 0
+    }
+
+    /// Keeps the header lines of the latest response (a redirect or a 401 starts a new block).
+    func receiveHeader(_ data: UnsafeBufferPointer<UInt8>) {
+        if data.starts(with: Array("HTTP/".utf8)) {
+            responseHeaders.removeAll(keepingCapacity: true)
+            return
+        }
+        guard let colon = data.firstIndex(of: UInt8(ascii: ":")) else { return }
+        let name = String(decoding: data[..<colon], as: UTF8.self)
+        var value = data[(colon + 1)...]
+        while let first = value.first, first == 0x20 || first == 0x09 { value = value.dropFirst() }
+        while let last = value.last, last == 0x0D || last == 0x0A || last == 0x20 || last == 0x09 {
+            value = value.dropLast()
+        }
+        responseHeaders.append((name, String(decoding: value, as: UTF8.self)))
+    }
+
+    /// True when libcurl held the body back for an authentication round trip that never came:
+    /// with credentials it sends a POST's first request with an empty body, expecting a 401, and a
+    /// server that needs no authentication answers that empty request. The caller sends the
+    /// request again without credentials (the server takes it without), so the body arrives.
+    func bodyWasHeldBack(result: CURLcode) -> Bool {
+        guard result == CURLE_OK, request.credentials != nil, let handle, let body = request.body, !body.isEmpty else {
+            return false
+        }
+        var status = 0
+        var uploaded: curl_off_t = 0
+        _ = pr_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        _ = pr_easy_getinfo_offset(handle, CURLINFO_SIZE_UPLOAD_T, &uploaded)
+        return status != 401 && uploaded < body.count
+    }
+
+    /// Prepares a second attempt without credentials (see `bodyWasHeldBack`).
+    func dropCredentials() {
+        request.credentials = nil
+        curl_slist_free_all(headerList)
+        headerList = nil
+        body.removeAll()
+        bodyTruncated = false
+        responseHeaders.removeAll()
+    }
+
+    /// Resumes the waiting task with the transfer's outcome. Called once, on the transport thread.
+    func complete(_ result: CURLcode) {
+        guard let continuation, let handle else { return }
+        self.continuation = nil
+        if result == CURLE_OK || (result == CURLE_WRITE_ERROR && bodyTruncated) {
+            var status = 0
+            var version = 0
+            var effective: UnsafeMutablePointer<CChar>?
+            _ = pr_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+            _ = pr_easy_getinfo_long(handle, CURLINFO_HTTP_VERSION, &version)
+            _ = pr_easy_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &effective)
+            continuation.resume(returning: TransportResponse(
+                status: status, headers: responseHeaders, body: body, bodyTruncated: bodyTruncated,
+                effectiveURL: effective.map { String(cString: $0) } ?? request.url,
+                httpVersion: Self.versionText(version)))
+        } else {
+            let detail = String(cString: errorBuffer)
+            continuation.resume(throwing: TransportError.curl(result, detail: detail))
+        }
+    }
+
+    /// Resumes the waiting task with `error` (cancellation or shutdown).
+    func fail(_ error: TransportError) {
+        guard let continuation else { return }
+        self.continuation = nil
+        continuation.resume(throwing: error)
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        return max(1, Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
+    }
+
+    private static func versionText(_ version: Int) -> String {
+        switch version {
+        case CURL_HTTP_VERSION_1_0: return "1.0"
+        case CURL_HTTP_VERSION_2_0: return "2"
+        case CURL_HTTP_VERSION_3: return "3"
+        default: return "1.1"
+        }
+    }
+}
+
+private func curlTransferWriteBody(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int,
+                                   _ context: UnsafeMutableRawPointer?) -> Int {
+    guard let data, let context else { return 0 }
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
+    let bytes = UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self)
+    return transfer.receiveBody(UnsafeBufferPointer(start: bytes, count: size * count))
+}
+
+private func curlTransferWriteHeader(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int,
+                                     _ context: UnsafeMutableRawPointer?) -> Int {
+    guard let data, let context else { return 0 }
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
+    let bytes = UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self)
+    transfer.receiveHeader(UnsafeBufferPointer(start: bytes, count: size * count))
+    return size * count
+}

@@ -1,0 +1,92 @@
+import CCurl
+import Foundation
+import Synchronization
+
+/// Transport-wide settings.
+public struct TransportSettings: Sendable {
+    /// A PEM file of private CAs trusted besides the system store (`agent.tls.caFile`).
+    public var caFile: String?
+    /// The longest a connection may take to establish (capped by each request's own timeout).
+    public var connectTimeout: Duration
+    /// Idle connections kept open for reuse.
+    public var connectionCacheSize: Int
+
+    public init(caFile: String? = nil, connectTimeout: Duration = .seconds(10), connectionCacheSize: Int = 128) {
+        self.caFile = caFile
+        self.connectTimeout = connectTimeout
+        self.connectionCacheSize = connectionCacheSize
+    }
+}
+
+/// HTTP over libcurl's multi interface, driven by one dedicated thread.
+///
+/// `send` may be called from any task; each call becomes an easy handle on the transport thread,
+/// and the calling task resumes when the exchange ends. Easy handles are reused, and connections
+/// stay open between requests (HTTP keep-alive, HTTP/2 multiplexing where offered). Proxies come
+/// from `http_proxy`, `https_proxy` and `no_proxy` as libcurl reads them.
+/// Cancelling the calling task aborts its transfer.
+public final class CurlTransport: Sendable {
+    private let loop: CurlLoop
+
+    /// Starts the transport thread. Throws when libcurl cannot start or `caFile` cannot be read.
+    public init(settings: TransportSettings = TransportSettings()) throws {
+        CurlGlobal.initialize()
+        var bundle: [UInt8]?
+        if let caFile = settings.caFile {
+            bundle = try Self.caBundle(adding: caFile)
+        }
+        guard let multi = curl_multi_init() else {
+            throw TransportError(.other, "libcurl could not create a multi handle")
+        }
+        _ = pr_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.connectionCacheSize)
+        let loop = CurlLoop(multi: multi, settings: settings, caBundle: bundle)
+        self.loop = loop
+        let thread = Thread { loop.run() }
+        thread.name = "pushreporter-curl"
+        thread.start()
+    }
+
+    deinit {
+        shutdown()
+    }
+
+    /// Sends `request` and returns the final response, whatever its status.
+    /// Throws `TransportError` when no response came (timeout, refused, reset, TLS, …).
+    public func send(_ request: TransportRequest) async throws -> TransportResponse {
+        let id = loop.nextID()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                loop.submit(CurlTransfer(id: id, request: request, continuation: continuation))
+            }
+        } onCancel: {
+            loop.cancel(id)
+        }
+    }
+
+    /// Aborts every transfer (their callers get a cancellation error) and stops the thread.
+    /// Idempotent; returns once the thread has cleaned up.
+    public func shutdown() {
+        loop.stop()
+    }
+
+    /// The system trust store followed by `caFile`, so that both are trusted.
+    private static func caBundle(adding caFile: String) throws -> [UInt8] {
+        guard let extra = FileManager.default.contents(atPath: caFile) else {
+            throw TransportError(.tls, "cannot read the CA file \(caFile)")
+        }
+        var bundle: [UInt8] = []
+        if let info = curl_version_info(PR_CURLVERSION_NOW), let path = info.pointee.cainfo,
+           let system = FileManager.default.contents(atPath: String(cString: path)) {
+            bundle.append(contentsOf: system)
+            bundle.append(0x0A)
+        }
+        bundle.append(contentsOf: extra)
+        return bundle
+    }
+}
+
+/// libcurl's process-wide initialisation, done once before the first handle.
+enum CurlGlobal {
+    private static let once: Void = { _ = curl_global_init(PR_CURL_GLOBAL_DEFAULT) }()
+    static func initialize() { _ = once }
+}

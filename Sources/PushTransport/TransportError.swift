@@ -1,0 +1,65 @@
+import CCurl
+
+/// Why a request got no HTTP response. `label` is short and stable (a metric label);
+/// `description` is a sentence for people.
+public struct TransportError: Error, Sendable, CustomStringConvertible, Hashable {
+    enum Code: String, Sendable {
+        case timedOut = "timeout"
+        case couldNotResolve = "dns"
+        case couldNotConnect = "connect"
+        case connectionReset = "reset"
+        case tls = "tls"
+        case tooManyRedirects = "redirects"
+        case refusedRedirect = "redirect_refused"
+        case badURL = "url"
+        case protocolError = "protocol"
+        case cancelled = "cancelled"
+        case other = "other"
+    }
+
+    let code: Code
+    /// What went wrong, in libcurl's words where it had some.
+    public let message: String
+
+    init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// A short stable name for the kind of failure: `timeout`, `dns`, `connect`, `reset`, `tls`, ….
+    public var label: String { code.rawValue }
+    /// The request was cancelled (the task was cancelled or the transport shut down).
+    public var isCancellation: Bool { code == .cancelled }
+    public var description: String { message }
+
+    public static let cancelled = TransportError(.cancelled, "cancelled")
+
+    /// Maps a libcurl result to an error, with libcurl's detailed message when it wrote one.
+    static func curl(_ result: CURLcode, detail: String) -> TransportError {
+        let fallback = String(cString: curl_easy_strerror(result))
+        let text = detail.isEmpty ? fallback : detail
+        switch result {
+        case CURLE_OPERATION_TIMEDOUT:
+            return TransportError(.timedOut, text)
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
+            return TransportError(.couldNotResolve, text)
+        case CURLE_COULDNT_CONNECT:
+            return TransportError(.couldNotConnect, text)
+        case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE:
+            return TransportError(.connectionReset, text)
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
+             CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR:
+            return TransportError(.tls, text)
+        case CURLE_TOO_MANY_REDIRECTS:
+            return TransportError(.tooManyRedirects, text)
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            return TransportError(.refusedRedirect, text)
+        case CURLE_URL_MALFORMAT:
+            return TransportError(.badURL, text)
+        case CURLE_WEIRD_SERVER_REPLY, CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_BAD_CONTENT_ENCODING:
+            return TransportError(.protocolError, text)
+        default:
+            return TransportError(.other, text)
+        }
+    }
+}
