@@ -1,0 +1,317 @@
+import Synchronization
+
+/// Sends reports when they fall due, at most `concurrency` at a time and `perHostConcurrency` per
+/// host, and retries every failure with backoff until it succeeds (SPEC §5).
+///
+/// The scheduler knows reports only by `Key`; `perform` does the sending and says how it went.
+/// All work happens inside ``run()``, the one long-running loop; ``submit(_:host:after:)``,
+/// ``cancel(_:)``, ``shutdown()`` and the counters may be called from any task at any time,
+/// before or while `run()` runs.
+///
+/// - Order: due reports start earliest due first (ties: submission order). A due report whose
+///   host is at its cap waits in that host's own queue and never holds back other hosts.
+/// - One attempt per key: a key submitted again while its attempt is in flight starts its new
+///   submission after that attempt returns, whose result is then ignored.
+/// - Time: waits use only the injected `clock`, jitter only the injected generator, and
+///   `Retry-After` dates are read against the injected `wallClock`, so a test drives it all.
+/// - Events: `onEvent` is called from the task running `run()`, in order, one at a time, and
+///   outside the scheduler's lock (so it may call `submit` or `cancel`); it should return quickly.
+///
+/// ```swift
+/// let scheduler = ReportScheduler<String, ContinuousClock>(
+///     policy: BackoffPolicy(), concurrency: 32, perHostConcurrency: 8,
+///     clock: ContinuousClock(), random: SystemRandomNumberGenerator(),
+///     wallClock: { Int64(Date().timeIntervalSince1970) },
+///     perform: { account, attempt in await send(account) }
+/// )
+/// scheduler.submit("johndow", host: "prov.example.com")
+/// await scheduler.run()   // until the task is cancelled or shutdown() is called
+/// ```
+public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable where C.Duration == Duration {
+    /// The backoff policy of every report.
+    public let policy: BackoffPolicy
+    /// The most attempts in flight at once, all hosts together.
+    public let concurrency: Int
+    /// The most attempts in flight at once to one host.
+    public let perHostConcurrency: Int
+
+    private let clock: C
+    private let wallClock: @Sendable () -> Int64
+    private let perform: @Sendable (_ key: Key, _ attempt: Int) async -> AttemptResult
+    private let onEvent: @Sendable (SchedulerEvent<Key>) -> Void
+    private let state: Mutex<State>
+
+    /// Creates a scheduler; nothing runs until ``run()`` is called.
+    ///
+    /// - Parameters:
+    ///   - policy: the backoff of SPEC §5.
+    ///   - concurrency: the most attempts in flight at once (values below 1 count as 1).
+    ///   - perHostConcurrency: the most attempts in flight at once to one host (values below 1 count as 1).
+    ///   - clock: the clock that due times and waits are measured on.
+    ///   - random: the generator the backoff jitter is drawn from.
+    ///   - wallClock: the current Unix time in seconds, to turn a `Retry-After` date into a wait.
+    ///   - perform: makes attempt number `attempt` (from 1) to deliver the report `key`. It is
+    ///     called in a child task of `run()` and is cancelled when `run()`'s task is; it should
+    ///     then return promptly (any result; a failure is rescheduled as usual).
+    ///   - onEvent: told of every start, delivery and failure; see ``SchedulerEvent``.
+    public init(
+        policy: BackoffPolicy,
+        concurrency: Int,
+        perHostConcurrency: Int,
+        clock: C,
+        random: some RandomNumberGenerator & Sendable,
+        wallClock: @escaping @Sendable () -> Int64,
+        perform: @escaping @Sendable (_ key: Key, _ attempt: Int) async -> AttemptResult,
+        onEvent: @escaping @Sendable (SchedulerEvent<Key>) -> Void = { _ in }
+    ) {
+        self.policy = policy
+        self.concurrency = Swift.max(concurrency, 1)
+        self.perHostConcurrency = Swift.max(perHostConcurrency, 1)
+        self.clock = clock
+        self.wallClock = wallClock
+        self.perform = perform
+        self.onEvent = onEvent
+        self.state = Mutex(State(
+            queue: SchedulerQueue(
+                policy: policy, concurrency: self.concurrency, perHostConcurrency: self.perHostConcurrency
+            ),
+            random: AnySendableGenerator(random)
+        ))
+    }
+
+    /// Schedules the report `key` to `host`, due `delay` from now on the clock.
+    ///
+    /// A key already pending is replaced: its attempt count starts again from 1 and its due time
+    /// is the new one. A key in flight keeps running, its result is ignored, and the new
+    /// submission starts after it returns (never before its due time). `host` is the key that
+    /// `perHostConcurrency` counts by; it may differ between submissions of a key.
+    public func submit(_ key: Key, host: String, after delay: Duration = .zero) {
+        let due = clock.now.advanced(by: Swift.max(delay, .zero))
+        let wakeup = state.withLock { state in
+            state.queue.submit(key, host: host, due: due)
+            return state.takeWakeup()
+        }
+        wakeup?.resume()
+    }
+
+    /// Forgets the report `key`: a pending submission is dropped, and the result of an attempt in
+    /// flight is ignored (no event is sent for it). Unknown keys are ignored.
+    public func cancel(_ key: Key) {
+        state.withLock { $0.queue.cancel(key) }
+    }
+
+    /// Stops starting attempts: ``run()`` returns once the attempts in flight have finished.
+    ///
+    /// Their events are still delivered, and a failed one is rescheduled as usual, so
+    /// ``pendingCount`` tells what is still owed. Shutdown is final: a later `run()` returns as
+    /// soon as nothing is in flight, and submissions are only recorded.
+    public func shutdown() {
+        let wakeup = state.withLock { state in
+            state.isShuttingDown = true
+            return state.takeWakeup()
+        }
+        wakeup?.resume()
+    }
+
+    /// How many reports wait for their next attempt (due or not, including a re-submission
+    /// that waits for its key's attempt in flight).
+    public var pendingCount: Int {
+        state.withLock { $0.queue.pendingCount }
+    }
+
+    /// How many attempts are running.
+    public var inFlightCount: Int {
+        state.withLock { $0.queue.inFlightCount }
+    }
+
+    /// Runs the scheduler until its task is cancelled or ``shutdown()`` is called.
+    ///
+    /// Starts every attempt that is due and allowed by the caps, each in a child task, then
+    /// sleeps on the clock until the next due time, waking early when a submission or a
+    /// finished attempt changes the picture. When the task is cancelled the attempts in flight
+    /// are cancelled too; either way it returns only after every attempt it started has
+    /// finished and been accounted for. Only one `run()` may be active at a time.
+    public func run() async {
+        let alreadyRunning = state.withLock { state in
+            defer { state.isRunning = true }
+            return state.isRunning
+        }
+        precondition(!alreadyRunning, "ReportScheduler.run() is already running")
+        defer { state.withLock { $0.isRunning = false } }
+
+        await withDiscardingTaskGroup { group in
+            while true {
+                let now = clock.now
+                let nowEpochSeconds = wallClock()
+                let isCancelled = Task.isCancelled
+                let step = state.withLock { state in
+                    state.step(now: now, nowEpochSeconds: nowEpochSeconds, isCancelled: isCancelled)
+                }
+                for event in step.events { onEvent(event) }
+                for start in step.starts {
+                    onEvent(.started(start.key, attempt: start.attempt))
+                    group.addTask {
+                        let result = await self.perform(start.key, start.attempt)
+                        self.finished(Completion(key: start.key, token: start.token, result: result))
+                    }
+                }
+                switch step.wait {
+                case .finished:
+                    return
+                case .wakeup(let cancellable):
+                    await waitForWakeup(cancellable: cancellable)
+                case .deadline(let deadline):
+                    await sleep(until: deadline)
+                }
+            }
+        }
+    }
+
+    private func finished(_ completion: Completion) {
+        let wakeup = state.withLock { state in
+            state.completions.append(completion)
+            return state.takeWakeup()
+        }
+        wakeup?.resume()
+    }
+
+    /// Suspends until the clock reaches `deadline` or something wakes the loop, whichever is first.
+    private func sleep(until deadline: C.Instant) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await self.clock.sleep(until: deadline, tolerance: nil) }
+            group.addTask { await self.waitForWakeup(cancellable: true) }
+            _ = await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Suspends until `submit`, `shutdown` or a finished attempt wakes the loop (at once if one
+    /// already did since the last step), or, if `cancellable`, until the task is cancelled.
+    private func waitForWakeup(cancellable: Bool) async {
+        let id = state.withLock { state in
+            state.lastWaiterID += 1
+            return state.lastWaiterID
+        }
+        let wait = {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = self.state.withLock { state in
+                    if state.isSignalled {
+                        state.isSignalled = false
+                        return true
+                    }
+                    if cancellable && Task.isCancelled { return true }
+                    state.waiter = Waiter(id: id, continuation: continuation)
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        }
+        guard cancellable else { return await wait() }
+        await withTaskCancellationHandler {
+            await wait()
+        } onCancel: {
+            let continuation = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
+                guard let waiter = state.waiter, waiter.id == id else { return nil }
+                state.waiter = nil
+                return waiter.continuation
+            }
+            continuation?.resume()
+        }
+    }
+}
+
+extension ReportScheduler where C == ContinuousClock {
+    /// Creates a scheduler on the real monotonic clock; see the designated initializer.
+    public convenience init(
+        policy: BackoffPolicy,
+        concurrency: Int,
+        perHostConcurrency: Int,
+        random: some RandomNumberGenerator & Sendable,
+        wallClock: @escaping @Sendable () -> Int64,
+        perform: @escaping @Sendable (_ key: Key, _ attempt: Int) async -> AttemptResult,
+        onEvent: @escaping @Sendable (SchedulerEvent<Key>) -> Void = { _ in }
+    ) {
+        self.init(
+            policy: policy, concurrency: concurrency, perHostConcurrency: perHostConcurrency,
+            clock: ContinuousClock(), random: random, wallClock: wallClock, perform: perform, onEvent: onEvent
+        )
+    }
+}
+
+extension ReportScheduler {
+    /// The result of an attempt, waiting for the loop to account for it.
+    struct Completion: Sendable {
+        var key: Key
+        var token: UInt64
+        var result: AttemptResult
+    }
+
+    /// The loop, suspended until something changes.
+    struct Waiter {
+        var id: UInt64
+        var continuation: CheckedContinuation<Void, Never>
+    }
+
+    /// What one turn of the loop decided.
+    struct Step {
+        enum Wait {
+            /// Return from `run()`.
+            case finished
+            /// Wait for a submission or a finished attempt (and for cancellation if `cancellable`).
+            case wakeup(cancellable: Bool)
+            /// Sleep until this time unless woken earlier.
+            case deadline(C.Instant)
+        }
+
+        var events: [SchedulerEvent<Key>] = []
+        var starts: [SchedulerQueue<Key, C.Instant>.Start] = []
+        var wait: Wait
+    }
+
+    /// Everything behind the lock.
+    struct State {
+        var queue: SchedulerQueue<Key, C.Instant>
+        var random: AnySendableGenerator
+        var completions: [Completion] = []
+        var waiter: Waiter?
+        /// A wake-up arrived while the loop was not waiting; its next wait returns at once.
+        var isSignalled = false
+        var lastWaiterID: UInt64 = 0
+        var isShuttingDown = false
+        var isRunning = false
+
+        /// Wakes the loop: returns its continuation to resume outside the lock, or leaves a signal.
+        mutating func takeWakeup() -> CheckedContinuation<Void, Never>? {
+            guard let waiter else {
+                isSignalled = true
+                return nil
+            }
+            self.waiter = nil
+            return waiter.continuation
+        }
+
+        /// Accounts for finished attempts and picks what to start and how to wait.
+        ///
+        /// Everything that happened before this point is seen here, so an earlier signal is spent.
+        mutating func step(now: C.Instant, nowEpochSeconds: Int64, isCancelled: Bool) -> Step {
+            isSignalled = false
+            var events: [SchedulerEvent<Key>] = []
+            for completion in completions {
+                let event = queue.finish(
+                    completion.key, token: completion.token, result: completion.result,
+                    now: now, nowEpochSeconds: nowEpochSeconds, using: &random
+                )
+                if let event { events.append(event) }
+            }
+            completions.removeAll(keepingCapacity: true)
+
+            if isCancelled || isShuttingDown {
+                let wait: Step.Wait = queue.inFlightCount == 0 ? .finished : .wakeup(cancellable: false)
+                return Step(events: events, wait: wait)
+            }
+            let starts = queue.takeStartable(now: now)
+            let wait: Step.Wait = queue.nextDeadline(now: now).map { .deadline($0) } ?? .wakeup(cancellable: true)
+            return Step(events: events, starts: starts, wait: wait)
+        }
+    }
+}
