@@ -1,6 +1,7 @@
-/// A small JSON writer that keeps keys in the order given (previews and diagnostics read better so).
-enum JSONText {
-    static func string(_ text: String) -> String {
+/// A small JSON writer that keeps keys in the order given, for output people and tools read
+/// (previews, diagnostics, logs, status).
+public enum JSONText {
+    public static func string(_ text: String) -> String {
         var out = "\""
         for scalar in text.unicodeScalars {
             switch scalar {
@@ -18,13 +19,13 @@ enum JSONText {
         return out + "\""
     }
 
-    static func object(_ fields: [(String, String)], indent: String = "") -> String {
+    public static func object(_ fields: [(String, String)], indent: String = "") -> String {
         guard !fields.isEmpty else { return "{}" }
         let inner = indent + "  "
         return "{\n" + fields.map { inner + string($0.0) + ": " + $0.1 }.joined(separator: ",\n") + "\n" + indent + "}"
     }
 
-    static func array(_ items: [String]) -> String {
+    public static func array(_ items: [String]) -> String {
         guard !items.isEmpty else { return "[]" }
         return "[\n" + items.map { "  " + $0.replacingOccurrences(of: "\n", with: "\n  ") }.joined(separator: ",\n") + "\n]"
     }

@@ -1,7 +1,7 @@
 /// Checks that text is one well-formed JSON value (RFC 8259), without building it.
-enum JSONValidator {
+public enum JSONValidator {
     /// nil when valid, else a short reason with the byte offset.
-    static func problem(in text: String) -> String? {
+    public static func problem(in text: String) -> String? {
         var scanner = Scanner(bytes: Array(text.utf8))
         scanner.skipSpace()
         do throws(Failure) {

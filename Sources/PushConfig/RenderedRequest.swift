@@ -28,6 +28,21 @@ public struct RenderedRequest: Sendable, Hashable {
     /// that is not loopback.
     public var secretsWithheld: Bool
 
+    public init(account: String, reporter: Reporter, method: String, url: String,
+                headers: [(name: String, value: String)], body: String?, credentials: Credentials? = nil,
+                timeout: Duration? = nil, fingerprint: String = "", secretsWithheld: Bool = false) {
+        self.account = account
+        self.reporter = reporter
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.credentials = credentials
+        self.timeout = timeout
+        self.fingerprint = fingerprint
+        self.secretsWithheld = secretsWithheld
+    }
+
     public static func == (lhs: RenderedRequest, rhs: RenderedRequest) -> Bool {
         lhs.fingerprint == rhs.fingerprint && lhs.account == rhs.account && lhs.reporter == rhs.reporter
     }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import PushAgent
 import PushConfig
 import PushTemplates
 

@@ -3,7 +3,7 @@ import PushConfig
 
 /// `pushreporter`: reports mobile push tokens from YAML account configurations.
 @main
-struct PushReporter: ParsableCommand {
+struct PushReporter: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushreporter",
         abstract: "Report mobile push tokens to web services from YAML account configurations.",
@@ -12,7 +12,7 @@ struct PushReporter: ParsableCommand {
             Configuration: --config PATH (repeatable), else $PUSHREPORTER_CONFIG, else /etc/pushreporter.
             """,
         version: PushReporterVersion.current,
-        subcommands: [Validate.self, Preview.self]
+        subcommands: [Run.self, Validate.self, Preview.self]
     )
 }
 

@@ -1,3 +1,4 @@
+import PushAgent
 import PushConfig
 
 /// Renders requests as `preview` prints them.

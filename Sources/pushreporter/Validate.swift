@@ -1,4 +1,5 @@
 import ArgumentParser
+import PushAgent
 import PushConfig
 
 /// `pushreporter validate`: check configurations and prove every template by rendering it.

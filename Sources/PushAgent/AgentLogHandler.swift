@@ -1,0 +1,87 @@
+import Foundation
+import Logging
+
+/// A swift-log handler that writes to a `LogOutput` in its format (text, journald, JSON).
+/// Callers never put secrets in messages or metadata; this handler prints what it is given.
+public struct AgentLogHandler: LogHandler {
+    public var logLevel: Logger.Level
+    public var metadata: Logger.Metadata = [:]
+    private let output: LogOutput
+
+    public init(output: LogOutput, level: Logger.Level = .info) {
+        self.output = output
+        logLevel = level
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        var merged = metadata
+        if let extra = event.metadata { merged.merge(extra) { _, new in new } }
+        output.line(Self.format(level: event.level, message: "\(event.message)", metadata: merged,
+                                output: output, now: WallClock.now()))
+    }
+
+    static func format(level: Logger.Level, message: String, metadata: Logger.Metadata, output: LogOutput,
+                       now: WallClock.Time) -> String {
+        switch output.format {
+        case .json:
+            var fields = [("time", JSONText.string(now.iso8601)), ("level", JSONText.string(level.rawValue)),
+                          ("message", JSONText.string(message))]
+            for key in metadata.keys.sorted() {
+                fields.append((key, JSONText.string("\(metadata[key]!)")))
+            }
+            return "{" + fields.map { JSONText.string($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
+        case .text:
+            var text = message
+            if !metadata.isEmpty {
+                text += " " + metadata.keys.sorted().map { "\($0)=\(metadata[$0]!)" }.joined(separator: " ")
+            }
+            if output.journal { return "<\(syslogPriority(level))>" + text }
+            return "\(now.iso8601) \(level.rawValue): " + text
+        }
+    }
+
+    /// syslog(3) priorities, as journald reads them from a `<N>` prefix.
+    static func syslogPriority(_ level: Logger.Level) -> Int {
+        switch level {
+        case .trace, .debug: 7
+        case .info: 6
+        case .notice: 5
+        case .warning: 4
+        case .error: 3
+        case .critical: 2
+        }
+    }
+}
+
+/// The wall clock, for log timestamps and `Retry-After` dates only; scheduling uses a `Clock`.
+public enum WallClock {
+    public struct Time: Sendable {
+        public var seconds: Int64
+        public var milliseconds: Int
+
+        /// `2026-11-21T18:20:01.123Z`.
+        public var iso8601: String {
+            var time = time_t(seconds)
+            var parts = tm()
+            gmtime_r(&time, &parts)
+            func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+            let millis = milliseconds < 10 ? "00\(milliseconds)" : milliseconds < 100 ? "0\(milliseconds)" : "\(milliseconds)"
+            return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
+                + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(millis)Z"
+        }
+    }
+
+    public static func now() -> Time {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Time(seconds: Int64(spec.tv_sec), milliseconds: Int(spec.tv_nsec / 1_000_000))
+    }
+
+    /// Seconds since 1970, for `Retry-After` HTTP dates.
+    @Sendable public static func epochSeconds() -> Int64 { now().seconds }
+}

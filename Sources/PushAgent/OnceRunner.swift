@@ -1,0 +1,241 @@
+import Logging
+import PushConfig
+import PushScheduler
+import PushTransport
+import Synchronization
+
+/// `run --once`: sends every planned report, retries failures with the scheduler's backoff until
+/// each is delivered or the deadline passes, and returns what happened to each.
+public struct OnceRunner<C: Clock>: Sendable where C.Duration == Duration {
+    public var reports: [PlannedReport]
+    public var settings: AgentSettings
+    public var transport: any HTTPTransport
+    public var logger: Logger
+    public var clock: C
+    /// Where the progress line goes (drawn only on a terminal); nil for none.
+    public var output: LogOutput?
+    /// Epoch seconds, for `Retry-After` dates.
+    public var wallClock: @Sendable () -> Int64
+
+    public init(reports: [PlannedReport], settings: AgentSettings, transport: any HTTPTransport, logger: Logger,
+                clock: C, output: LogOutput? = nil, wallClock: @escaping @Sendable () -> Int64 = WallClock.epochSeconds) {
+        self.reports = reports
+        self.settings = settings
+        self.transport = transport
+        self.logger = logger
+        self.clock = clock
+        self.output = output
+        self.wallClock = wallClock
+    }
+
+    /// Runs until every report is delivered or `deadline` passes; in-flight requests are
+    /// cancelled at the deadline.
+    public func run(deadline: Duration) async -> OnceOutcome {
+        let start = clock.now
+        let tally = RunTally(reports: reports)
+        guard !reports.isEmpty else { return tally.outcome(elapsed: .zero, deadline: deadline) }
+        let (finished, finish) = AsyncStream<Void>.makeStream()
+        let scheduler = makeScheduler(tally: tally, finish: finish)
+        for (index, report) in reports.enumerated() {
+            scheduler.submit(index, host: report.host)
+        }
+
+        await withTaskGroup(of: Ending.self) { group in
+            group.addTask {
+                await scheduler.run()
+                return .allDelivered
+            }
+            group.addTask {
+                for await _ in finished {
+                    scheduler.shutdown()
+                    break
+                }
+                return .other
+            }
+            group.addTask {
+                do {
+                    try await clock.sleep(until: start.advanced(by: deadline), tolerance: nil)
+                    return .deadline
+                } catch {
+                    return .other
+                }
+            }
+            if let output, output.isTerminal {
+                group.addTask {
+                    await showProgress(tally: tally, output: output, scheduler: scheduler)
+                    return .other
+                }
+            }
+            for await ending in group where ending != .other {
+                group.cancelAll()
+                break
+            }
+        }
+        output?.clearProgress()
+        return tally.outcome(elapsed: start.duration(to: clock.now), deadline: deadline)
+    }
+
+    private func makeScheduler(tally: RunTally, finish: AsyncStream<Void>.Continuation)
+        -> ReportScheduler<Int, C> {
+        let retry = settings.retry
+        let policy = BackoffPolicy(initial: retry.initial, multiplier: retry.multiplier, maximum: retry.max,
+                                   maxRetryAfter: retry.maxRetryAfter)
+        let reports = self.reports
+        let transport = self.transport
+        let logger = self.logger
+        return ReportScheduler(
+            policy: policy, concurrency: settings.concurrency, perHostConcurrency: settings.perHostConcurrency,
+            clock: clock, random: SystemRandomNumberGenerator(), wallClock: wallClock,
+            perform: { index, _ in
+                await Self.attempt(reports[index], transport: transport)
+            },
+            onEvent: { event in
+                let allDelivered = tally.record(event, reports: reports, logger: logger)
+                if allDelivered { finish.yield() }
+            })
+    }
+
+    /// One attempt: send, then judge the response by SPEC §4's success rule.
+    static func attempt(_ report: PlannedReport, transport: any HTTPTransport) async -> AttemptResult {
+        do {
+            return ResponseJudge.judge(try await transport.send(report.request))
+        } catch let error as TransportError {
+            return .failed(ResponseJudge.failure(error))
+        } catch {
+            return .failed(AttemptFailure(status: nil, retryAfter: nil, reason: "cancelled"))
+        }
+    }
+
+    private func showProgress(tally: RunTally, output: LogOutput, scheduler: ReportScheduler<Int, C>) async {
+        // Real time, not the scheduler's clock: this only paints the terminal.
+        let painter = ContinuousClock()
+        while !Task.isCancelled {
+            output.progress(tally.progressLine(inFlight: scheduler.inFlightCount))
+            try? await painter.sleep(for: .milliseconds(200))
+        }
+    }
+}
+
+/// Why a task of `OnceRunner.run` ended.
+private enum Ending { case allDelivered, deadline, other }
+
+/// What `run --once` did.
+public struct OnceOutcome: Sendable {
+    /// A report that was not delivered by the deadline.
+    public struct Undelivered: Sendable {
+        public var account: String
+        public var reporter: Reporter
+        public var host: String
+        /// Attempts that finished (0 when the only one was still running at the deadline).
+        public var attempts: Int
+        /// The last failure, in words.
+        public var reason: String
+    }
+
+    public var total: Int
+    public var delivered: Int
+    public var undelivered: [Undelivered]
+    public var elapsed: Duration
+    public var deadline: Duration
+
+    /// The summary printed at the end: one line, then one line per undelivered report.
+    public var summary: String {
+        let seconds = DurationText(elapsed)
+        if undelivered.isEmpty {
+            return "Delivered \(delivered) of \(total) \(total == 1 ? "report" : "reports") in \(seconds)."
+        }
+        var lines = ["Delivered \(delivered) of \(total) \(total == 1 ? "report" : "reports"); "
+            + "\(undelivered.count) not delivered within the deadline (\(DurationText(deadline))):"]
+        for failure in undelivered {
+            let attempts = failure.attempts == 1 ? "1 attempt" : "\(failure.attempts) attempts"
+            lines.append("  \(failure.account): \(failure.reporter.rawValue) to \(failure.host): \(failure.reason) (\(attempts))")
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// Per-report progress of a run, shared by the scheduler's events and the progress line.
+final class RunTally: Sendable {
+    private struct Entry {
+        var attempts = 0
+        var delivered = false
+        var lastReason: String?
+    }
+
+    private struct State {
+        var entries: [Entry]
+        var delivered = 0
+        var failedOnce = 0
+    }
+
+    private let state: Mutex<State>
+    private let reports: [PlannedReport]
+
+    init(reports: [PlannedReport]) {
+        self.reports = reports
+        state = Mutex(State(entries: Array(repeating: Entry(), count: reports.count)))
+    }
+
+    /// Records `event`, logs it (failures at attempts 1, 2, 4, 8, … so a dead host does not flood
+    /// the log), and says whether every report is now delivered.
+    func record(_ event: SchedulerEvent<Int>, reports: [PlannedReport], logger: Logger) -> Bool {
+        switch event {
+        case .started:
+            return false
+        case .delivered(let index, let attempts):
+            let report = reports[index]
+            let done = state.withLock { state -> Bool in
+                if !state.entries[index].delivered {
+                    state.entries[index].delivered = true
+                    state.entries[index].attempts = attempts
+                    state.delivered += 1
+                }
+                return state.delivered == state.entries.count
+            }
+            if attempts > 1 {
+                logger.notice("\(report.account): \(report.reporter.rawValue) delivered to \(report.host) after \(attempts) attempts")
+            } else {
+                logger.debug("\(report.account): \(report.reporter.rawValue) delivered to \(report.host)")
+            }
+            return done
+        case .failed(let index, let attempt, let failure, let retryIn):
+            let report = reports[index]
+            state.withLock { state in
+                if state.entries[index].attempts == 0 { state.failedOnce += 1 }
+                state.entries[index].attempts = attempt
+                state.entries[index].lastReason = failure.reason
+            }
+            let message: Logger.Message = """
+                \(report.account): \(report.reporter.rawValue) to \(report.host) failed: \(failure.reason) \
+                (attempt \(attempt)); next attempt in \(DurationText(retryIn))
+                """
+            if attempt & (attempt - 1) == 0 {
+                logger.warning(message)
+            } else {
+                logger.debug(message)
+            }
+            return false
+        }
+    }
+
+    func progressLine(inFlight: Int) -> String {
+        state.withLock { state in
+            let retrying = state.entries.count { !$0.delivered && $0.attempts > 0 }
+            return "Reporting: \(state.delivered)/\(state.entries.count) delivered, \(retrying) retrying, \(inFlight) in flight"
+        }
+    }
+
+    func outcome(elapsed: Duration, deadline: Duration) -> OnceOutcome {
+        state.withLock { state in
+            var undelivered: [OnceOutcome.Undelivered] = []
+            for (index, entry) in state.entries.enumerated() where !entry.delivered {
+                let report = reports[index]
+                undelivered.append(.init(account: report.account, reporter: report.reporter, host: report.host,
+                                         attempts: entry.attempts,
+                                         reason: entry.lastReason ?? "no response before the deadline"))
+            }
+            return OnceOutcome(total: state.entries.count, delivered: state.delivered, undelivered: undelivered,
+                               elapsed: elapsed, deadline: deadline)
+        }
+    }
+}

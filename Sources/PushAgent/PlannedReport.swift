@@ -1,0 +1,56 @@
+import PushConfig
+import PushTransport
+
+/// One request the agent owes: an account's report (or removal), rendered and ready to send.
+public struct PlannedReport: Sendable {
+    public var rendered: RenderedRequest
+    /// `host:port` of the URL, lowercased: the unit of `perHostConcurrency`.
+    public var host: String
+    /// What the transport sends.
+    public var request: TransportRequest
+
+    public var account: String { rendered.account }
+    public var reporter: Reporter { rendered.reporter }
+
+    /// - Parameter defaultTimeout: `agent.timeout`, for requests without `<prefix>Timeout`.
+    public init(_ rendered: RenderedRequest, defaultTimeout: Duration) {
+        self.rendered = rendered
+        host = Self.host(of: rendered.url)
+        request = TransportRequest(
+            method: rendered.method, url: rendered.url, headers: rendered.headers,
+            body: rendered.body.map { Array($0.utf8) },
+            credentials: rendered.credentials.map { .init(username: $0.username, password: $0.password) },
+            timeout: rendered.timeout ?? defaultTimeout)
+    }
+
+    /// The reports of every enabled account that has a `pushTokenReporterUrl`, rendered as sent.
+    /// Accounts whose request cannot be rendered add diagnostics and are left out.
+    public static func reports(builder: inout RequestBuilder, defaultTimeout: Duration,
+                               diagnostics: inout DiagnosticList) -> [PlannedReport] {
+        var reports: [PlannedReport] = []
+        reports.reserveCapacity(builder.configuration.accounts.count)
+        for account in builder.configuration.accounts where account.isEnabled {
+            if let rendered = builder.request(for: account, reporter: .pushTokenReporter, display: .asSent,
+                                              diagnostics: &diagnostics) {
+                reports.append(PlannedReport(rendered, defaultTimeout: defaultTimeout))
+            }
+        }
+        return reports
+    }
+
+    /// `host:port` (the scheme's port when none is written), lowercased; userinfo dropped.
+    static func host(of url: String) -> String {
+        let lower = url.lowercased()
+        let https = lower.hasPrefix("https://")
+        var rest = lower.dropFirst(https ? 8 : (lower.hasPrefix("http://") ? 7 : 0))
+        if let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) { rest = rest[..<end] }
+        if let at = rest.lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
+        let hasPort: Bool
+        if rest.hasPrefix("[") {
+            hasPort = rest.lastIndex(of: "]").map { rest[$0...].contains(":") } ?? false
+        } else {
+            hasPort = rest.contains(":")
+        }
+        return hasPort ? String(rest) : "\(rest):\(https ? 443 : 80)"
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import PushConfig
+import PushScheduler
+import PushTransport
+
+/// The success rule of SPEC §4: a 2xx whose body matches its Content-Type.
+///
+/// A JSON type needs a body that parses (at least `{}`), an XML type a well-formed body; no
+/// Content-Type, or an empty 2xx without one, is success. Only the first 64 KiB are read: a longer
+/// body is judged by how it starts. Everything else is a failure, and 429/503 carry `Retry-After`.
+public enum ResponseJudge {
+    /// Delivered, or the failure to retry.
+    public static func judge(_ response: TransportResponse) -> AttemptResult {
+        let status = response.status
+        guard (200..<300).contains(status) else {
+            var retryAfter: RetryAfter?
+            if status == 429 || status == 503, let header = response.header("Retry-After") {
+                retryAfter = RetryAfter.parse(header)
+            }
+            return .failed(AttemptFailure(status: status, retryAfter: retryAfter, reason: "HTTP \(status)"))
+        }
+        if let problem = bodyProblem(response) {
+            return .failed(AttemptFailure(status: status, retryAfter: nil, reason: "HTTP \(status), but \(problem)"))
+        }
+        return .delivered
+    }
+
+    /// The failure of a request that got no response.
+    public static func failure(_ error: TransportError) -> AttemptFailure {
+        AttemptFailure(status: nil, retryAfter: nil, reason: error.message)
+    }
+
+    enum BodyKind { case json, xml, other }
+
+    static func kind(ofContentType contentType: String) -> BodyKind {
+        let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map {
+            $0.trimmingCharacters(in: .whitespaces).lowercased()
+        } ?? ""
+        if mediaType == "application/json" || mediaType == "text/json" || mediaType.hasSuffix("+json") { return .json }
+        if mediaType == "application/xml" || mediaType == "text/xml" || mediaType.hasSuffix("+xml") { return .xml }
+        return .other
+    }
+
+    /// Why a 2xx body does not match its Content-Type, or nil when it does.
+    static func bodyProblem(_ response: TransportResponse) -> String? {
+        guard let contentType = response.header("Content-Type") else { return nil }
+        let kind = kind(ofContentType: contentType)
+        guard kind != .other else { return nil }
+        let name = kind == .json ? "JSON" : "XML"
+        let firstByte = response.body.first { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }
+        guard let firstByte else { return "the body is empty while Content-Type says \(name)" }
+        if response.bodyTruncated {
+            // Longer than we read: judge by its first character.
+            let plausible = kind == .json ? Array("{[\"-0123456789tfn".utf8).contains(firstByte) : firstByte == UInt8(ascii: "<")
+            return plausible ? nil : "the body does not start like \(name)"
+        }
+        let text = String(decoding: response.body, as: UTF8.self)
+        switch kind {
+        case .json:
+            return JSONValidator.problem(in: text).map { "the body is not valid JSON (\($0))" }
+        case .xml:
+            return XMLChecker.problem(in: response.body).map { "the body is not well-formed XML (\($0))" }
+        case .other:
+            return nil
+        }
+    }
+}

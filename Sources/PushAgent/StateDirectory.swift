@@ -1,0 +1,70 @@
+import Foundation
+
+/// The state directory (SPEC §6): created mode 0700, its files 0600. For now it holds the
+/// generated `installid`; the state database joins it later.
+public struct StateDirectory: Sendable {
+    /// Why the state directory cannot be used, as a sentence.
+    public struct Problem: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    public let path: String
+
+    /// Creates the directory (and its parents) when missing, mode 0700.
+    public init(path: String) throws(Problem) {
+        self.path = path
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue else { throw Problem(description: "the state directory \(path) is not a directory") }
+        } else {
+            do {
+                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true,
+                                                        attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw Problem(description: "cannot create the state directory \(path) (\(Self.reason(error))); "
+                              + "give --state-dir DIR or agent.stateDirectory")
+            }
+        }
+        guard access(path, W_OK | X_OK) == 0 else {
+            throw Problem(description: "cannot write to the state directory \(path) (\(String(cString: strerror(errno)))); "
+                          + "give --state-dir DIR or agent.stateDirectory")
+        }
+    }
+
+    /// The `%installid%` of this installation: read from `installid`, or generated and written
+    /// there (0600) on first use.
+    public func installID() throws(Problem) -> String {
+        let file = path + "/installid"
+        if let text = try? String(contentsOfFile: file, encoding: .utf8) {
+            let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            if !trimmed.isEmpty { return trimmed }
+        }
+        let id = UUID().uuidString.lowercased()
+        try writeFile("installid", id + "\n")
+        return id
+    }
+
+    /// Writes `name` atomically (a temporary file renamed over it), mode 0600.
+    public func writeFile(_ name: String, _ text: String) throws(Problem) {
+        let target = path + "/" + name
+        let temporary = target + ".tmp.\(getpid())"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw Problem(description: "cannot write \(target) (\(String(cString: strerror(errno))))") }
+        let bytes = Array(text.utf8)
+        let written = bytes.withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }
+        let synced = fsync(fd) == 0
+        close(fd)
+        guard written == bytes.count, synced, rename(temporary, target) == 0 else {
+            unlink(temporary)
+            throw Problem(description: "cannot write \(target) (\(String(cString: strerror(errno))))")
+        }
+    }
+
+    private static func reason(_ error: any Error) -> String {
+        let nsError = error as NSError
+        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+            return String(cString: strerror(Int32(underlying.code)))
+        }
+        return nsError.localizedDescription
+    }
+}

@@ -1,0 +1,119 @@
+@testable import PushAgent
+import PushScheduler
+import PushTransport
+import Testing
+
+/// SPEC §4's success rule, one case per line of it.
+@Suite struct ResponseJudgeTests {
+    static func judge(_ status: Int, _ contentType: String? = nil, _ body: String = "", truncated: Bool = false,
+                      headers: [(name: String, value: String)] = []) -> AttemptResult {
+        var all = headers
+        if let contentType { all.append(("Content-Type", contentType)) }
+        return ResponseJudge.judge(TransportResponse(status: status, headers: all, body: Array(body.utf8), bodyTruncated: truncated))
+    }
+
+    static func reason(_ result: AttemptResult) -> String? {
+        if case .failed(let failure) = result { return failure.reason }
+        return nil
+    }
+
+    @Test func twoHundredsWithoutContentTypeAreDelivered() {
+        #expect(Self.reason(Self.judge(200)) == nil)
+        #expect(Self.reason(Self.judge(204)) == nil)
+        #expect(Self.reason(Self.judge(200, nil, "anything at all")) == nil)
+        #expect(Self.reason(Self.judge(201, "text/plain", "")) == nil)
+    }
+
+    @Test func jsonNeedsABodyThatParses() {
+        #expect(Self.reason(Self.judge(200, "application/json", "{}")) == nil)
+        #expect(Self.reason(Self.judge(200, "application/json; charset=utf-8", " [1, {\"a\": null}] ")) == nil)
+        #expect(Self.reason(Self.judge(200, "application/problem+json", "{\"x\":1}")) == nil)
+        #expect(Self.reason(Self.judge(200, "application/json", "")) == "HTTP 200, but the body is empty while Content-Type says JSON")
+        #expect(Self.reason(Self.judge(200, "Application/JSON", "  \n")) == "HTTP 200, but the body is empty while Content-Type says JSON")
+        #expect(Self.reason(Self.judge(200, "application/json", "<html>")) == "HTTP 200, but the body is not valid JSON (unexpected character at byte 1)")
+    }
+
+    @Test func xmlNeedsAWellFormedBody() {
+        #expect(Self.reason(Self.judge(200, "text/xml", "<?xml version=\"1.0\"?><ok a='1'>yes &amp; <b/></ok>")) == nil)
+        #expect(Self.reason(Self.judge(200, "application/xml", "<ok>")) == "HTTP 200, but the body is not well-formed XML (the document ends inside an element at byte 5)")
+        #expect(Self.reason(Self.judge(200, "application/atom+xml", "")) == "HTTP 200, but the body is empty while Content-Type says XML")
+    }
+
+    @Test func aTruncatedBodyIsJudgedByHowItStarts() {
+        #expect(Self.reason(Self.judge(200, "application/json", "{\"long\": [1, 2", truncated: true)) == nil)
+        #expect(Self.reason(Self.judge(200, "application/json", "<html>", truncated: true)) == "HTTP 200, but the body does not start like JSON")
+        #expect(Self.reason(Self.judge(200, "text/xml", "<a><b>", truncated: true)) == nil)
+    }
+
+    @Test func everythingElseIsAFailure() {
+        #expect(Self.reason(Self.judge(500)) == "HTTP 500")
+        #expect(Self.reason(Self.judge(404, "application/json", "{}")) == "HTTP 404")
+        #expect(Self.reason(Self.judge(301)) == "HTTP 301")
+        #expect(Self.reason(Self.judge(100)) == "HTTP 100")
+    }
+
+    @Test func retryAfterIsReadFrom429And503Only() {
+        func failure(_ status: Int, _ value: String) -> AttemptFailure? {
+            if case .failed(let failure) = Self.judge(status, headers: [("Retry-After", value)]) { return failure }
+            return nil
+        }
+        #expect(failure(503, "120")?.retryAfter == .seconds(120))
+        #expect(failure(429, "Sun, 06 Nov 1994 08:49:37 GMT")?.retryAfter == .date(epochSeconds: 784_111_777))
+        #expect(failure(500, "120")?.retryAfter == nil)
+        #expect(failure(503, "soon")?.retryAfter == nil)
+        #expect(failure(503, "120")?.status == 503)
+    }
+}
+
+@Suite struct XMLCheckerTests {
+    @Test(arguments: [
+        "<a/>",
+        "\u{FEFF}<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!-- c --><a x=\"1\" y='2'><b>t&lt;&#x41;&#65;</b><![CDATA[<raw>]]><?pi x?></a>\n",
+        "<!DOCTYPE a [<!ENTITY e \"x\">]><a>&e;</a>",
+        "<ns:a xmlns:ns=\"u\"><ns:b/></ns:a>",
+    ])
+    func wellFormed(_ text: String) {
+        #expect(XMLChecker.problem(in: Array(text.utf8)) == nil)
+    }
+
+    @Test(arguments: [
+        ("", "no root element at byte 1"),
+        ("text", "text outside the root element at byte 1"),
+        ("<a></b>", "a closing tag that matches no open element at byte 8"),
+        ("<a/><b/>", "a second root element at byte 5"),
+        ("<a x=1/>", "an attribute value must be quoted at byte 6"),
+        ("<a x='1' x='2'/>", "a repeated attribute at byte 11"),
+        ("<a>&bad</a>", "';' expected after a reference at byte 8"),
+        ("<a><!-- x -- y --></a>", "'--' inside a comment at byte 11"),
+        ("<![CDATA[x]]>", "a start tag was expected at byte 1"),
+        ("<a>]]></a>", "']]>' in text at byte 4"),
+    ])
+    func notWellFormed(_ text: String, _ problem: String) {
+        #expect(XMLChecker.problem(in: Array(text.utf8)) == problem)
+    }
+}
+
+@Suite struct PlannedReportTests {
+    @Test(arguments: [
+        ("https://push.example.com/v1/token", "push.example.com:443"),
+        ("http://Push.Example.com?x=1", "push.example.com:80"),
+        ("http://127.0.0.1:8080/x", "127.0.0.1:8080"),
+        ("https://user:pw@host.example:8443/#f", "host.example:8443"),
+        ("http://[::1]/x", "[::1]:80"),
+        ("http://[::1]:9000/x", "[::1]:9000"),
+    ])
+    func host(_ url: String, _ expected: String) {
+        #expect(PlannedReport.host(of: url) == expected)
+    }
+}
+
+@Suite struct DurationTextTests {
+    @Test(arguments: [
+        (Duration.milliseconds(0), "0ms"), (.milliseconds(250), "250ms"), (.milliseconds(4237), "4.2s"),
+        (.seconds(20), "20s"), (.milliseconds(59_990), "60s"), (.seconds(60), "1m"), (.seconds(200), "3m 20s"),
+        (.seconds(1800), "30m"), (.seconds(3600), "1h"), (.seconds(3900), "1h 5m"),
+    ])
+    func text(_ duration: Duration, _ expected: String) {
+        #expect(DurationText(duration).description == expected)
+    }
+}

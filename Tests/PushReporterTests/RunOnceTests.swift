@@ -1,0 +1,232 @@
+import Foundation
+import PushTestSupport
+import Synchronization
+import Testing
+
+/// `pushreporter run --once`, the real binary, against a server on 127.0.0.1: what the server
+/// received, the exit status and the summary.
+@Suite struct RunOnceTests {
+    /// A one-account configuration reporting to `url`, with fast retries; `extra` adds account keys.
+    static func config(url: String, extra: String = "", agent: String = "") -> String {
+        """
+        agent:
+          retry: {initial: 100ms, multiplier: 2, max: 1s, maxRetryAfter: 5s}
+        \(agent)
+        accounts:
+          - id: johndow
+            username: johndow
+            password: "s3cret-pass"
+            selector: 12869E0E6E553673C54F29105A0647204C416A2A:7C3A0D14
+            pushTokenOther: QVBBOTFiRzlhcVd2bW54bllCWldHOWh4dnRrZ3pUWFNvcGZpdWZ6bWM2dFAzS2J
+            pushappid_other: com.cloudsoftphone.app
+            pushTokenIncomingCall: Udl99X2JFP1bWwS5gR/wGeLE1hmAB2CMpr1Ej0wxkrY=
+            pushappid_incoming_call: com.cloudsoftphone.app.pushkit
+            pushTokenReporterUrl: "\(url)"
+        \(extra)
+        """
+    }
+
+    static func runOnce(_ config: String, _ arguments: [String] = [], environment: [String: String] = [:]) throws -> ProcessOutput {
+        let state = TemporaryDirectory()
+        return try withExtendedLifetime(state) {
+            try ProcessRunner.pushreporter(config: config, ["run", "--once", "--state-dir", state.path] + arguments,
+                                           environment: environment)
+        }
+    }
+
+    static let acrobitsQuery = "/token/?username=johndow&password=%account[password]%&selector=%selector%"
+        + "&token_msgs=%pushTokenOther%&appid_msgs=%pushappid_other%"
+        + "&token_calls=%pushTokenIncomingCall%&appid_calls=%pushappid_incoming_call%"
+
+    @Test func getIsSentExactlyAsTheAcrobitsExample() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(200) }
+        let result = try Self.runOnce(Self.config(url: server.baseURL + Self.acrobitsQuery))
+        #expect(result.status == 0, "\(result.stderr)")
+        let received = try #require(server.requests.first)
+        #expect(server.requests.count == 1)
+        #expect(received.method == "GET")
+        #expect(received.target == "/token/?username=johndow&password=s3cret-pass"
+            + "&selector=12869E0E6E553673C54F29105A0647204C416A2A:7C3A0D14"
+            + "&token_msgs=QVBBOTFiRzlhcVd2bW54bllCWldHOWh4dnRrZ3pUWFNvcGZpdWZ6bWM2dFAzS2J&appid_msgs=com.cloudsoftphone.app"
+            + "&token_calls=Udl99X2JFP1bWwS5gR%2FwGeLE1hmAB2CMpr1Ej0wxkrY%3D&appid_calls=com.cloudsoftphone.app.pushkit")
+        #expect(received.header("User-Agent") == "pushreporter/0.1.0")
+        #expect(received.header("Content-Type") == nil)
+        #expect(received.body.isEmpty)
+        #expect(result.stdout == "Delivered 1 of 1 report in \(Self.elapsed(result.stdout)).\n")
+    }
+
+    @Test func postBodyAndHeadersAreSentByteForByte() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(200, contentType: "application/json", body: "{\"ok\":true}") }
+        let extra = """
+                pushTokenReporterPostData: '{"username":"%account[username]%","token":"%pushTokenIncomingCall%","note":"é \\" <&>"}'
+                pushTokenReporterContentType: application/json; charset=utf-8
+                pushTokenReporterCustomHeaders: |
+                  X-Install: fixed-value
+                  X-User: %account[username]%
+            """
+        let result = try Self.runOnce(Self.config(url: server.baseURL + "/push", extra: extra))
+        #expect(result.status == 0, "\(result.stderr)")
+        let received = try #require(server.requests.first)
+        #expect(received.method == "POST")
+        #expect(received.target == "/push")
+        #expect(received.bodyText == #"{"username":"johndow","token":"Udl99X2JFP1bWwS5gR/wGeLE1hmAB2CMpr1Ej0wxkrY=","note":"é \" <&>"}"#)
+        #expect(received.header("Content-Type") == "application/json; charset=utf-8")
+        #expect(received.header("User-Agent") == "pushreporter/0.1.0")
+        #expect(received.header("X-Install") == "fixed-value")
+        #expect(received.header("X-User") == "johndow")
+        #expect(received.header("Expect") == nil)
+    }
+
+    @Test func anEmptyJSONBodyIsRetriedUntilTheServerSendsJSON() throws {
+        let server = try LoopbackHTTPServer { _, index in
+            index < 2 ? .status(200, contentType: "application/json", body: "") : .status(200, contentType: "application/json", body: "{}")
+        }
+        let result = try Self.runOnce(Self.config(url: server.baseURL + "/push"))
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(server.requests.count == 3)
+        #expect(result.stderr.contains("johndow: pushTokenReporter to 127.0.0.1:\(server.port) failed: HTTP 200, but the body is empty while Content-Type says JSON (attempt 1)"))
+        #expect(result.stderr.contains("delivered to 127.0.0.1:\(server.port) after 3 attempts"))
+    }
+
+    @Test func retryAfterIsWaited() throws {
+        let times = Mutex<[ContinuousClock.Instant]>([])
+        let server = try LoopbackHTTPServer { _, index in
+            times.withLock { $0.append(.now) }
+            return index == 0 ? .status(503, headers: [("Retry-After", "2")]) : .status(204)
+        }
+        let result = try Self.runOnce(Self.config(url: server.baseURL + "/push"))
+        #expect(result.status == 0, "\(result.stderr)")
+        let arrivals = times.withLock { $0 }
+        #expect(arrivals.count == 2)
+        if arrivals.count == 2 {
+            // The backoff alone would be 50–100 ms; Retry-After says 2 s.
+            #expect(arrivals[0].duration(to: arrivals[1]) >= .milliseconds(1950))
+        }
+        #expect(result.stderr.contains("failed: HTTP 503 (attempt 1); next attempt in 2"))
+    }
+
+    @Test func aServerErrorThenSuccess() throws {
+        let server = try LoopbackHTTPServer { _, index in index == 0 ? .status(500) : .status(204) }
+        let result = try Self.runOnce(Self.config(url: server.baseURL + "/push"))
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(server.requests.count == 2)
+        #expect(result.stderr.contains("failed: HTTP 500 (attempt 1)"))
+    }
+
+    @Test func aServerThatHangsTimesOutAndIsRetried() throws {
+        let server = try LoopbackHTTPServer { _, index in index == 0 ? .hang : .status(204) }
+        let result = try Self.runOnce(Self.config(url: server.baseURL + "/push", extra: "    pushTokenReporterTimeout: 500ms"))
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(server.requests.count == 2)
+        #expect(result.stderr.contains("timed out"))
+    }
+
+    @Test func aResetConnectionIsRetried() throws {
+        let server = try LoopbackHTTPServer { _, index in index == 0 ? .reset : .status(204) }
+        let result = try Self.runOnce(Self.config(url: server.baseURL + "/push"))
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(server.requests.count == 2)
+        #expect(result.stderr.contains("(attempt 1)"))
+    }
+
+    @Test func aRedirectIsFollowedForGET() throws {
+        let server = try LoopbackHTTPServer { request, _ in
+            request.path == "/moved" ? .status(200) : .status(302, headers: [("Location", "/moved?x=1")])
+        }
+        let result = try Self.runOnce(Self.config(url: server.baseURL + "/push"))
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(server.requests.map(\.target) == ["/push", "/moved?x=1"])
+    }
+
+    @Test func aDigestChallengeIsAnswered() throws {
+        let server = try LoopbackHTTPServer { request, _ in
+            LoopbackHTTPServer.isDigestAuthorized(request, username: "johndow", password: "digest-pass", realm: "pbx", nonce: "abc123")
+                ? .status(204) : LoopbackHTTPServer.digestChallenge(realm: "pbx", nonce: "abc123")
+        }
+        let extra = """
+                pushTokenReporterAuthUsername: johndow
+                pushTokenReporterAuthPassword: digest-pass
+            """
+        let result = try Self.runOnce(Self.config(url: server.baseURL + "/push", extra: extra))
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(server.requests.count == 2)
+        #expect(server.requests.last?.header("Authorization")?.hasPrefix("Digest ") == true)
+        #expect(!result.stderr.contains("digest-pass"))
+    }
+
+    @Test func aBodyOver64KiBIsReadOnlyInPart() throws {
+        let big = [UInt8](repeating: UInt8(ascii: "x"), count: 4 << 20)
+        let server = try LoopbackHTTPServer { _, _ in .respond(status: 200, headers: [("Content-Type", "text/plain")], body: big) }
+        let result = try Self.runOnce(Self.config(url: server.baseURL + "/push"))
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(server.requests.count == 1)
+    }
+
+    @Test func theDeadlineEndsTheRunWithASummary() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(503) }
+        let result = try Self.runOnce(Self.config(url: server.baseURL + "/push" + Self.acrobitsQuery.dropFirst(6)),
+                                      ["--deadline", "1s"])
+        #expect(result.status == 1)
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "Delivered 0 of 1 report; 1 not delivered within the deadline (1s):")
+        #expect(lines.count == 2)
+        #expect(lines.last?.hasPrefix("  johndow: pushTokenReporter to 127.0.0.1:\(server.port): HTTP 503 (") == true)
+        #expect(server.requests.count >= 3)
+        // Failures are logged at attempts 1, 2, 4, …, not each time.
+        let failureLines = result.stderrLines.filter { $0.contains("failed: HTTP 503") }
+        #expect(failureLines.count < server.requests.count)
+        // The password is in the query, but never in the log or the summary.
+        #expect(!result.stderr.contains("s3cret-pass"))
+        #expect(!result.stdout.contains("s3cret-pass"))
+    }
+
+    @Test func proxiesFromTheEnvironmentAreUsed() throws {
+        let proxy = try LoopbackHTTPServer { _, _ in .status(204) }
+        let result = try Self.runOnce(Self.config(url: "http://push.invalid/register?u=%account[username]%"),
+                                      environment: ["http_proxy": proxy.baseURL, "no_proxy": "", "NO_PROXY": ""])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(proxy.requests.first?.target == "http://push.invalid/register?u=johndow")
+    }
+
+    @Test func manyAccountsAreAllDelivered() throws {
+        let server = try LoopbackHTTPServer { _, index in index % 3 == 0 ? .status(503) : .status(204) }
+        var yaml = "agent:\n  concurrency: 8\n  perHostConcurrency: 4\n  retry: {initial: 50ms, max: 200ms}\naccounts:\n"
+        for index in 0..<60 {
+            yaml += "  - {id: a\(index), username: u\(index), selector: S\(index), pushTokenReporterUrl: '\(server.baseURL)/r/%account[username]%'}\n"
+        }
+        let result = try Self.runOnce(yaml)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.hasPrefix("Delivered 60 of 60 reports in "))
+        let delivered = Set(server.requests.enumerated().filter { $0.offset % 3 != 0 }.map(\.element.path))
+        #expect(delivered == Set((0..<60).map { "/r/u\($0)" }))
+    }
+
+    @Test func anInvalidConfigurationSendsNothing() throws {
+        let server = try LoopbackHTTPServer()
+        let result = try Self.runOnce(Self.config(url: server.baseURL + "/%nosuchvariable%"))
+        #expect(result.status == 78)
+        #expect(result.stderr.contains("unknown variable"))
+        #expect(server.requests.isEmpty)
+    }
+
+    @Test func anUnusableStateDirectoryIsOneSentence() throws {
+        let directory = TemporaryDirectory()
+        let file = directory.write("not-a-directory", "x")
+        let result = try ProcessRunner.pushreporter(config: Self.config(url: "http://127.0.0.1:9/x"),
+                                                    ["run", "--once", "--state-dir", file])
+        #expect(result.status == 1)
+        #expect(result.stderrLines.last?.hasSuffix("error: the state directory \(file) is not a directory") == true)
+    }
+
+    @Test func runWithoutOnceSaysWhatExists() throws {
+        let result = try ProcessRunner.pushreporter(["run", "--config", "/nonexistent"])
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("only 'run --once' exists so far"))
+    }
+
+    /// The elapsed time the summary printed (`0.1s`, `12ms`), so the rest can be compared exactly.
+    static func elapsed(_ summary: String) -> String {
+        guard let range = summary.range(of: " in ") else { return "" }
+        return String(summary[range.upperBound...].dropLast(2))
+    }
+}
