@@ -4,6 +4,8 @@
 #   BENCH_ACCOUNTS=100000   accounts in the generated configuration
 #   BENCH_RUNS=3            timed runs of each command (the best wall-clock time counts)
 #   BENCH_RENDER_SECONDS=2  length of the render loop
+#   BENCH_SEND_ACCOUNTS=10000 reports sent by run --once (part c)
+#   BENCH_PARTS=abc         which parts to run (a validate, b render, c run --once)
 #
 # Exit status: 0 when every figure was measured (a missed goal is printed, not an error);
 # 1 when something could not be built or run, validate did not exit 0, or rendering was wrong.
@@ -14,6 +16,7 @@ SWIFT=${SWIFT:-swift}
 ACCOUNTS=${BENCH_ACCOUNTS:-100000}
 RUNS=${BENCH_RUNS:-3}
 RENDER_SECONDS=${BENCH_RENDER_SECONDS:-2}
+PARTS=${BENCH_PARTS:-abc}
 OUT=bench/out
 CONFIG=$OUT/config
 SCRATCH=.build-bench
@@ -32,12 +35,6 @@ done
 BIN=$("$SWIFT" build -c release --scratch-path "$SCRATCH" --show-bin-path)
 cc -O2 bench/yaml_events.c -lyaml -o "$OUT/yaml_events" || die "cannot compile bench/yaml_events.c (is libyaml-dev installed? make deps)"
 say "   built in $(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }') s"
-
-# ---- config ------------------------------------------------------------------------------------
-rm -rf "$CONFIG"
-python3 bench/generate.py "$CONFIG" "$ACCOUNTS" || die "bench/generate.py failed"
-files=("$CONFIG"/*.yaml)
-say "   generated $ACCOUNTS accounts in ${#files[@]} files ($(du -ch "${files[@]}" | tail -1 | cut -f1)) in $CONFIG"
 
 # ---- timing ------------------------------------------------------------------------------------
 # measure NAME CMD...: runs CMD $RUNS times (stdout and stderr to $OUT/NAME.out / .err) and sets
@@ -71,6 +68,13 @@ measure() {
 }
 mb() { [ -n "$1" ] && awk -v k="$1" 'BEGIN { printf "%.0f MB", k / 1024 }' || printf 'n/a'; }
 
+if [[ $PARTS == *a* ]]; then
+# ---- config ------------------------------------------------------------------------------------
+rm -rf "$CONFIG"
+python3 bench/generate.py "$CONFIG" "$ACCOUNTS" || die "bench/generate.py failed"
+files=("$CONFIG"/*.yaml)
+say "   generated $ACCOUNTS accounts in ${#files[@]} files ($(du -ch "${files[@]}" | tail -1 | cut -f1)) in $CONFIG"
+
 say
 say "== a) validate vs. raw libyaml (best of $RUNS wall-clock runs; CPU = user+sys of that run)"
 measure validate "$BIN/pushreporter" validate --config "$CONFIG"
@@ -85,6 +89,17 @@ printf '   %-32s %7.2f s   CPU %6.2f s   peak RSS %s\n' "validate $((ACCOUNTS / 
 printf '   %-32s %7.2f s   CPU %6.2f s   peak RSS %s\n' "libyaml events only:" "$Y_WALL" "$Y_CPU" "$(mb "$Y_RSS")"
 say "   validate $((ACCOUNTS / 1000))k accounts: $V_WALL s   libyaml events only: $Y_WALL s   ratio ${ratio}x (goal <= 2x)   $verdict"
 
+fi
+
+if [[ $PARTS == *b* ]]; then
 say
 say "== b) render throughput (pushreporter-bench, 1 thread, ${RENDER_SECONDS} s)"
 "$BIN/pushreporter-bench" "$RENDER_SECONDS" | sed 's/^/   /' || die "pushreporter-bench failed"
+fi
+
+if [[ $PARTS == *c* ]]; then
+say
+say "== c) run --once to a loopback nginx vs. curl --parallel (best of $RUNS wall-clock runs)"
+# shellcheck source=bench/run_once.sh
+source bench/run_once.sh
+fi
