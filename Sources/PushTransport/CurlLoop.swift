@@ -13,7 +13,9 @@ final class CurlLoop: @unchecked Sendable {
         var cancelledEarly: Set<UInt64> = []
         var nextID: UInt64 = 1
         var stopping = false
-        var stopped = false
+        /// True while the thread sleeps in `curl_multi_poll`: only then does a submission need
+        /// `curl_multi_wakeup` (a syscall); otherwise the thread sees the inbox on its next turn.
+        var polling = false
     }
 
     private let inbox = Mutex(Inbox())
@@ -40,18 +42,25 @@ final class CurlLoop: @unchecked Sendable {
 
     /// Hands `transfer` to the thread, or fails it at once when the transport has stopped.
     func submit(_ transfer: CurlTransfer) {
-        let accepted = inbox.withLock { state -> Bool in
-            if state.stopping { return false }
-            if state.cancelledEarly.remove(transfer.id) != nil { return false }
+        let (accepted, polling) = inbox.withLock { state -> (Bool, Bool) in
+            if state.stopping { return (false, false) }
+            if state.cancelledEarly.remove(transfer.id) != nil { return (false, false) }
             state.submitted.append(transfer)
-            return true
+            return (true, state.polling)
         }
-        if accepted { wake() } else { transfer.fail(.cancelled) }
+        if !accepted {
+            transfer.fail(.cancelled)
+        } else if polling {
+            wake()
+        }
     }
 
     func cancel(_ id: UInt64) {
-        inbox.withLock { $0.cancelled.append(id) }
-        wake()
+        let polling = inbox.withLock { state in
+            state.cancelled.append(id)
+            return state.polling
+        }
+        if polling { wake() }
     }
 
     /// Ends the thread, failing what is left with a cancellation; waits for it. Idempotent.
@@ -79,6 +88,7 @@ final class CurlLoop: @unchecked Sendable {
                 defer {
                     state.submitted.removeAll(keepingCapacity: true)
                     state.cancelled.removeAll(keepingCapacity: true)
+                    state.polling = false
                 }
                 return (state.submitted, state.cancelled, state.stopping)
             }
@@ -95,7 +105,13 @@ final class CurlLoop: @unchecked Sendable {
                 guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
                 finish(handle, result: pr_message_result(message))
             }
-            _ = curl_multi_poll(multi, nil, 0, 1000, nil)
+            // Announce the sleep, then look at the inbox once more: a submission that came
+            // before the flag was set saw no sleeper and did not wake us.
+            let idle = inbox.withLock { state -> Bool in
+                state.polling = true
+                return state.submitted.isEmpty && state.cancelled.isEmpty && !state.stopping
+            }
+            if idle { _ = curl_multi_poll(multi, nil, 0, 1000, nil) }
         }
         for id in Array(running.keys) { abort(id) }
         for handle in idleHandles { curl_easy_cleanup(handle) }
