@@ -31,10 +31,10 @@ build: deps
 release: deps
 	$(SWIFT) build $(RELEASE_FLAGS) --product pushreporter
 
-## run: validate the example configurations and preview the exact requests they produce.
+## run: validate the examples, then report their accounts to a demo receiver on 127.0.0.1.
 run: build
 	$(BIN_DEBUG) validate --config $(CONFIG)
-	$(BIN_DEBUG) preview --config $(CONFIG) --format http
+	bash scripts/demo.sh
 
 ## test: the whole test suite (unit, golden, property and end-to-end tests of the binary).
 test: deps

@@ -224,6 +224,17 @@ import Testing
         #expect(result.stderr.contains("only 'run --once' exists so far"))
     }
 
+    @Test func theMakeRunDemoDeliversEveryExample() throws {
+        let binaries = URL(fileURLWithPath: ProcessRunner.pushreporter).deletingLastPathComponent().path
+        let result = try ProcessRunner.run("/bin/bash", ["scripts/demo.sh"], environment: ["BIN": binaries],
+                                           directory: RepositoryPaths.root)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("\nDelivered 5 of 5 reports in "))
+        #expect(result.stdout.contains("\nGET /token/?username=johndow&password=12345678&selector=12869E0E6E553673C54F29105A0647204C416A2A:7C3A0D14&"))
+        #expect(result.stdout.contains("\nPOST /push/register\n"))
+        #expect(result.stdout.contains("\n{ \"username\" : \"alice\", "))
+    }
+
     /// The elapsed time the summary printed (`0.1s`, `12ms`), so the rest can be compared exactly.
     static func elapsed(_ summary: String) -> String {
         guard let range = summary.range(of: " in ") else { return "" }

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# make run: the agent reports the accounts of examples/ to a receiver on 127.0.0.1, and the
+# receiver prints every request it gets. Nothing leaves this machine: the examples' hosts are
+# replaced by the receiver's address in a temporary copy.
+#
+#   BIN=.build/debug   where pushreporter and pushreporter-receiver are
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.build/debug}
+
+work=$(mktemp -d)
+receiver=
+cleanup() {
+    [ -n "$receiver" ] && kill "$receiver" 2>/dev/null && wait "$receiver" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$BIN/pushreporter-receiver" --port-file "$work/port" &
+receiver=$!
+for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
+[ -s "$work/port" ] || { echo "demo: the receiver did not start" >&2; exit 1; }
+port=$(cat "$work/port")
+
+cp -rL examples "$work/config"
+sed -i -E "s#https://(example\.com|push\.example\.com|pbx\.example\.net)#http://127.0.0.1:$port#g" "$work/config"/*.yaml
+echo "== pushreporter run --once: examples/ with their hosts replaced by the receiver at 127.0.0.1:$port"
+echo
+"$BIN/pushreporter" run --once --deadline 20s --config "$work/config" --state-dir "$work/state"
