@@ -99,12 +99,16 @@ public struct OnceRunner<C: Clock>: Sendable where C.Duration == Duration {
     static func attempt(_ report: PlannedReport, transport: any HTTPTransport) async -> AttemptResult {
         do {
             return ResponseJudge.judge(try await transport.send(report.request))
-        } catch let error as TransportError {
+        } catch let error as TransportError where !error.isCancellation {
             return .failed(ResponseJudge.failure(error))
         } catch {
-            return .failed(AttemptFailure(status: nil, retryAfter: nil, reason: "cancelled"))
+            return .failed(AttemptFailure(status: nil, retryAfter: nil, reason: cancelledReason))
         }
     }
+
+    /// The reason of an attempt cut short by the deadline: not the report's fault, so it is not
+    /// counted and does not replace the last real failure in the summary.
+    static var cancelledReason: String { "cancelled at the deadline" }
 
     private func showProgress(tally: RunTally, output: LogOutput, scheduler: ReportScheduler<Int, C>) async {
         // Real time, not the scheduler's clock: this only paints the terminal.
@@ -199,6 +203,7 @@ final class RunTally: Sendable {
             }
             return done
         case .failed(let index, let attempt, let failure, let retryIn):
+            if failure.reason == OnceRunner<ContinuousClock>.cancelledReason { return false }
             let report = reports[index]
             state.withLock { state in
                 if state.entries[index].attempts == 0 { state.failedOnce += 1 }

@@ -66,7 +66,7 @@ final class ScriptedTransport: HTTPTransport {
     @Test func failuresAreRetriedAfterTheBackoffAndReportedAtTheDeadline() async {
         // b always fails; a fails once.
         let transport = ScriptedTransport { request, earlier in
-            if request.url.hasSuffix("/b") { throw TransportError.cancelled }
+            if request.url.hasSuffix("/b") { return TransportResponse(status: 503) }
             return TransportResponse(status: earlier == 0 ? 500 : 204)
         }
         let clock = ManualClock()
@@ -87,7 +87,27 @@ final class ScriptedTransport: HTTPTransport {
         let outcome = await run.value
         #expect(outcome.delivered == 1)
         #expect(outcome.undelivered.map(\.account) == ["b"])
-        #expect(outcome.undelivered.first?.reason == "cancelled")
-        #expect(outcome.summary.hasPrefix("Delivered 1 of 2 reports; 1 not delivered within the deadline (30s):\n  b: pushTokenReporter to y.example:80: cancelled ("))
+        #expect(outcome.undelivered.first?.reason == "HTTP 503")
+        #expect(outcome.summary.hasPrefix("Delivered 1 of 2 reports; 1 not delivered within the deadline (30s):\n  b: pushTokenReporter to y.example:80: HTTP 503 ("))
+    }
+
+    @Test func anAttemptCutShortByTheDeadlineKeepsTheLastRealReason() async {
+        // The first attempt gets a 503; later ones end as the deadline's cancellation does.
+        let transport = ScriptedTransport { _, earlier in
+            if earlier == 0 { return TransportResponse(status: 503) }
+            throw TransportError.cancelled
+        }
+        let clock = ManualClock()
+        let runner = OnceRunner(reports: [Self.report("a", url: "http://x.example/a")], settings: Self.settings(),
+                                transport: transport, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
+                                clock: clock, wallClock: { 0 })
+        let run = Task { await runner.run(deadline: .seconds(30)) }
+        await clock.waitForSleepers(2)
+        clock.advance(by: .seconds(10))
+        #expect(await transport.waitForRequests(2))
+        clock.advance(by: .seconds(30))
+        let outcome = await run.value
+        #expect(outcome.undelivered.first?.reason == "HTTP 503")
+        #expect(outcome.undelivered.first?.attempts == 1)
     }
 }
