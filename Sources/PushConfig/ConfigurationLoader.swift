@@ -179,7 +179,11 @@ struct LoadSession {
                 for (tlsKey, tlsValue) in tls.entries {
                     if tlsKey.value == "caFile" {
                         if let text = scalarText(tlsValue, file: file, what: "agent.tls.caFile") {
-                            configuration.agent.tlsCAFile = text.hasPrefix("/") ? text : FileSystem.join(FileSystem.directory(of: file), text)
+                            let path = text.hasPrefix("/") ? text : FileSystem.join(FileSystem.directory(of: file), text)
+                            configuration.agent.tlsCAFile = path
+                            if case .failure(let problem) = FileSystem.read(path, limit: FileSystem.maximumSecretSize * 16) {
+                                diagnostics.error("agent.tls.caFile: cannot read \(path): \(problem.message)", file: file, at: tlsValue.start)
+                            }
                         }
                     } else {
                         diagnostics.error(unknownKey(tlsKey.value, among: ["caFile"], context: "under agent.tls"), file: file, at: tlsKey.start)

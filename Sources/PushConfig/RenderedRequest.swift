@@ -24,8 +24,8 @@ public struct RenderedRequest: Sendable, Hashable {
     public var timeout: Duration?
     /// SHA-256 (hex) of what is sent, secrets included: a change means the account is reported again.
     public var fingerprint: String
-    /// True when secrets were replaced by `********` because the URL is plain http to a host
-    /// that is not loopback.
+    /// True when the request held secrets that were replaced by `********` because the URL is
+    /// plain http to a host that is not loopback.
     public var secretsWithheld: Bool
 
     public init(account: String, reporter: Reporter, method: String, url: String,

@@ -219,11 +219,17 @@ public struct RequestBuilder: Sendable {
                 if let renderedURL { finalURL = renderedURL } else { finalURL = try render(url, values, masking, origin: urlValue) }
                 return RenderedRequest(account: id, reporter: reporter, method: method, url: finalURL,
                                        headers: headers, body: renderedBody, credentials: credentials, timeout: timeout,
-                                       fingerprint: "", secretsWithheld: withhold)
+                                       fingerprint: "", secretsWithheld: false)
             }
 
             // Nothing withheld: the URL as sent is the one already rendered to find its host.
             var sent = try renderAll(sendMasking, credentialMasking: .reveal, renderedURL: withhold ? nil : revealedURL)
+            if withhold {
+                // Withheld only if a secret was actually in the request.
+                let revealed = try renderAll(.reveal, credentialMasking: .reveal, renderedURL: revealedURL)
+                sent.secretsWithheld = revealed.url != sent.url || revealed.body != sent.body
+                    || !revealed.headers.elementsEqual(sent.headers) { $0.name == $1.name && $0.value == $1.value }
+            }
             if bodyFormat == .json, let rendered = sent.body, let problem = JSONValidator.problem(in: rendered) {
                 report(.error, "the rendered \(reporter.key(.postData)) is not valid JSON: \(problem)",
                        at: postDataValue ?? urlValue, diagnostics: &diagnostics, account: id)

@@ -72,7 +72,8 @@ public final class CurlTransport: Sendable {
     /// The system trust store followed by `caFile`, so that both are trusted.
     private static func caBundle(adding caFile: String) throws -> [UInt8] {
         guard let extra = FileManager.default.contents(atPath: caFile) else {
-            throw TransportError(.tls, "cannot read the CA file \(caFile)")
+            let reason = access(caFile, R_OK) == 0 ? "not readable" : String(cString: strerror(errno))
+            throw TransportError(.tls, "cannot read the CA file \(caFile) (agent.tls.caFile): \(reason)")
         }
         var bundle: [UInt8] = []
         if let info = curl_version_info(PR_CURLVERSION_NOW), let path = info.pointee.cainfo,

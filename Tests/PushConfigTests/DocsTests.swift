@@ -88,6 +88,7 @@ struct DocsTests {
         for example in examples {
             let directory = TemporaryDirectory()
             directory.write("secrets/token", "file-token\n")
+            directory.write("private-ca.pem", "-----BEGIN CERTIFICATE-----\n")
             let path = directory.write("config.yaml", example)
             let environment = LoaderEnvironment(variables: ["JOHN_PASSWORD": "pw", "CREDENTIALS_DIRECTORY": credentials.path],
                                                 templateSearchPath: [RepositoryPaths.templates])

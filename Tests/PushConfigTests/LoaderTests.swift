@@ -254,6 +254,20 @@ struct RequestBuildingTests {
         #expect(l.lines.contains { $0.hasPrefix("config.yaml:9:32: error: the rendered pushTokenReporterPostData is not valid JSON: ") })
     }
 
+    @Test("agent.tls.caFile is read relative to its file, and must be readable")
+    func caFile() throws {
+        let directory = TemporaryDirectory()
+        directory.write("ca.pem", "-----BEGIN CERTIFICATE-----\n")
+        let good = directory.write("good.yaml", "agent:\n  tls: {caFile: ca.pem}\n")
+        let loader = ConfigurationLoader(environment: LoaderEnvironment(variables: [:], templateSearchPath: []))
+        let loaded = loader.load(paths: [good])
+        #expect(loaded.configuration.agent.tlsCAFile == directory.path + "/ca.pem")
+        #expect(!loaded.diagnostics.hasErrors)
+        let bad = directory.write("bad.yaml", "agent:\n  tls: {caFile: missing.pem}\n")
+        #expect(loader.load(paths: [bad]).diagnostics.all.map(\.formatted)
+            == ["\(bad):2:17: error: agent.tls.caFile: cannot read \(directory.path)/missing.pem: no such file or directory"])
+    }
+
     @Test("secrets are filled over https and to loopback, withheld over plain http elsewhere")
     func secretsByScheme() throws {
         for (url, expected, withheld) in [("https://h.example/t", "pw%261", false), ("http://127.0.0.1:8080/t", "pw%261", false),
@@ -264,6 +278,10 @@ struct RequestBuildingTests {
             #expect(request.url == url + "?p=" + expected)
             #expect(request.secretsWithheld == withheld)
         }
+        // No secret in the request: nothing is withheld, whatever the scheme.
+        let plain = try #require(loaded("pushTokenReporterUrl: http://h.example/t?u=%account[username]%").request("a"))
+        #expect(plain.url == "http://h.example/t?u=alice")
+        #expect(!plain.secretsWithheld)
     }
 
     @Test("preview masking: stars, and shell-variable markers for curl (never for a request that withholds secrets)")

@@ -103,7 +103,7 @@ import Testing
             _ = try CurlTransport(settings: TransportSettings(caFile: "/nonexistent/ca.pem"))
             Issue.record("a missing CA file was accepted")
         } catch {
-            #expect("\(error)" == "cannot read the CA file /nonexistent/ca.pem")
+            #expect("\(error)" == "cannot read the CA file /nonexistent/ca.pem (agent.tls.caFile): No such file or directory")
         }
     }
 }
