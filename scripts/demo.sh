@@ -25,5 +25,9 @@ port=$(cat "$work/port")
 cp -rL examples "$work/config"
 sed -i -E "s#https://(example\.com|push\.example\.com|pbx\.example\.net)#http://127.0.0.1:$port#g" "$work/config"/*.yaml
 echo "== pushreporter run --once: examples/ with their hosts replaced by the receiver at 127.0.0.1:$port"
+echo "   (the receiver prints each request it gets; the agent's summary comes last)"
 echo
 "$BIN/pushreporter" run --once --deadline 20s --config "$work/config" --state-dir "$work/state"
+echo
+echo "Note: bob's report has Digest credentials, so its first POST goes without a body while libcurl"
+echo "waits for a 401 challenge; this receiver asks for none, so the report is sent again with its body."
