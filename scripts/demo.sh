@@ -11,7 +11,7 @@ BIN=${BIN:-.build/debug}
 work=$(mktemp -d)
 receiver=
 cleanup() {
-    [ -n "$receiver" ] && kill "$receiver" 2>/dev/null && wait "$receiver" 2>/dev/null
+    if [ -n "$receiver" ]; then kill "$receiver" 2>/dev/null || true; wait "$receiver" 2>/dev/null || true; fi
     rm -rf "$work"
 }
 trap cleanup EXIT

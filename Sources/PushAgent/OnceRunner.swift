@@ -98,7 +98,7 @@ public struct OnceRunner<C: Clock>: Sendable where C.Duration == Duration {
     /// One attempt: send, then judge the response by SPEC §4's success rule.
     static func attempt(_ report: PlannedReport, transport: any HTTPTransport) async -> AttemptResult {
         do {
-            return ResponseJudge.judge(try await transport.send(report.request))
+            return ResponseJudge.judge(try await transport.send(report.request), method: report.request.method)
         } catch let error as TransportError where !error.isCancellation {
             return .failed(ResponseJudge.failure(error))
         } catch {

@@ -6,11 +6,12 @@ import PushTransport
 /// The success rule of SPEC §4: a 2xx whose body matches its Content-Type.
 ///
 /// A JSON type needs a body that parses (at least `{}`), an XML type a well-formed body; no
-/// Content-Type, or an empty 2xx without one, is success. Only the first 64 KiB are read: a longer
+/// Content-Type, or an empty 2xx without one, is success; so is a 2xx to a HEAD, and a 204. Only the first 64 KiB are read: a longer
 /// body is judged by how it starts. Everything else is a failure, and 429/503 carry `Retry-After`.
 public enum ResponseJudge {
-    /// Delivered, or the failure to retry.
-    public static func judge(_ response: TransportResponse) -> AttemptResult {
+    /// Delivered, or the failure to retry. `method` is the request's: the answer to a HEAD, and
+    /// a 204, carry no body, whatever their Content-Type says.
+    public static func judge(_ response: TransportResponse, method: String = "GET") -> AttemptResult {
         let status = response.status
         guard (200..<300).contains(status) else {
             var retryAfter: RetryAfter?
@@ -19,7 +20,7 @@ public enum ResponseJudge {
             }
             return .failed(AttemptFailure(status: status, retryAfter: retryAfter, reason: "HTTP \(status)"))
         }
-        if let problem = bodyProblem(response) {
+        if method.uppercased() != "HEAD", status != 204, let problem = bodyProblem(response) {
             return .failed(AttemptFailure(status: status, retryAfter: nil, reason: "HTTP \(status), but \(problem)"))
         }
         return .delivered

@@ -70,7 +70,7 @@ struct UsageError: Error {
 
 /// Writes `text` to standard error as one line, prefixed with the program's name.
 func complain(_ text: String) {
-    FileHandle.standardError.write(Data("pushreporter-receiver: \(text)\n".utf8))
+    try? FileHandle.standardError.write(contentsOf: Data("pushreporter-receiver: \(text)\n".utf8))
 }
 
 /// One request as the receiver prints it: a rule with its number and connection, the request line,
@@ -134,13 +134,18 @@ sigaddset(&stopSignals, SIGTERM)
 sigaddset(&stopSignals, SIGINT)
 pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
 
-let output = Mutex(FileHandle.standardOutput)
+// Requests are numbered as they are printed (under the lock), so the numbers on the screen count
+// up even when handlers on two connections race.
+let printed = Mutex(0)
 let status = options.status
 let server: LoopbackHTTPServer
 do {
-    server = try LoopbackHTTPServer(port: options.port, recording: false) { request, index in
-        let text = describe(request, number: index + 1)
-        output.withLock { $0.write(Data(text.utf8)) }
+    server = try LoopbackHTTPServer(port: options.port, recording: false) { request, _ in
+        printed.withLock { count in
+            count += 1
+            // A reader that went away is no reason to stop answering.
+            try? FileHandle.standardOutput.write(contentsOf: Data(describe(request, number: count).utf8))
+        }
         return .status(status, contentType: "application/json", body: "{}")
     }
 } catch {

@@ -104,6 +104,7 @@ public final class LoopbackHTTPServer: Sendable {
         /// Its `errno`.
         public var code: Int32
 
+        /// `bind failed: Address already in use`.
         public var description: String { "\(operation) failed: \(String(cString: strerror(code)))" }
     }
 
@@ -231,6 +232,10 @@ final class LoopbackServerCore: @unchecked Sendable {
         defer { condition.unlock() }
         if !stopping {
             stopping = true
+            // shutdown acts on the socket, not on this descriptor: a child process being spawned
+            // at this moment holds a copy of every descriptor until its exec, and would keep a
+            // merely closed listener accepting. On Linux this refuses new connections at once.
+            _ = shutdown(listener, Int32(SHUT_RDWR))
             close(wakeWrite)
             for fd in connections.values { shutdown(fd, Int32(SHUT_RDWR)) }
             condition.broadcast()

@@ -116,8 +116,12 @@ final class CurlLoop: @unchecked Sendable {
         for id in Array(running.keys) { abort(id) }
         for handle in idleHandles { curl_easy_cleanup(handle) }
         idleHandles.removeAll()
-        curl_multi_cleanup(multi)
+        // The multi handle lives until deinit: a caller that saw `polling` may still wake it.
         finished.signal()
+    }
+
+    deinit {
+        curl_multi_cleanup(multi)
     }
 
     private func start(_ transfer: CurlTransfer) {
@@ -131,8 +135,13 @@ final class CurlLoop: @unchecked Sendable {
             recycle(handle)
             return
         }
+        let added = curl_multi_add_handle(multi, handle)
+        guard added == CURLM_OK else {
+            transfer.fail(TransportError(.other, "libcurl could not start the transfer: " + String(cString: curl_multi_strerror(added))))
+            recycle(handle)
+            return
+        }
         running[transfer.id] = transfer
-        _ = curl_multi_add_handle(multi, handle)
     }
 
     private func finish(_ handle: UnsafeMutableRawPointer, result: CURLcode) {
@@ -151,16 +160,35 @@ final class CurlLoop: @unchecked Sendable {
             start(transfer)
             return
         }
+        switch transfer.redirect(result: result) {
+        case .success(let next):
+            recycle(handle)
+            transfer.follow(next)
+            start(transfer)
+            return
+        case .failure(let error):
+            transfer.fail(error)
+            recycle(handle)
+            return
+        case nil:
+            break
+        }
         transfer.complete(result)
         recycle(handle)
     }
 
     private func abort(_ id: UInt64) {
         guard let transfer = running.removeValue(forKey: id) else {
-            // Not running: either already finished, or cancelled before it was submitted.
-            inbox.withLock { state in
-                if !state.submitted.contains(where: { $0.id == id }) { state.cancelledEarly.insert(id) }
+            // Not running: submitted since this turn began (fail it now, it must not start), or
+            // not submitted yet (remember, so `submit` fails it), or already finished.
+            let queued = inbox.withLock { state -> CurlTransfer? in
+                if let index = state.submitted.firstIndex(where: { $0.id == id }) {
+                    return state.submitted.remove(at: index)
+                }
+                state.cancelledEarly.insert(id)
+                return nil
             }
+            queued?.fail(.cancelled)
             return
         }
         if let handle = transfer.handle {

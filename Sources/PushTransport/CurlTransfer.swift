@@ -13,11 +13,15 @@ final class CurlTransfer: @unchecked Sendable {
     private var body: [UInt8] = []
     private var bodyTruncated = false
     private var responseHeaders: [(name: String, value: String)] = []
+    /// The URL of this hop: the request's, then each redirect's.
+    private var currentURL: String
+    private var redirects = 0
 
     init(id: UInt64, request: TransportRequest, continuation: CheckedContinuation<TransportResponse, any Error>) {
         self.id = id
         self.request = request
         self.continuation = continuation
+        currentURL = request.url
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
     }
@@ -31,11 +35,11 @@ final class CurlTransfer: @unchecked Sendable {
     func configure(_ handle: UnsafeMutableRawPointer, settings: TransportSettings, caBundle: [UInt8]?) -> CURLcode {
         self.handle = handle
         let method = request.method.uppercased()
-        let isHTTPS = request.url.lowercased().hasPrefix("https://")
+        let isHTTPS = currentURL.lowercased().hasPrefix("https://")
         var result = CURLE_OK
         func set(_ code: CURLcode) { if result == CURLE_OK { result = code } }
 
-        set(pr_easy_setopt_string(handle, CURLOPT_URL, request.url))
+        set(pr_easy_setopt_string(handle, CURLOPT_URL, currentURL))
         set(pr_easy_setopt_pointer(handle, CURLOPT_PRIVATE, Unmanaged.passUnretained(self).toOpaque()))
         set(pr_easy_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer))
         set(pr_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
@@ -76,12 +80,8 @@ final class CurlTransfer: @unchecked Sendable {
         headerList = curl_slist_append(headerList, "Expect:")
         set(pr_easy_setopt_pointer(handle, CURLOPT_HTTPHEADER, headerList))
 
-        // Redirects (SPEC §4): GET and HEAD only, at most 5, never from https to http.
-        if method == "GET" || method == "HEAD" {
-            set(pr_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1))
-            set(pr_easy_setopt_long(handle, CURLOPT_MAXREDIRS, 5))
-            set(pr_easy_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, isHTTPS ? "https" : "http,https"))
-        }
+        // Redirects are followed by the loop, hop by hop (see `redirect(result:)`), so that no hop
+        // of a chain goes from https to http.
 
         // Digest always; Basic too over https (libcurl picks the safest the server offers).
         if let credentials = request.credentials {
@@ -145,11 +145,62 @@ final class CurlTransfer: @unchecked Sendable {
     /// Prepares a second attempt without credentials (see `bodyWasHeldBack`).
     func dropCredentials() {
         request.credentials = nil
+        resetResponse()
+    }
+
+    /// What to do with a redirect (SPEC §4): nil when the response is not one to follow, else the
+    /// next hop, or the error that ends the exchange. Only GET and HEAD follow, at most 5 hops,
+    /// only to http or https, and never from https to http.
+    func redirect(result: CURLcode) -> Result<String, TransportError>? {
+        let method = request.method.uppercased()
+        guard result == CURLE_OK, method == "GET" || method == "HEAD", let handle else { return nil }
+        var status = 0
+        var location: UnsafeMutablePointer<CChar>?
+        _ = pr_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        guard [301, 302, 303, 307, 308].contains(status),
+              pr_easy_getinfo_string(handle, CURLINFO_REDIRECT_URL, &location) == CURLE_OK, let location else { return nil }
+        let next = String(cString: location)
+        let lower = next.lowercased()
+        guard redirects < 5 else {
+            return .failure(TransportError(.tooManyRedirects, "more than 5 redirects (the last to \(Self.authority(of: next)))"))
+        }
+        guard lower.hasPrefix("http://") || lower.hasPrefix("https://") else {
+            return .failure(TransportError(.refusedRedirect, "refused a redirect to a URL that is not http or https"))
+        }
+        if currentURL.lowercased().hasPrefix("https://"), lower.hasPrefix("http://") {
+            return .failure(TransportError(.refusedRedirect, "refused a redirect from https to plain http (\(Self.authority(of: next)))"))
+        }
+        return .success(next)
+    }
+
+    /// Moves to the next hop. Credentials, `Authorization` and `Cookie` go only to the host they
+    /// were meant for, as libcurl does.
+    func follow(_ next: String) {
+        if Self.authority(of: next) != Self.authority(of: currentURL) {
+            request.credentials = nil
+            request.headers.removeAll { ["authorization", "cookie"].contains($0.name.lowercased()) }
+        }
+        currentURL = next
+        redirects += 1
+        resetResponse()
+    }
+
+    private func resetResponse() {
         curl_slist_free_all(headerList)
         headerList = nil
         body.removeAll()
         bodyTruncated = false
         responseHeaders.removeAll()
+    }
+
+    /// `scheme://host:port` of a URL, lowercased, without userinfo, path or query.
+    static func authority(of url: String) -> String {
+        let lower = url.lowercased()
+        guard let schemeEnd = lower.range(of: "://") else { return lower }
+        var rest = lower[schemeEnd.upperBound...]
+        if let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) { rest = rest[..<end] }
+        if let at = rest.lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
+        return String(lower[..<schemeEnd.upperBound]) + rest
     }
 
     /// Resumes the waiting task with the transfer's outcome. Called once, on the transport thread.

@@ -77,7 +77,7 @@ final class ScriptedTransport: HTTPTransport {
         let run = Task { await runner.run(deadline: .seconds(30)) }
         // Both first attempts fail; the run sleeps on the retries and the deadline.
         await clock.waitForSleepers(2)
-        #expect(transport.requests.count == 2)
+        #expect(await transport.waitForRequests(2))
         // The first retry comes between 5 s and 10 s (initial 10 s, jittered to [5, 10]).
         clock.advance(by: .seconds(4.9))
         #expect(await transport.waitForRequests(3, within: .milliseconds(100)) == false)

@@ -45,6 +45,14 @@ import Testing
         #expect(Self.reason(Self.judge(200, "text/xml", "<a><b>", truncated: true)) == nil)
     }
 
+    @Test func aHEADOrA204CarriesNoBodyWhateverItsType() {
+        let head = ResponseJudge.judge(TransportResponse(status: 200, headers: [("Content-Type", "application/json")]), method: "HEAD")
+        #expect(Self.reason(head) == nil)
+        #expect(Self.reason(Self.judge(204, "application/json", "")) == nil)
+        let get = ResponseJudge.judge(TransportResponse(status: 200, headers: [("Content-Type", "application/json")]), method: "GET")
+        #expect(Self.reason(get) == "HTTP 200, but the body is empty while Content-Type says JSON")
+    }
+
     @Test func everythingElseIsAFailure() {
         #expect(Self.reason(Self.judge(500)) == "HTTP 500")
         #expect(Self.reason(Self.judge(404, "application/json", "{}")) == "HTTP 404")

@@ -5,10 +5,10 @@ import Testing
 /// The loopback server the transport and end-to-end tests rely on, checked with curl and with a
 /// raw socket for what curl will not send (exact bytes, pipelining, malformed input).
 @Suite(.timeLimit(.minutes(1))) struct LoopbackHTTPServerTests {
-    @Test func aGetWithAQueryIsRecordedExactly() throws {
+    @Test func aGetWithAQueryIsRecordedExactly() async throws {
         let server = try LoopbackHTTPServer { request, _ in .status(200, contentType: "text/plain", body: "seen \(request.path)") }
-        let result = try curl(["-H", "X-Custom:   value with spaces  ", "-H", "x-lower: v",
-                               server.baseURL + "/token/?username=johndow&token=a%2Fb%3D&flag"])
+        let result = try await curl(["-H", "X-Custom:   value with spaces  ", "-H", "x-lower: v",
+                                     server.baseURL + "/token/?username=johndow&token=a%2Fb%3D&flag"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout == "seen /token/")
         #expect(server.requests.count == 1)
@@ -24,13 +24,13 @@ import Testing
         #expect(request.body.isEmpty)
     }
 
-    @Test func aContentLengthBodyIsRecordedByteForByte() throws {
+    @Test func aContentLengthBodyIsRecordedByteForByte() async throws {
         let server = try LoopbackHTTPServer()
         let body = Self.pattern(70_000)
         let directory = TemporaryDirectory()
         let file = directory.write("body", bytes: body)
-        let result = try curl(["-H", "Content-Type: application/octet-stream", "-H", "Expect:", "--data-binary", "@" + file,
-                               "-w", "%{http_code}", server.baseURL + "/upload"])
+        let result = try await curl(["-H", "Content-Type: application/octet-stream", "-H", "Expect:", "--data-binary", "@" + file,
+                                     "-w", "%{http_code}", server.baseURL + "/upload"])
         #expect(result.stdout == "204", "\(result.stderr)")
         let request = try #require(server.requests.first)
         #expect(request.method == "POST")
@@ -38,13 +38,13 @@ import Testing
         #expect(request.body == body)
     }
 
-    @Test func aChunkedBodyIsDechunked() throws {
+    @Test func aChunkedBodyIsDechunked() async throws {
         let server = try LoopbackHTTPServer()
         let body = Self.pattern(200_000)
         let directory = TemporaryDirectory()
         let file = directory.write("body", bytes: body)
-        let result = try curl(["-H", "Transfer-Encoding: chunked", "-H", "Expect:", "--data-binary", "@" + file,
-                               "-w", "%{http_code}", server.baseURL + "/chunked"])
+        let result = try await curl(["-H", "Transfer-Encoding: chunked", "-H", "Expect:", "--data-binary", "@" + file,
+                                     "-w", "%{http_code}", server.baseURL + "/chunked"])
         #expect(result.stdout == "204", "\(result.stderr)")
         let request = try #require(server.requests.first)
         #expect(request.header("Transfer-Encoding") == "chunked")
@@ -52,14 +52,14 @@ import Testing
         #expect(request.body == body)
     }
 
-    @Test func expectContinueIsAnsweredBeforeTheBody() throws {
+    @Test func expectContinueIsAnsweredBeforeTheBody() async throws {
         let server = try LoopbackHTTPServer()
         let directory = TemporaryDirectory()
         let file = directory.write("body", bytes: Self.pattern(2000))
         let started = ContinuousClock.now
         // Without a 100 Continue curl would wait the full 10 s before sending the body anyway.
-        let result = try curl(["-v", "--expect100-timeout", "10", "-H", "Expect: 100-continue", "--data-binary", "@" + file,
-                               server.baseURL + "/expect"])
+        let result = try await curl(["-v", "--expect100-timeout", "10", "-H", "Expect: 100-continue", "--data-binary", "@" + file,
+                                     server.baseURL + "/expect"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(ContinuousClock.now - started < .seconds(5))
         #expect(result.stderr.contains("< HTTP/1.1 100 Continue"))
@@ -100,11 +100,11 @@ import Testing
         #expect(requests[1].header("X-Trailer") == nil)
     }
 
-    @Test func keepAliveSharesAConnectionAndConnectionCloseDoesNot() throws {
+    @Test func keepAliveSharesAConnectionAndConnectionCloseDoesNot() async throws {
         let server = try LoopbackHTTPServer { _, index in .status(200, body: "\(index)") }
-        let kept = try curl([server.baseURL + "/a", server.baseURL + "/b"])
+        let kept = try await curl([server.baseURL + "/a", server.baseURL + "/b"])
         #expect(kept.stdout == "01", "\(kept.stderr)")
-        let closed = try curl(["-H", "Connection: close", server.baseURL + "/c", server.baseURL + "/d"])
+        let closed = try await curl(["-H", "Connection: close", server.baseURL + "/c", server.baseURL + "/d"])
         #expect(closed.stdout == "23", "\(closed.stderr)")
         let ids = server.requests.map(\.connectionID)
         #expect(ids.count == 4)
@@ -114,9 +114,9 @@ import Testing
         }
     }
 
-    @Test func aHangingReplyTimesTheClientOutAndStopStillReturns() throws {
+    @Test func aHangingReplyTimesTheClientOutAndStopStillReturns() async throws {
         let server = try LoopbackHTTPServer { _, _ in .hang }
-        let result = try curl(["--max-time", "1", server.baseURL + "/slow"])
+        let result = try await curl(["--max-time", "1", server.baseURL + "/slow"])
         #expect(result.status == 28, "\(result.stderr)")
         #expect(server.requests.count == 1)
 
@@ -133,9 +133,9 @@ import Testing
         #expect(connection.readToEnd() == ([], .closed))
     }
 
-    @Test func aResetReplyResetsTheConnection() throws {
+    @Test func aResetReplyResetsTheConnection() async throws {
         let server = try LoopbackHTTPServer { _, _ in .reset }
-        let result = try curl([server.baseURL + "/"])
+        let result = try await curl([server.baseURL + "/"])
         #expect(result.status == 56 || result.status == 52, "\(result.stderr)")
         if result.status == 56 { #expect(result.stderr.contains("reset by peer")) }
 
@@ -145,9 +145,9 @@ import Testing
         #expect(server.requests.count == 2)
     }
 
-    @Test func aCloseReplyClosesWithoutAnAnswer() throws {
+    @Test func aCloseReplyClosesWithoutAnAnswer() async throws {
         let server = try LoopbackHTTPServer { _, _ in .close }
-        let result = try curl([server.baseURL + "/"])
+        let result = try await curl([server.baseURL + "/"])
         #expect(result.status == 52, "\(result.stderr)")
         #expect(result.stderr.contains("Empty reply from server"))
 
@@ -156,13 +156,13 @@ import Testing
         #expect(connection.readToEnd() == ([], .closed))
     }
 
-    @Test func digestAuthenticationAsCurlAnswersIt() throws {
+    @Test func digestAuthenticationAsCurlAnswersIt() async throws {
         let server = try LoopbackHTTPServer { request, _ in
             LoopbackHTTPServer.isDigestAuthorized(request, username: "bob", password: "digest-secret", realm: "push", nonce: "n0nce")
                 ? .status(204) : LoopbackHTTPServer.digestChallenge(realm: "push", nonce: "n0nce")
         }
-        let accepted = try curl(["--digest", "-u", "bob:digest-secret", "-d", "a=1", "-w", "%{http_code}",
-                                 server.baseURL + "/register?x=1"])
+        let accepted = try await curl(["--digest", "-u", "bob:digest-secret", "-d", "a=1", "-w", "%{http_code}",
+                                       server.baseURL + "/register?x=1"])
         #expect(accepted.stdout == "204", "\(accepted.stderr)")
         #expect(server.requests.count == 2)
         #expect(server.requests.first?.header("Authorization") == nil)
@@ -171,7 +171,7 @@ import Testing
         #expect(answer.header("Authorization")?.contains("uri=\"/register?x=1\"") == true)
         #expect(answer.bodyText == "a=1")
 
-        let refused = try curl(["--digest", "-u", "bob:wrong", "-w", "%{http_code}", "-o", "/dev/null", server.baseURL + "/r"])
+        let refused = try await curl(["--digest", "-u", "bob:wrong", "-w", "%{http_code}", "-o", "/dev/null", server.baseURL + "/r"])
         #expect(refused.stdout == "401", "\(refused.stderr)")
         #expect(server.requests.count == 4)
         #expect(server.requests.last?.header("Authorization")?.hasPrefix("Digest ") == true)
@@ -221,20 +221,20 @@ import Testing
                                                       realm: "testrealm@host.com", nonce: nonce) == authorized)
     }
 
-    @Test func basicAuthenticationAsCurlSendsIt() throws {
+    @Test func basicAuthenticationAsCurlSendsIt() async throws {
         let server = try LoopbackHTTPServer { request, _ in
             LoopbackHTTPServer.isBasicAuthorized(request, username: "bob", password: "s3cret:x")
                 ? .status(204) : LoopbackHTTPServer.basicChallenge(realm: "push")
         }
-        let accepted = try curl(["-u", "bob:s3cret:x", "-w", "%{http_code}", server.baseURL + "/"])
+        let accepted = try await curl(["-u", "bob:s3cret:x", "-w", "%{http_code}", server.baseURL + "/"])
         #expect(accepted.stdout == "204", "\(accepted.stderr)")
-        let refused = try curl(["-u", "bob:wrong", "-i", server.baseURL + "/"])
+        let refused = try await curl(["-u", "bob:wrong", "-i", server.baseURL + "/"])
         #expect(refused.stdout.hasPrefix("HTTP/1.1 401 Unauthorized\r\n"), "\(refused.stderr)")
         #expect(refused.stdout.contains("\r\nWWW-Authenticate: Basic realm=\"push\", charset=\"UTF-8\"\r\n"))
         #expect(server.requests.count == 2)
     }
 
-    @Test func aLargeBodyIsServedEvenToClientsThatLeaveEarly() throws {
+    @Test func aLargeBodyIsServedEvenToClientsThatLeaveEarly() async throws {
         let big = Self.pattern(1 << 20)
         let server = try LoopbackHTTPServer { _, _ in .respond(status: 200, headers: [("Content-Type", "text/plain")], body: big) }
         // A client that reads the head of an 8 MiB answer and closes: the server's write fails
@@ -249,13 +249,13 @@ import Testing
 
         let directory = TemporaryDirectory()
         let file = directory.path + "/out"
-        let result = try curl(["-w", "%{http_code} %{size_download} ", "-o", file, server.baseURL + "/big",
-                               "-o", "/dev/null", early.baseURL + "/again"])
+        let result = try await curl(["-w", "%{http_code} %{size_download} ", "-o", file, server.baseURL + "/big",
+                                     "-o", "/dev/null", early.baseURL + "/again"])
         #expect(result.stdout == "200 1048576 200 8388608 ", "\(result.stderr)")
         #expect(FileManager.default.contents(atPath: file).map(Array.init) == big)
     }
 
-    @Test func aClientThatLeavesBeforeTheReplyDoesNotEndTheProcess() throws {
+    @Test func aClientThatLeavesBeforeTheReplyDoesNotEndTheProcess() async throws {
         // The client closes first, so writing the reply draws a reset and then EPIPE: without
         // MSG_NOSIGNAL that is a SIGPIPE, which would end this test process.
         let left = DispatchSemaphore(value: 0)
@@ -270,11 +270,11 @@ import Testing
         }
         left.signal()
         #expect(server.waitForReplies(1, timeout: .seconds(5)))
-        let result = try curl(["-o", "/dev/null", "-w", "%{http_code}", server.baseURL + "/"])
+        let result = try await curl(["-o", "/dev/null", "-w", "%{http_code}", server.baseURL + "/"])
         #expect(result.stdout == "200", "\(result.stderr)")
     }
 
-    @Test func stopCalledFromAHandlerDoesNotWaitForItself() throws {
+    @Test func stopCalledFromAHandlerDoesNotWaitForItself() async throws {
         let slot = ServerSlot()
         let server = try LoopbackHTTPServer { _, _ in
             slot.server?.stop()
@@ -282,7 +282,7 @@ import Testing
         }
         slot.server = server
         defer { slot.server = nil }
-        let result = try curl([server.baseURL + "/"])
+        let result = try await curl([server.baseURL + "/"])
         #expect(result.status == 52, "\(result.stderr)")
         #expect(throws: RawConnection.Refused.self) { try RawConnection(port: server.port) }
     }
@@ -374,21 +374,21 @@ import Testing
         #expect(throws: RawConnection.Refused.self) { try RawConnection(port: port) }
     }
 
-    @Test func waitForRequestsWaitsOnlyAsLongAsItIsTold() throws {
+    @Test func waitForRequestsWaitsOnlyAsLongAsItIsTold() async throws {
         let server = try LoopbackHTTPServer()
         let started = ContinuousClock.now
         #expect(!server.waitForRequests(1, timeout: .milliseconds(200)))
         let waited = ContinuousClock.now - started
         #expect(waited >= .milliseconds(200) && waited < .seconds(2))
-        _ = try curl([server.baseURL + "/"])
+        _ = try await curl([server.baseURL + "/"])
         #expect(server.waitForRequests(1, timeout: .seconds(5)))
         #expect(server.waitForReplies(1, timeout: .seconds(5)))
     }
 
-    @Test func theHandlerSeesEachRequestsIndexAcrossConnections() throws {
+    @Test func theHandlerSeesEachRequestsIndexAcrossConnections() async throws {
         let server = try LoopbackHTTPServer { request, index in .status(200, body: "\(index)\(request.path)") }
         let urls = (0..<8).map { server.baseURL + "/p\($0)" }
-        let result = try curl(["--parallel", "--parallel-immediate", "-H", "Connection: close"] + urls)
+        let result = try await curl(["--parallel", "--parallel-immediate", "-H", "Connection: close"] + urls)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(server.requests.count == 8)
         #expect(Set(server.requests.map(\.connectionID)).count == 8)
@@ -476,14 +476,21 @@ import Testing
             """)
     }
 
-    @Test func sigtermEndsTheRunCleanly() throws {
+    @Test func sigtermEndsTheRunCleanly() async throws {
         let directory = TemporaryDirectory()
         let (process, _, port) = try Self.start([], in: directory)
-        let served = try curl(["-w", "%{http_code} %{content_type}", "http://127.0.0.1:\(port)/"])
+        let served = try await curl(["-w", "%{http_code} %{content_type}", "http://127.0.0.1:\(port)/"])
         #expect(served.stdout == "{}200 application/json", "\(served.stderr)")
         process.terminate()
         #expect(Self.exitStatus(process) == 0)
         #expect(throws: RawConnection.Refused.self) { try RawConnection(port: port) }
+    }
+
+    @Test func anUnwritablePortFileIsOneLineAndExit1() async throws {
+        let result = try await offThePool { try ProcessRunner.run(Self.receiver, ["--port-file", "/nonexistent/port"]) }
+        #expect(result.status == 1)
+        #expect(result.stderrLines.count == 1)
+        #expect(result.stderr.hasPrefix("pushreporter-receiver: cannot write the port to /nonexistent/port: "))
     }
 
     @Test(arguments: [
@@ -493,8 +500,8 @@ import Testing
         (["--port", "70000"], "--port must be a number from 0 to 65535, not '70000'"),
         (["--port-file"], "--port-file needs a value"),
     ])
-    func aBadArgumentIsOneLineAndExit64(arguments: [String], message: String) throws {
-        let result = try ProcessRunner.run(Self.receiver, arguments)
+    func aBadArgumentIsOneLineAndExit64(arguments: [String], message: String) async throws {
+        let result = try await offThePool { try ProcessRunner.run(Self.receiver, arguments) }
         #expect(result.status == 64)
         #expect(result.stderr == "pushreporter-receiver: \(message) (usage: pushreporter-receiver [--port N] "
             + "[--port-file PATH] [--count N] [--status CODE])\n")
@@ -515,11 +522,25 @@ final class ServerSlot: @unchecked Sendable {
 
 /// Runs `/usr/bin/curl` quietly (errors still shown), with no `.curlrc`, no proxy and at most
 /// 10 s per transfer unless `arguments` say otherwise.
-func curl(_ arguments: [String]) throws -> ProcessOutput {
-    try ProcessRunner.run("/usr/bin/curl", ["-q", "--silent", "--show-error", "--noproxy", "*", "--max-time", "10"] + arguments)
+///
+/// The wait is on a thread of its own: blocking one of the few threads Swift concurrency runs all
+/// tests on (two on a two-core machine) would hold up the async transport tests in this process.
+func curl(_ arguments: [String]) async throws -> ProcessOutput {
+    try await offThePool {
+        try ProcessRunner.run("/usr/bin/curl", ["-q", "--silent", "--show-error", "--noproxy", "*", "--max-time", "10"] + arguments)
+    }
 }
 
-/// A TCP connection to 127.0.0.1 that sends and reads raw bytes, each read waiting at most 5 s.
+/// Runs blocking `work` on a thread of its own and waits for it without holding a thread of
+/// Swift concurrency's pool.
+func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try work() }) }.start()
+    }
+}
+
+/// A TCP connection to 127.0.0.1 that sends and reads raw bytes, each read waiting at most 5 s
+/// (Linux socket constants).
 final class RawConnection {
     /// The server refused the connection.
     struct Refused: Error {}

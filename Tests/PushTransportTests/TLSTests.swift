@@ -98,6 +98,21 @@ import Testing
         #expect(plainServer.requests.isEmpty)
     }
 
+    @Test func noHopOfAChainGoesFromHTTPSToHTTP() async throws {
+        // http → https is allowed; that https hop may not then go back to http.
+        let landing = try LoopbackHTTPServer { _, _ in .status(200) }
+        let server = try TLSServer(redirectTo: landing.baseURL + "/downgraded")
+        let secureHop = server.baseURL + "/redirect"
+        let start = try LoopbackHTTPServer { _, _ in .status(302, headers: [("Location", secureHop)]) }
+        let transport = try CurlTransport(settings: TransportSettings(caFile: server.certificate))
+        let error = await #expect(throws: TransportError.self) {
+            _ = try await transport.send(TransportRequest(method: "GET", url: start.baseURL + "/start"))
+        }
+        #expect(error?.label == "redirect_refused")
+        #expect(start.requests.count == 1)
+        #expect(landing.requests.isEmpty)
+    }
+
     @Test func anUnreadableCAFileIsASentence() {
         do {
             _ = try CurlTransport(settings: TransportSettings(caFile: "/nonexistent/ca.pem"))
