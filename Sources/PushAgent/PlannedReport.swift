@@ -38,19 +38,10 @@ public struct PlannedReport: Sendable {
         return reports
     }
 
-    /// `host:port` (the scheme's port when none is written), lowercased; userinfo dropped.
+    /// `host:port` (the scheme's port when none is written), lowercased; IPv6 in brackets.
     static func host(of url: String) -> String {
-        let lower = url.lowercased()
-        let https = lower.hasPrefix("https://")
-        var rest = lower.dropFirst(https ? 8 : (lower.hasPrefix("http://") ? 7 : 0))
-        if let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) { rest = rest[..<end] }
-        if let at = rest.lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
-        let hasPort: Bool
-        if rest.hasPrefix("[") {
-            hasPort = rest.lastIndex(of: "]").map { rest[$0...].contains(":") } ?? false
-        } else {
-            hasPort = rest.contains(":")
-        }
-        return hasPort ? String(rest) : "\(rest):\(https ? 443 : 80)"
+        guard let target = RequestBuilder.target(of: url) else { return url }
+        let host = target.host.contains(":") ? "[\(target.host)]" : target.host
+        return "\(host):\(target.port)"
     }
 }

@@ -419,8 +419,9 @@ public struct RequestBuilder: Sendable {
         return lowered.hasPrefix("http://") || lowered.hasPrefix("https://")
     }
 
-    /// The scheme and host of a rendered URL (byte-level: it runs for every request).
-    static func target(of url: String) -> (scheme: String, host: String)? {
+    /// The scheme, host (lowercased, IPv6 without brackets) and port (the scheme's when none is
+    /// written) of a rendered URL; nil without `scheme://host`. Byte-level: it runs for every request.
+    public static func target(of url: String) -> (scheme: String, host: String, port: Int)? {
         let bytes = url.utf8
         guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")),
               bytes[colon...].starts(with: "://".utf8) else { return nil }
@@ -431,13 +432,20 @@ public struct RequestBuilder: Sendable {
         }
         if let at = authority.lastIndex(of: UInt8(ascii: "@")) { authority = authority[authority.index(after: at)...] }
         var host: Substring.UTF8View
+        var rest: Substring.UTF8View
         if authority.first == UInt8(ascii: "["), let close = authority.firstIndex(of: UInt8(ascii: "]")) {
             host = authority[authority.index(after: authority.startIndex)..<close]
+            rest = authority[authority.index(after: close)...]
         } else {
             host = authority.prefix { $0 != UInt8(ascii: ":") }
+            rest = authority[host.endIndex...]
         }
         guard !host.isEmpty else { return nil }
-        return (scheme, String(decoding: host, as: UTF8.self).lowercased())
+        var port = scheme == "https" ? 443 : 80
+        if rest.first == UInt8(ascii: ":"), let written = Int(String(decoding: rest.dropFirst(), as: UTF8.self)) {
+            port = written
+        }
+        return (scheme, String(decoding: host, as: UTF8.self).lowercased(), port)
     }
 
     /// Whether `host` is a loopback name or address (`localhost`, `127.0.0.0/8`, `::1`).

@@ -193,14 +193,18 @@ final class CurlTransfer: @unchecked Sendable {
         responseHeaders.removeAll()
     }
 
-    /// `scheme://host:port` of a URL, lowercased, without userinfo, path or query.
+    /// `scheme://host:port` of a URL as libcurl parses it (the scheme's port when none is written).
     static func authority(of url: String) -> String {
-        let lower = url.lowercased()
-        guard let schemeEnd = lower.range(of: "://") else { return lower }
-        var rest = lower[schemeEnd.upperBound...]
-        if let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) { rest = rest[..<end] }
-        if let at = rest.lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
-        return String(lower[..<schemeEnd.upperBound]) + rest
+        guard let parsed = curl_url() else { return url }
+        defer { curl_url_cleanup(parsed) }
+        guard curl_url_set(parsed, CURLUPART_URL, url, 0) == CURLUE_OK else { return url }
+        func part(_ which: CURLUPart, _ flags: UInt32 = 0) -> String {
+            var text: UnsafeMutablePointer<CChar>?
+            guard curl_url_get(parsed, which, &text, flags) == CURLUE_OK, let text else { return "" }
+            defer { curl_free(text) }
+            return String(cString: text).lowercased()
+        }
+        return part(CURLUPART_SCHEME) + "://" + part(CURLUPART_HOST) + ":" + part(CURLUPART_PORT, UInt32(CURLU_DEFAULT_PORT))
     }
 
     /// Resumes the waiting task with the transfer's outcome. Called once, on the transport thread.
