@@ -167,9 +167,9 @@ public struct RequestBuilder: Sendable {
                 failed = true
             }
         }
-        guard !failed, let url else { return nil }
-
+        // Checked before giving up on a failed request, so one run reports every problem.
         checkAccountReferences(placed, account: account, diagnostics: &diagnostics)
+        guard !failed, let url else { return nil }
 
         let values = AccountValues(account: account, table: table, globals: configuration.globals, builtins: builtins)
         do throws(RenderFailure) {

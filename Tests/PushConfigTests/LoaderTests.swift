@@ -194,6 +194,13 @@ struct RequestBuildingTests {
         Loaded(Self.account + "\n" + extra.split(separator: "\n").map { "    " + $0 }.joined(separator: "\n") + "\n")
     }
 
+    @Test("a request that fails on one key still has its other problems reported")
+    func everyProblemOfOneRequest() {
+        let l = loaded("pushTokenReporterUrl: https://h.example/t?u=%account[usrname]%\npushTokenReporterMethod: PATCH")
+        #expect(l.lines.contains { $0.contains("error: no account has a key 'usrname'; did you mean 'username'?") })
+        #expect(l.lines.contains { $0.contains("error: pushTokenReporterMethod must be GET, POST, PUT, HEAD or DELETE, not 'PATCH'") })
+    }
+
     @Test("GET without a body, POST with one, explicit methods upper-cased")
     func methods() throws {
         let get = loaded("pushTokenReporterUrl: https://h.example/t?u=%account[username]%")
