@@ -50,7 +50,7 @@ struct Run: AsyncParsableCommand {
         let loaded = LoadedConfiguration(options: config)
         let configuration = loaded.result.configuration
         for diagnostic in loaded.diagnostics.sorted(fileOrder: configuration.files) {
-            if diagnostic.severity == .error { logger.error("\(diagnostic.formatted)") } else { logger.warning("\(diagnostic.formatted)") }
+            output.line(diagnostic.formatted)
         }
         if loaded.diagnostics.hasErrors {
             logger.error("the configuration has errors, so nothing was sent; 'pushreporter validate' lists every problem")
@@ -67,7 +67,7 @@ struct Run: AsyncParsableCommand {
             reports = PlannedReport.reports(builder: &builder, defaultTimeout: configuration.agent.timeout, diagnostics: &problems)
             if problems.hasErrors {
                 for diagnostic in problems.sorted(fileOrder: configuration.files) where diagnostic.severity == .error {
-                    logger.error("\(diagnostic.formatted)")
+                    output.line(diagnostic.formatted)
                 }
                 exitNow(Exit.configuration)
             }
