@@ -15,6 +15,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         .systemLibrary(
@@ -26,6 +27,11 @@ let package = Package(
             name: "CCurl",
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
         ),
         .target(
             name: "PushTemplates",
@@ -49,6 +55,11 @@ let package = Package(
             name: "PushTransport",
             dependencies: ["CCurl"]
         ),
+        // State (SPEC §6) on SQLite; the only module that sees CSQLite.
+        .target(
+            name: "PushState",
+            dependencies: ["CSQLite"]
+        ),
         // Composition: configuration → requests → scheduler → transport, with logging.
         .target(
             name: "PushAgent",
@@ -57,7 +68,10 @@ let package = Package(
                 "PushTemplates",
                 "PushScheduler",
                 "PushTransport",
+                "PushState",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
         .target(
@@ -69,6 +83,7 @@ let package = Package(
             dependencies: [
                 "PushAgent",
                 "PushConfig",
+                "PushState",
                 "PushTemplates",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -97,12 +112,16 @@ let package = Package(
             dependencies: ["PushTransport", "PushTestSupport"]
         ),
         .testTarget(
+            name: "PushStateTests",
+            dependencies: ["PushState", "PushTestSupport"]
+        ),
+        .testTarget(
             name: "PushAgentTests",
-            dependencies: ["PushAgent", "PushConfig", "PushScheduler", "PushTransport", "PushTestSupport"]
+            dependencies: ["PushAgent", "PushConfig", "PushScheduler", "PushState", "PushTransport", "PushTestSupport"]
         ),
         .testTarget(
             name: "PushReporterTests",
-            dependencies: ["PushTestSupport"]
+            dependencies: ["PushState", "PushTestSupport"]
         ),
     ]
 )

@@ -2,6 +2,7 @@ import ArgumentParser
 import Logging
 import PushAgent
 import PushConfig
+import PushState
 import PushTransport
 
 /// `pushreporter run`: report every account's tokens and retry failures.

@@ -1,7 +1,7 @@
 import Foundation
 
-/// The state directory (SPEC §6): created mode 0700, its files 0600. For now it holds the
-/// generated `installid`; the state database joins it later.
+/// The state directory (SPEC §6): created mode 0700, its files 0600. It holds the generated
+/// `installid` and the state database (``StateStore``).
 public struct StateDirectory: Sendable {
     /// Why the state directory cannot be used, as a sentence.
     public struct Problem: Error, CustomStringConvertible {
@@ -10,12 +10,16 @@ public struct StateDirectory: Sendable {
 
     public let path: String
 
-    /// Creates the directory (and its parents) when missing, mode 0700.
-    public init(path: String) throws(Problem) {
+    /// Creates the directory (and its parents) when missing, mode 0700; with `create: false` a
+    /// missing directory is an error instead (for readers such as `status`).
+    public init(path: String, create: Bool = true) throws(Problem) {
         self.path = path
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
             guard isDirectory.boolValue else { throw Problem(description: "the state directory \(path) is not a directory") }
+            if !create { return }
+        } else if !create {
+            throw Problem(description: "there is no state directory \(path): the agent has not run with it; give --state-dir DIR")
         } else {
             do {
                 try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true,

@@ -1,0 +1,130 @@
+import CSQLite
+
+/// A minimal binding of one SQLite connection: statements with text and integer parameters.
+///
+/// Not thread-safe on its own; ``StateStore`` serialises every use behind its lock.
+final class SQLiteConnection {
+    private let handle: OpaquePointer
+    let path: String
+
+    /// Opens (and with `create`, creates) the database at `path`.
+    init(path: String, readOnly: Bool, create: Bool) throws(StateError) {
+        self.path = path
+        var handle: OpaquePointer?
+        var flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+        flags |= readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE
+        if create && !readOnly { flags |= SQLITE_OPEN_CREATE }
+        let status = sqlite3_open_v2(path, &handle, flags, nil)
+        guard status == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(status))
+            sqlite3_close_v2(handle)
+            throw StateError(.open, "cannot open the state database \(path) (\(message))")
+        }
+        self.handle = handle
+        sqlite3_busy_timeout(handle, 5_000)
+    }
+
+    deinit {
+        sqlite3_close_v2(handle)
+    }
+
+    /// Runs `sql` (one or more statements without parameters).
+    func execute(_ sql: String) throws(StateError) {
+        var message: UnsafeMutablePointer<CChar>?
+        let status = sqlite3_exec(handle, sql, nil, nil, &message)
+        if status != SQLITE_OK {
+            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(status))
+            sqlite3_free(message)
+            throw StateError(.query, "the state database \(path) failed (\(text))")
+        }
+    }
+
+    /// Compiles `sql` into a statement that can be run many times.
+    func prepare(_ sql: String) throws(StateError) -> Statement {
+        var statement: OpaquePointer?
+        let status = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard status == SQLITE_OK, let statement else {
+            throw StateError(.query, "the state database \(path) failed (\(String(cString: sqlite3_errmsg(handle))))")
+        }
+        return Statement(handle: statement, connection: self)
+    }
+
+    fileprivate func failure(_ status: Int32) -> StateError {
+        StateError(.query, "the state database \(path) failed (\(String(cString: sqlite3_errmsg(handle))))")
+    }
+
+    /// One compiled statement; parameters are bound by position from 1.
+    final class Statement {
+        private let handle: OpaquePointer
+        private unowned let connection: SQLiteConnection
+
+        fileprivate init(handle: OpaquePointer, connection: SQLiteConnection) {
+            self.handle = handle
+            self.connection = connection
+        }
+
+        deinit {
+            sqlite3_finalize(handle)
+        }
+
+        func bind(_ index: Int32, _ text: String?) {
+            guard let text else {
+                sqlite3_bind_null(handle, index)
+                return
+            }
+            var utf8 = text
+            utf8.withUTF8 { bytes in
+                bytes.withMemoryRebound(to: CChar.self) { chars in
+                    // A zero-length text still needs a valid pointer.
+                    if let base = chars.baseAddress {
+                        _ = pr_bind_text(handle, index, base, Int32(chars.count))
+                    } else {
+                        _ = pr_bind_text(handle, index, "", 0)
+                    }
+                }
+            }
+        }
+
+        func bind(_ index: Int32, _ value: Int64?) {
+            if let value {
+                sqlite3_bind_int64(handle, index, value)
+            } else {
+                sqlite3_bind_null(handle, index)
+            }
+        }
+
+        /// Runs a statement that returns no rows, then resets it for the next use.
+        func run() throws(StateError) {
+            defer { reset() }
+            let status = sqlite3_step(handle)
+            guard status == SQLITE_DONE || status == SQLITE_ROW else { throw connection.failure(status) }
+        }
+
+        /// Steps to the next row: true while there is one.
+        func step() throws(StateError) -> Bool {
+            let status = sqlite3_step(handle)
+            switch status {
+            case SQLITE_ROW: return true
+            case SQLITE_DONE: return false
+            default: throw connection.failure(status)
+            }
+        }
+
+        func reset() {
+            sqlite3_reset(handle)
+            sqlite3_clear_bindings(handle)
+        }
+
+        func text(_ column: Int32) -> String? {
+            guard sqlite3_column_type(handle, column) != SQLITE_NULL, let bytes = sqlite3_column_text(handle, column) else {
+                return nil
+            }
+            let count = Int(sqlite3_column_bytes(handle, column))
+            return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
+        }
+
+        func int64(_ column: Int32) -> Int64? {
+            sqlite3_column_type(handle, column) == SQLITE_NULL ? nil : sqlite3_column_int64(handle, column)
+        }
+    }
+}

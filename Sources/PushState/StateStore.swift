@@ -1,0 +1,144 @@
+import CSQLite
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+
+/// The state database (SPEC §6): one SQLite file in WAL mode, `state.sqlite` in the state
+/// directory, mode 0600.
+///
+/// It stores ``AccountRecord``s and nothing else; deciding what to write, and batching the
+/// writes, is the agent's job. ``save(_:deleting:)`` writes any number of records in one
+/// transaction, so a `kill -9` leaves either all of a batch or none of it. Several processes
+/// may use the file at once (`status` reads while the agent writes).
+public final class StateStore: Sendable {
+    /// The database's file name inside the state directory.
+    public static let fileName = "state.sqlite"
+
+    /// The database file.
+    public let path: String
+    private let connection: Mutex<Statements>
+
+    /// Opens the database of `directory`, creating it (0600) and its schema when missing.
+    ///
+    /// With `readOnly`, nothing is created: a directory without a database throws an error whose
+    /// ``StateError/isMissing`` is true.
+    public init(directory: StateDirectory, readOnly: Bool = false) throws(StateError) {
+        path = directory.path + "/" + Self.fileName
+        if readOnly {
+            guard access(path, F_OK) == 0 else {
+                throw StateError(.missing, "there is no state in \(directory.path) yet: the agent has not run with this state directory")
+            }
+        } else {
+            // SQLite gives the -wal and -shm files the mode of the database file.
+            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard fd >= 0 else {
+                throw StateError(.open, "cannot create the state database \(path) (\(String(cString: strerror(errno))))")
+            }
+            close(fd)
+        }
+        let database = try SQLiteConnection(path: path, readOnly: readOnly, create: !readOnly)
+        if !readOnly {
+            try database.execute("""
+                PRAGMA journal_mode = WAL;
+                PRAGMA synchronous = NORMAL;
+                CREATE TABLE IF NOT EXISTS accounts (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    fingerprint TEXT NOT NULL,
+                    delivered_fingerprint TEXT,
+                    attempts INTEGER NOT NULL,
+                    last_attempt_at INTEGER,
+                    last_outcome TEXT,
+                    next_due_at INTEGER,
+                    last_success_at INTEGER,
+                    removal TEXT,
+                    removing INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                PRAGMA user_version = 1;
+                """)
+        }
+        connection = Mutex(try Statements(database))
+    }
+
+    /// Every stored record, ordered by id.
+    public func records() throws(StateError) -> [AccountRecord] {
+        try connection.withLock { (statements: inout Statements) throws(StateError) -> [AccountRecord] in
+            let select = statements.selectAll
+            defer { select.reset() }
+            var records: [AccountRecord] = []
+            while try select.step() {
+                records.append(AccountRecord(
+                    id: select.text(0) ?? "", fingerprint: select.text(1) ?? "",
+                    deliveredFingerprint: select.text(2), attempts: Int(select.int64(3) ?? 0),
+                    lastAttemptAt: select.int64(4), lastOutcome: select.text(5), nextDueAt: select.int64(6),
+                    lastSuccessAt: select.int64(7), removal: select.text(8), isRemoving: (select.int64(9) ?? 0) != 0))
+            }
+            return records
+        }
+    }
+
+    /// Writes `records` (inserted or replaced by id) and deletes `ids`, all in one transaction.
+    public func save(_ records: some Collection<AccountRecord>, deleting ids: some Collection<String> = [String]())
+        throws(StateError) {
+        guard !records.isEmpty || !ids.isEmpty else { return }
+        try connection.withLock { (statements: inout Statements) throws(StateError) in
+            try statements.begin.run()
+            do throws(StateError) {
+                let upsert = statements.upsert
+                for record in records {
+                    upsert.bind(1, record.id)
+                    upsert.bind(2, record.fingerprint)
+                    upsert.bind(3, record.deliveredFingerprint)
+                    upsert.bind(4, Int64(record.attempts))
+                    upsert.bind(5, record.lastAttemptAt)
+                    upsert.bind(6, record.lastOutcome)
+                    upsert.bind(7, record.nextDueAt)
+                    upsert.bind(8, record.lastSuccessAt)
+                    upsert.bind(9, record.removal)
+                    upsert.bind(10, record.isRemoving ? 1 : 0)
+                    try upsert.run()
+                }
+                for id in ids {
+                    statements.delete.bind(1, id)
+                    try statements.delete.run()
+                }
+                try statements.commit.run()
+            } catch {
+                try? statements.rollback.run()
+                throw error
+            }
+        }
+    }
+
+    /// SQLite's `PRAGMA integrity_check`: `ok`, or the problems it found.
+    public func integrityCheck() throws(StateError) -> String {
+        try connection.withLock { (statements: inout Statements) throws(StateError) -> String in
+            let check = try statements.database.prepare("PRAGMA integrity_check")
+            var lines: [String] = []
+            while try check.step() { lines.append(check.text(0) ?? "") }
+            return lines.joined(separator: "\n")
+        }
+    }
+}
+
+/// The connection and its prepared statements, used only under the store's lock.
+private struct Statements: @unchecked Sendable {
+    let database: SQLiteConnection
+    let selectAll: SQLiteConnection.Statement
+    let upsert: SQLiteConnection.Statement
+    let delete: SQLiteConnection.Statement
+    let begin: SQLiteConnection.Statement
+    let commit: SQLiteConnection.Statement
+    let rollback: SQLiteConnection.Statement
+
+    init(_ database: SQLiteConnection) throws(StateError) {
+        self.database = database
+        let columns = "id, fingerprint, delivered_fingerprint, attempts, last_attempt_at, last_outcome, next_due_at, last_success_at, removal, removing"
+        selectAll = try database.prepare("SELECT \(columns) FROM accounts ORDER BY id")
+        upsert = try database.prepare("INSERT OR REPLACE INTO accounts (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        delete = try database.prepare("DELETE FROM accounts WHERE id = ?")
+        begin = try database.prepare("BEGIN IMMEDIATE")
+        commit = try database.prepare("COMMIT")
+        rollback = try database.prepare("ROLLBACK")
+    }
+}

@@ -1,0 +1,82 @@
+import Foundation
+import PushState
+import PushTestSupport
+import Testing
+
+@Suite struct StateStoreTests {
+    private func sample(_ id: String) -> AccountRecord {
+        AccountRecord(id: id, fingerprint: "f-\(id)", deliveredFingerprint: "f-\(id)", attempts: 0,
+                      lastAttemptAt: 1_700_000_000_000, lastOutcome: "delivered", nextDueAt: nil,
+                      lastSuccessAt: 1_700_000_000_000, removal: #"{"method":"DELETE"}"#, isRemoving: false)
+    }
+
+    @Test func recordsSurviveReopeningAndDeletesAreApplied() throws {
+        let temporary = TemporaryDirectory()
+        let directory = try StateDirectory(path: temporary.path + "/state")
+        do {
+            let store = try StateStore(directory: directory)
+            var retrying = sample("bob")
+            retrying.attempts = 3
+            retrying.lastOutcome = "HTTP 503"
+            retrying.nextDueAt = 1_700_000_060_000
+            try store.save([sample("alice"), retrying, sample("carol")])
+            try store.save([AccountRecord](), deleting: ["carol"])
+        }
+        let reopened = try StateStore(directory: directory, readOnly: true)
+        let records = try reopened.records()
+        #expect(records.map(\.id) == ["alice", "bob"])
+        #expect(records[0] == sample("alice"))
+        #expect(records[1].attempts == 3)
+        #expect(records[1].lastOutcome == "HTTP 503")
+        #expect(records[1].nextDueAt == 1_700_000_060_000)
+        #expect(records[1].phase == .retrying)
+        #expect(records[0].phase == .delivered)
+        #expect(try reopened.integrityCheck() == "ok")
+    }
+
+    @Test func filesAreOwnerOnlyAndTheJournalIsWAL() throws {
+        let temporary = TemporaryDirectory()
+        let directory = try StateDirectory(path: temporary.path + "/new/state")
+        let store = try StateStore(directory: directory)
+        try store.save([sample("alice")])
+        func mode(_ path: String) throws -> Int {
+            try (FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? -1
+        }
+        #expect(try mode(directory.path) == 0o700)
+        #expect(try mode(store.path) == 0o600)
+        #expect(try mode(store.path + "-wal") == 0o600)
+        #expect(try mode(store.path + "-shm") == 0o600)
+    }
+
+    @Test func aReaderSeesTheWritersCommittedBatches() throws {
+        let temporary = TemporaryDirectory()
+        let directory = try StateDirectory(path: temporary.path)
+        let writer = try StateStore(directory: directory)
+        try writer.save([sample("alice")])
+        let reader = try StateStore(directory: directory, readOnly: true)
+        #expect(try reader.records().count == 1)
+        try writer.save((0..<500).map { sample("account-\($0)") })
+        #expect(try reader.records().count == 501)
+    }
+
+    @Test func readingADirectoryWithoutStateSaysSo() throws {
+        let temporary = TemporaryDirectory()
+        let directory = try StateDirectory(path: temporary.path, create: false)
+        #expect(throws: StateError.self) { try StateStore(directory: directory, readOnly: true) }
+        do {
+            _ = try StateStore(directory: directory, readOnly: true)
+        } catch {
+            #expect(error.isMissing)
+            #expect(error.description == "there is no state in \(temporary.path) yet: the agent has not run with this state directory")
+        }
+        #expect(throws: StateDirectory.Problem.self) { try StateDirectory(path: temporary.path + "/absent", create: false) }
+    }
+
+    @Test func phasesFollowTheRecord() {
+        #expect(AccountRecord(id: "a", fingerprint: "x").phase == .pending)
+        #expect(AccountRecord(id: "a", fingerprint: "x", attempts: 2).phase == .retrying)
+        #expect(AccountRecord(id: "a", fingerprint: "x", deliveredFingerprint: "y").phase == .pending)
+        #expect(AccountRecord(id: "a", fingerprint: "x", deliveredFingerprint: "x").phase == .delivered)
+        #expect(AccountRecord(id: "a", deliveredFingerprint: "x", isRemoving: true).phase == .removing)
+    }
+}
