@@ -84,4 +84,10 @@ public enum WallClock {
 
     /// Seconds since 1970, for `Retry-After` HTTP dates.
     @Sendable public static func epochSeconds() -> Int64 { now().seconds }
+
+    /// Milliseconds since 1970, for the state's times.
+    @Sendable public static func epochMilliseconds() -> Int64 {
+        let time = now()
+        return time.seconds * 1000 + Int64(time.milliseconds)
+    }
 }

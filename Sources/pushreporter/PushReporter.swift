@@ -12,7 +12,7 @@ struct PushReporter: AsyncParsableCommand {
             Configuration: --config PATH (repeatable), else $PUSHREPORTER_CONFIG, else /etc/pushreporter.
             """,
         version: PushReporterVersion.current,
-        subcommands: [Run.self, Validate.self, Preview.self]
+        subcommands: [Run.self, Validate.self, Preview.self, Status.self, Remove.self]
     )
 }
 

@@ -4,15 +4,20 @@ import PushAgent
 import PushConfig
 import PushState
 import PushTransport
+import ServiceLifecycle
+import UnixSignals
 
 /// `pushreporter run`: report every account's tokens and retry failures.
 struct Run: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Report every enabled account's push tokens, retrying failures with backoff.",
         discussion: """
-            With --once: report every account, retry failures until each is delivered or the deadline \
-            passes, print a summary on standard output and exit 0 (all delivered) or 1. Logs go to standard \
-            error, never with secrets; on a terminal a progress line shows how far it got.
+            Without --once the agent runs until SIGTERM: it reports every account on start, retries failures \
+            for as long as it runs, reloads the configuration on SIGHUP (or on file changes with --watch), \
+            reports new and changed accounts at once, sends the removal report of accounts that left, and \
+            keeps systemd told (READY, STATUS, WATCHDOG, RELOADING, STOPPING). With --once: report every \
+            account, retry until each is delivered or the deadline passes, print a summary on standard \
+            output and exit 0 (all delivered) or 1. Logs go to standard error, never with secrets.
             """
     )
 
@@ -28,6 +33,9 @@ struct Run: AsyncParsableCommand {
     @Option(help: ArgumentHelp("With --once: how long to keep retrying, e.g. 60s, 5m.", valueName: "duration"))
     var deadline: String = "60s"
 
+    @Flag(help: "Reload when a configuration file or directory changes (as on SIGHUP).")
+    var watch = false
+
     @Option(help: "Least severe log level shown: trace, debug, info, notice, warning, error or critical.")
     var logLevel: Logger.Level = .info
 
@@ -35,12 +43,10 @@ struct Run: AsyncParsableCommand {
     var logFormat: LogOutput.Format = .text
 
     func validate() throws {
-        guard once else {
-            throw ValidationError("only 'run --once' exists so far; the long-running mode is not built yet")
-        }
         guard let parsed = DurationParser.parse(deadline), parsed > .zero else {
             throw ValidationError("--deadline must be a duration such as 60s, 5m or 1h, not '\(deadline)'")
         }
+        if watch && once { throw ValidationError("--watch applies to the long-running agent, not to --once") }
     }
 
     func run() async throws {
@@ -48,54 +54,105 @@ struct Run: AsyncParsableCommand {
         var logger = Logger(label: "pushreporter") { _ in AgentLogHandler(output: output, level: logLevel) }
         logger.logLevel = logLevel
 
-        let loaded = LoadedConfiguration(options: config)
-        let configuration = loaded.result.configuration
-        for diagnostic in loaded.diagnostics.sorted(fileOrder: configuration.files) {
+        let setup: AgentSetup
+        do {
+            setup = try AgentSetup(options: config, stateDir: stateDir)
+        } catch {
+            for line in error.lines { output.line(line) }
+            if error.code == 78 {
+                logger.error("the configuration has errors, so nothing was sent; 'pushreporter validate' lists every problem")
+            }
+            exitNow(ExitCode(error.code))
+        }
+        for diagnostic in setup.loaded.diagnostics.sorted(fileOrder: setup.configuration.files) {
             output.line(diagnostic.formatted)
         }
-        if loaded.diagnostics.hasErrors {
-            logger.error("the configuration has errors, so nothing was sent; 'pushreporter validate' lists every problem")
-            exitNow(Exit.configuration)
+        for plan in setup.plans where plan.report.rendered.secretsWithheld {
+            logger.warning("\(plan.id): secrets are sent as ******** because \(plan.report.host) is plain http and not loopback; use https")
         }
-
-        let environment = LoaderEnvironment.current()
-        let reports: [PlannedReport]
-        do {
-            let state = try StateDirectory(path: stateDir ?? configuration.agent.resolvedStateDirectory(environment: environment.variables))
-            var builder = RequestBuilder(configuration: configuration, sources: loaded.result.sources,
-                                         installID: try state.installID(), hostname: environment.hostname)
-            var problems = DiagnosticList()
-            reports = PlannedReport.reports(builder: &builder, defaultTimeout: configuration.agent.timeout, diagnostics: &problems)
-            if problems.hasErrors {
-                for diagnostic in problems.sorted(fileOrder: configuration.files) where diagnostic.severity == .error {
-                    output.line(diagnostic.formatted)
-                }
-                exitNow(Exit.configuration)
-            }
-        } catch {
-            logger.error("\(error.description)")
-            exitNow(Exit.failure)
-        }
-        for report in reports where report.rendered.secretsWithheld {
-            logger.warning("\(report.account): secrets are sent as ******** because \(report.host) is plain http and not loopback; use https")
-        }
-        if reports.isEmpty {
+        if setup.plans.isEmpty {
             logger.warning("no enabled account has a pushTokenReporterUrl, so there is nothing to report")
         }
-
+        let records: [AccountRecord]
         let transport: CurlTransport
         do {
-            transport = try CurlTransport(settings: TransportSettings(caFile: configuration.agent.tlsCAFile))
+            records = try setup.store.records()
+            transport = try CurlTransport(settings: TransportSettings(caFile: setup.configuration.agent.tlsCAFile))
         } catch {
             logger.error("\(String(describing: error))")
             exitNow(Exit.failure)
         }
-        let runner = OnceRunner(reports: reports, settings: configuration.agent, transport: transport,
+        if once {
+            await runOnce(setup: setup, records: records, transport: transport, logger: logger, output: output)
+        } else {
+            await runAgent(setup: setup, records: records, transport: transport, logger: logger)
+        }
+    }
+
+    /// `run --once`: every report and every owed removal, retried until the deadline.
+    private func runOnce(setup: AgentSetup, records: [AccountRecord], transport: CurlTransport, logger: Logger,
+                         output: LogOutput) async -> Never {
+        let settings = setup.configuration.agent
+        var batch = OnceBatch(plans: setup.plans, records: records, defaultTimeout: settings.timeout)
+        for id in batch.unreadableRemovals {
+            logger.error("\(id): the stored removal request cannot be read, so the account is forgotten without one")
+        }
+        let runner = OnceRunner(reports: batch.reports, settings: settings, transport: transport,
                                 logger: logger, clock: ContinuousClock(), output: output)
         let outcome = await runner.run(deadline: DurationParser.parse(deadline) ?? .seconds(60))
         transport.shutdown()
+        let (saved, forgotten) = batch.records(after: outcome, now: WallClock.epochMilliseconds())
+        do {
+            try setup.store.save(saved, deleting: forgotten)
+        } catch {
+            logger.error("\(error.description)")
+        }
         print(outcome.summary)
         exitNow(outcome.undelivered.isEmpty ? .success : Exit.failure)
+    }
+
+    /// The long-running agent, as a group of services that stops on SIGTERM or SIGINT.
+    private func runAgent(setup: AgentSetup, records: [AccountRecord], transport: CurlTransport, logger: Logger) async -> Never {
+        let environment = LoaderEnvironment.current().variables
+        let notifier = SystemdNotifier(environment: environment)
+        // The SIGHUP handler is in place before READY=1 is sent.
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
+        var reloadSources: [Agent<ContinuousClock>.ReloadSource] = [{ continuation in
+            for await _ in hangups { continuation.yield("SIGHUP") }
+        }]
+        if watch {
+            let paths = config.resolvedPaths(environment: LoaderEnvironment.current())
+            reloadSources.append({ continuation in
+                await ConfigWatcher(paths: paths).changes { continuation.yield("changed files") }
+            })
+        }
+        let options = config
+        let installID = setup.installID
+        let settings = setup.configuration.agent
+        let recorder = StateRecorder(store: setup.store, logger: logger, clock: ContinuousClock())
+        let agent = Agent(plans: setup.plans, records: records, settings: settings, transport: transport,
+                          recorder: recorder, notifier: notifier, logger: logger, clock: ContinuousClock(),
+                          load: { AgentSetup.reload(options: options, installID: installID) },
+                          reloadSources: reloadSources, gracePeriod: min(settings.timeout, .seconds(10)))
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: recorder)]
+        if let interval = SystemdNotifier.watchdogInterval(environment: environment) {
+            services.append(.init(service: Watchdog(notifier: notifier, interval: interval, clock: ContinuousClock())))
+        }
+        services.append(.init(service: agent))
+        var quiet = logger
+        quiet.logLevel = max(logger.logLevel, .warning)
+        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint],
+                                                      logger: quiet))
+        do {
+            try await group.run()
+        } catch {
+            logger.error("the agent stopped: \(String(describing: error))")
+            recorder.flush()
+            exitNow(Exit.failure)
+        }
+        transport.shutdown()
+        logger.info("stopped")
+        exitNow(.success)
     }
 }
 

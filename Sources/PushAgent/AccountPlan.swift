@@ -1,0 +1,38 @@
+import PushConfig
+
+/// What the configuration asks of one account: its report, and the removal request that would
+/// be kept if that report is delivered.
+public struct AccountPlan: Sendable {
+    /// The account's `id`.
+    public var id: String { report.account }
+    /// The `pushTokenReporter` request, rendered as sent.
+    public var report: PlannedReport
+    /// The `accountRemovalReporter` request rendered from the same values, as state text; nil
+    /// when the account has no `accountRemovalReporterUrl`.
+    public var removal: String?
+
+    /// The plans of every enabled account that has a `pushTokenReporterUrl`. Accounts whose
+    /// requests cannot be rendered add diagnostics and are left out.
+    public static func plans(builder: inout RequestBuilder, defaultTimeout: Duration,
+                             diagnostics: inout DiagnosticList) -> [AccountPlan] {
+        var plans: [AccountPlan] = []
+        plans.reserveCapacity(builder.configuration.accounts.count)
+        for account in builder.configuration.accounts where account.isEnabled {
+            guard let rendered = builder.request(for: account, reporter: .pushTokenReporter, display: .asSent,
+                                                 diagnostics: &diagnostics) else { continue }
+            var removal: String?
+            if account.values[Reporter.accountRemovalReporter.key(.url)] != nil {
+                guard let request = builder.request(for: account, reporter: .accountRemovalReporter, display: .asSent,
+                                                    diagnostics: &diagnostics) else { continue }
+                removal = StoredRequest(request).text
+            }
+            plans.append(AccountPlan(report: PlannedReport(rendered, defaultTimeout: defaultTimeout), removal: removal))
+        }
+        return plans
+    }
+
+    /// The removal report kept in a state record, ready to send; nil when the text is not one.
+    public static func removalReport(account: String, storedText: String, defaultTimeout: Duration) -> PlannedReport? {
+        StoredRequest(text: storedText).map { PlannedReport($0.rendered(account: account), defaultTimeout: defaultTimeout) }
+    }
+}

@@ -1,0 +1,280 @@
+import Logging
+import PushConfig
+import PushScheduler
+import PushState
+import ServiceLifecycle
+import Synchronization
+
+/// What loading the configuration gave, for a reload.
+public enum ConfigurationLoad: Sendable {
+    /// A valid configuration: the plans of its accounts and its agent settings.
+    case loaded(plans: [AccountPlan], settings: AgentSettings)
+    /// An invalid one, with a sentence that says why (the first error, where it is, and how many).
+    case invalid(reason: String)
+}
+
+/// The long-running agent (`pushreporter run`, SPEC §5 and §8): reports every account on start,
+/// retries for as long as it runs, reloads on request, sends removals, and keeps systemd told.
+///
+/// Decisions are made by ``AgentBook``; this service applies them to the scheduler and the
+/// state recorder. Stopping: on graceful shutdown it sends `STOPPING=1`, starts no new request,
+/// gives the requests in flight `gracePeriod` to finish, then cancels them and returns. List the
+/// ``StateRecorder`` before it in the service group so the state is flushed after it returns.
+public final class Agent<C: Clock>: Service, Sendable where C.Duration == Duration {
+    /// A source of reload requests (SIGHUP, changed files): it yields a reason each time, and
+    /// returns when its task is cancelled.
+    public typealias ReloadSource = @Sendable (AsyncStream<String>.Continuation) async -> Void
+
+    private let settings: AgentSettings
+    private let transport: any HTTPTransport
+    private let recorder: StateRecorder<C>
+    private let notifier: any ServiceManagerNotifier
+    private let logger: Logger
+    private let clock: C
+    private let wallClock: @Sendable () -> Int64
+    private let load: @Sendable () async -> ConfigurationLoad
+    private let reloadSources: [ReloadSource]
+    private let gracePeriod: Duration
+    private let statusInterval: Duration
+
+    private let book: Mutex<AgentBook>
+    private let startup: Mutex<(plans: [AccountPlan], records: [AccountRecord])?>
+    private let schedulerSlot = Mutex<ReportScheduler<JobKey, C>?>(nil)
+    private let statusNote = Mutex<String?>(nil)
+    private let statusChanges: AsyncStream<Void>
+    private let statusContinuation: AsyncStream<Void>.Continuation
+
+    /// - Parameters:
+    ///   - plans: the accounts of the configuration loaded at start.
+    ///   - records: the state database's records, as loaded at start.
+    ///   - wallClock: Unix time in milliseconds, for the state and `Retry-After` dates.
+    ///   - load: loads the configuration again, for a reload.
+    ///   - reloadSources: what asks for reloads; each runs in a child task of ``run()``.
+    ///   - gracePeriod: how long requests in flight may finish after graceful shutdown.
+    ///   - statusInterval: the least time between two `STATUS=` messages.
+    public init(plans: [AccountPlan], records: [AccountRecord], settings: AgentSettings, transport: any HTTPTransport,
+                recorder: StateRecorder<C>, notifier: any ServiceManagerNotifier, logger: Logger, clock: C,
+                wallClock: @escaping @Sendable () -> Int64 = WallClock.epochMilliseconds,
+                load: @escaping @Sendable () async -> ConfigurationLoad, reloadSources: [ReloadSource] = [],
+                gracePeriod: Duration = .seconds(10), statusInterval: Duration = .seconds(1)) {
+        self.settings = settings
+        self.transport = transport
+        self.recorder = recorder
+        self.notifier = notifier
+        self.logger = logger
+        self.clock = clock
+        self.wallClock = wallClock
+        self.load = load
+        self.reloadSources = reloadSources
+        self.gracePeriod = gracePeriod
+        self.statusInterval = statusInterval
+        book = Mutex(AgentBook(defaultTimeout: settings.timeout, reportInterval: settings.reportInterval))
+        startup = Mutex((plans, records))
+        (statusChanges, statusContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Where the accounts stand now.
+    var counts: AccountCounts { book.withLock { $0.counts } }
+
+    public func run() async {
+        let scheduler = makeScheduler()
+        schedulerSlot.withLock { $0 = scheduler }
+        defer { schedulerSlot.withLock { $0 = nil } }
+
+        if let (plans, records) = startup.withLock({ startup in defer { startup = nil }; return startup }) {
+            let owedRemovals = book.withLock { book -> Int in
+                apply(book.start(plans: plans, records: records), to: scheduler)
+                return book.counts.removing
+            }
+            for id in book.withLock({ $0.unreadableRemovals }) {
+                logger.error("\(id): the stored removal request cannot be read, so the account is forgotten without one")
+            }
+            let removals = owedRemovals > 0 ? ", sending \(owedRemovals) owed \(owedRemovals == 1 ? "removal" : "removals")" : ""
+            logger.info("started: reporting \(plans.count) \(plans.count == 1 ? "account" : "accounts")\(removals)")
+        }
+        notifier.notify("READY=1\nSTATUS=\(statusText())")
+
+        let (reloads, reloadContinuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        await withTaskGroup(of: Ending.self) { group in
+            group.addTask {
+                await scheduler.run()
+                return .schedulerEnded
+            }
+            for source in reloadSources {
+                group.addTask {
+                    await source(reloadContinuation)
+                    return .other
+                }
+            }
+            group.addTask {
+                for await reason in reloads { await self.reload(reason: reason, scheduler: scheduler) }
+                return .other
+            }
+            group.addTask {
+                await self.reportStatus()
+                return .other
+            }
+            group.addTask {
+                do {
+                    try await gracefulShutdown()
+                } catch {
+                    return .other
+                }
+                self.notifier.notify("STOPPING=1")
+                let inFlight = scheduler.inFlightCount
+                let waiting = inFlight > 0 ? "; \(inFlight) in flight get \(DurationText(self.gracePeriod)) to finish" : ""
+                self.logger.info("stopping: no new requests\(waiting)")
+                scheduler.shutdown()
+                try? await self.clock.sleep(for: self.gracePeriod)
+                if !Task.isCancelled {
+                    self.logger.warning("\(scheduler.inFlightCount) requests still in flight after the grace period are cancelled")
+                }
+                return .graceExpired
+            }
+            for await ending in group where ending != .other {
+                group.cancelAll()
+                break
+            }
+        }
+        reloadContinuation.finish()
+    }
+
+    // MARK: Scheduling
+
+    private func makeScheduler() -> ReportScheduler<JobKey, C> {
+        let retry = settings.retry
+        let policy = BackoffPolicy(initial: retry.initial, multiplier: retry.multiplier, maximum: retry.max,
+                                   maxRetryAfter: retry.maxRetryAfter)
+        let wallClock = self.wallClock
+        return ReportScheduler(
+            policy: policy, concurrency: settings.concurrency, perHostConcurrency: settings.perHostConcurrency,
+            clock: clock, random: SystemRandomNumberGenerator(), wallClock: { wallClock() / 1000 },
+            perform: { [weak self] key, _ in
+                guard let self, let report = self.book.withLock({ $0.request(for: key) }) else { return .delivered }
+                return await OnceRunner<C>.attempt(report, transport: self.transport)
+            },
+            onEvent: { [weak self] event in self?.handle(event) })
+    }
+
+    /// Applies the book's actions; called with the book locked so that actions keep their order.
+    private func apply(_ actions: [AgentBook.Action], to scheduler: ReportScheduler<JobKey, C>) {
+        for action in actions {
+            switch action {
+            case .submit(let key, let host, let delay): scheduler.submit(key, host: host, after: delay)
+            case .cancel(let key): scheduler.cancel(key)
+            case .save(let record): recorder.save(record)
+            case .forget(let id): recorder.forget(id)
+            }
+        }
+    }
+
+    private func handle(_ event: SchedulerEvent<JobKey>) {
+        guard let scheduler = schedulerSlot.withLock({ $0 }) else { return }
+        switch event {
+        case .started:
+            return
+        case .delivered(let key, let attempts):
+            let now = wallClock()
+            let done = book.withLock { book -> (PlannedReport, AgentBook.Job)? in
+                guard let report = book.request(for: key), let job = book.job(of: key) else { return nil }
+                apply(book.delivered(key, now: now), to: scheduler)
+                return (report, job)
+            }
+            guard let (report, job) = done else { return }
+            if job == .removal {
+                logger.notice("\(key.id): removal delivered to \(report.host); the account is forgotten")
+            } else if attempts > 1 {
+                logger.notice("\(key.id): \(report.reporter.rawValue) delivered to \(report.host) after \(attempts) attempts")
+            } else {
+                logger.debug("\(key.id): \(report.reporter.rawValue) delivered to \(report.host)")
+            }
+        case .failed(let key, let attempt, let failure, let retryIn):
+            // An attempt cut short by shutdown is not the report's fault.
+            if failure.reason == OnceRunner<C>.cancelledReason { return }
+            let now = wallClock()
+            let report = book.withLock { book -> PlannedReport? in
+                guard let report = book.request(for: key) else { return nil }
+                apply(book.failed(key, attempt: attempt, reason: failure.reason, retryIn: retryIn, now: now), to: scheduler)
+                return report
+            }
+            guard let report else { return }
+            let message: Logger.Message = """
+                \(key.id): \(report.reporter.rawValue) to \(report.host) failed: \(failure.reason) \
+                (attempt \(attempt)); next attempt in \(DurationText(retryIn))
+                """
+            // Attempts 1, 2, 4, 8, …: a dead host is reported, not flooded.
+            if attempt & (attempt - 1) == 0 { logger.warning(message) } else { logger.debug(message) }
+        }
+        statusContinuation.yield()
+    }
+
+    // MARK: Reload
+
+    private func reload(reason: String, scheduler: ReportScheduler<JobKey, C>) async {
+        notifier.notify("RELOADING=1\nMONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())")
+        logger.info("reloading the configuration (\(reason))")
+        switch await load() {
+        case .invalid(let why):
+            logger.error("the new configuration is invalid, so the previous one keeps running: \(why)")
+            statusNote.withLock { $0 = "reload failed, previous configuration kept: \(why)" }
+        case .loaded(let plans, let newSettings):
+            let summary = book.withLock { book in
+                book.reportInterval = newSettings.reportInterval
+                book.defaultTimeout = newSettings.timeout
+                let (actions, summary) = book.reload(plans: plans)
+                apply(actions, to: scheduler)
+                return summary
+            }
+            statusNote.withLock { $0 = nil }
+            logger.info("reloaded: \(summary.added) new, \(summary.changed) changed, \(summary.unchanged) unchanged, \(summary.removed) removed")
+            if !settings.takesEffectOnReload(newSettings) {
+                logger.notice("agent concurrency, retry and TLS settings changed; they take effect when the agent restarts")
+            }
+        }
+        notifier.notify("READY=1\nSTATUS=\(statusText())")
+        statusContinuation.yield()
+    }
+
+    // MARK: Status
+
+    private func statusText() -> String {
+        let counts = book.withLock { $0.counts }.statusText
+        return statusNote.withLock { $0 }.map { counts + "; " + $0 } ?? counts
+    }
+
+    /// Sends `STATUS=` when the counts change, at most once per `statusInterval`, and logs when
+    /// every account has been reported.
+    private func reportStatus() async {
+        var last = ""
+        var wasSettled = false
+        for await _ in statusChanges {
+            let counts = book.withLock { $0.counts }
+            let text = statusText()
+            if text != last {
+                notifier.notify("STATUS=\(text)")
+                last = text
+            }
+            let settled = counts.retrying == 0 && counts.pending == 0 && counts.removing == 0
+            if settled && !wasSettled {
+                logger.info("all \(counts.accounts) \(counts.accounts == 1 ? "account is" : "accounts are") reported")
+            }
+            wasSettled = settled
+            try? await clock.sleep(for: statusInterval)
+        }
+    }
+}
+
+/// Why a task of `Agent.run` ended.
+private enum Ending { case schedulerEnded, graceExpired, other }
+
+extension AgentSettings {
+    /// True when `new` differs from these settings only in what a reload applies
+    /// (`reportInterval`, `timeout`).
+    func takesEffectOnReload(_ new: AgentSettings) -> Bool {
+        var comparable = new
+        comparable.reportInterval = reportInterval
+        comparable.timeout = timeout
+        comparable.stateDirectory = stateDirectory
+        return comparable == self
+    }
+}

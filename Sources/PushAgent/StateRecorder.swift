@@ -1,0 +1,97 @@
+import Logging
+import PushState
+import ServiceLifecycle
+import Synchronization
+
+/// Writes changed account records to the state database in batches (SPEC §6), so that state
+/// never limits throughput: changes are collected in memory and written in one transaction at
+/// most every `batchInterval`, and once more when the agent stops.
+///
+/// Run it as a ``Service`` listed before the services that record into it: the service group
+/// stops services in reverse order, so the final flush comes after the last change.
+public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration == Duration {
+    private struct Pending {
+        var records: [String: AccountRecord] = [:]
+        var forgotten: Set<String> = []
+        var isEmpty: Bool { records.isEmpty && forgotten.isEmpty }
+    }
+
+    private let store: StateStore
+    private let logger: Logger
+    private let clock: C
+    private let batchInterval: Duration
+    private let pending = Mutex(Pending())
+    private let signal: AsyncStream<Void>
+    private let signalContinuation: AsyncStream<Void>.Continuation
+
+    public init(store: StateStore, logger: Logger, clock: C, batchInterval: Duration = .milliseconds(100)) {
+        self.store = store
+        self.logger = logger
+        self.clock = clock
+        self.batchInterval = batchInterval
+        (signal, signalContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Records `record` (replacing an earlier unsaved version of the same account).
+    public func save(_ record: AccountRecord) {
+        let wasEmpty = pending.withLock { pending in
+            defer {
+                pending.records[record.id] = record
+                pending.forgotten.remove(record.id)
+            }
+            return pending.isEmpty
+        }
+        if wasEmpty { signalContinuation.yield() }
+    }
+
+    /// Deletes the record of `id`.
+    public func forget(_ id: String) {
+        let wasEmpty = pending.withLock { pending in
+            defer {
+                pending.records[id] = nil
+                pending.forgotten.insert(id)
+            }
+            return pending.isEmpty
+        }
+        if wasEmpty { signalContinuation.yield() }
+    }
+
+    /// Writes everything recorded so far in one transaction. On failure the changes stay
+    /// pending for the next flush.
+    @discardableResult
+    public func flush() -> Bool {
+        let batch = pending.withLock { pending in
+            defer { pending = Pending() }
+            return pending
+        }
+        guard !batch.isEmpty else { return true }
+        do {
+            try store.save(batch.records.values, deleting: batch.forgotten)
+            return true
+        } catch {
+            logger.error("cannot save the state: \(error.description); will try again")
+            pending.withLock { pending in
+                for (id, record) in batch.records where pending.records[id] == nil && !pending.forgotten.contains(id) {
+                    pending.records[id] = record
+                }
+                for id in batch.forgotten where pending.records[id] == nil {
+                    pending.forgotten.insert(id)
+                }
+            }
+            return false
+        }
+    }
+
+    /// Flushes a batch shortly after each change, until graceful shutdown; then flushes once more.
+    public func run() async {
+        for await _ in signal.cancelOnGracefulShutdown() {
+            try? await clock.sleep(for: batchInterval)
+            if !flush() {
+                // Back off before the next try; a later change wakes the loop again.
+                try? await clock.sleep(for: .seconds(1))
+                signalContinuation.yield()
+            }
+        }
+        flush()
+    }
+}

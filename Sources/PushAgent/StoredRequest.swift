@@ -1,0 +1,55 @@
+import Foundation
+import PushConfig
+
+/// A rendered request as the state directory keeps it: the removal request of an account,
+/// rendered from the values of its last delivered report (SPEC §5), so that it can be sent after
+/// the account has left the configuration, even after a restart.
+///
+/// Stored as JSON text in the account's record. It holds what the transport needs, secrets
+/// included (the state files are 0600 in a 0700 directory, like the configuration's secrets).
+struct StoredRequest: Codable, Equatable, Sendable {
+    struct Header: Codable, Equatable, Sendable {
+        var name: String
+        var value: String
+    }
+
+    var method: String
+    var url: String
+    var headers: [Header]
+    var body: String?
+    var username: String?
+    var password: String?
+    /// `<prefix>Timeout` in milliseconds; nil for `agent.timeout`.
+    var timeoutMilliseconds: Int64?
+
+    init(_ request: RenderedRequest) {
+        method = request.method
+        url = request.url
+        headers = request.headers.map { Header(name: $0.name, value: $0.value) }
+        body = request.body
+        username = request.credentials?.username
+        password = request.credentials?.password
+        timeoutMilliseconds = request.timeout?.milliseconds
+    }
+
+    /// The JSON text kept in the state record.
+    var text: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+    }
+
+    /// Reads the JSON text of a state record; nil when it is not one (a newer or damaged record).
+    init?(text: String) {
+        guard let decoded = try? JSONDecoder().decode(StoredRequest.self, from: Data(text.utf8)) else { return nil }
+        self = decoded
+    }
+
+    /// The removal request of `account`, ready to plan.
+    func rendered(account: String) -> RenderedRequest {
+        let credentials = username.map { RenderedRequest.Credentials(username: $0, password: password ?? "") }
+        return RenderedRequest(account: account, reporter: .accountRemovalReporter, method: method, url: url,
+                               headers: headers.map { (name: $0.name, value: $0.value) }, body: body,
+                               credentials: credentials, timeout: timeoutMilliseconds.map { .milliseconds($0) })
+    }
+}

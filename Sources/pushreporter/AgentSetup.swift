@@ -1,0 +1,70 @@
+import PushAgent
+import PushConfig
+import PushState
+
+/// Loading shared by `run` and `remove`: the configuration, the state directory and its
+/// database, and the accounts' plans rendered with the installation's id.
+struct AgentSetup {
+    /// Why the agent cannot start, and the exit code to end with.
+    struct Failure: Error {
+        var lines: [String]
+        var code: Int32
+    }
+
+    var loaded: LoadedConfiguration
+    var directory: StateDirectory
+    var store: StateStore
+    var installID: String
+    var plans: [AccountPlan]
+    var configuration: Configuration { loaded.result.configuration }
+
+    /// Loads everything, or fails with the diagnostics to print (errors only; warnings are in
+    /// `loaded.diagnostics`). With `allowInvalid`, configuration errors do not fail (for `remove`).
+    init(options: ConfigOptions, stateDir: String?, allowInvalid: Bool = false) throws(Failure) {
+        loaded = LoadedConfiguration(options: options)
+        let configuration = loaded.result.configuration
+        if loaded.diagnostics.hasErrors && !allowInvalid {
+            throw Failure(lines: loaded.diagnostics.sorted(fileOrder: configuration.files).map(\.formatted), code: 78)
+        }
+        let environment = LoaderEnvironment.current()
+        do {
+            directory = try StateDirectory(path: stateDir ?? configuration.agent.resolvedStateDirectory(environment: environment.variables))
+            installID = try directory.installID()
+        } catch {
+            throw Failure(lines: [error.description], code: 1)
+        }
+        do {
+            store = try StateStore(directory: directory)
+        } catch {
+            throw Failure(lines: [error.description], code: 1)
+        }
+        var problems = DiagnosticList()
+        plans = Self.plans(loaded: loaded, installID: installID, diagnostics: &problems)
+        if problems.hasErrors && !allowInvalid {
+            throw Failure(lines: problems.sorted(fileOrder: configuration.files).filter { $0.severity == .error }.map(\.formatted),
+                          code: 78)
+        }
+    }
+
+    /// Renders the plans of a loaded configuration.
+    static func plans(loaded: LoadedConfiguration, installID: String, diagnostics: inout DiagnosticList) -> [AccountPlan] {
+        let configuration = loaded.result.configuration
+        var builder = RequestBuilder(configuration: configuration, sources: loaded.result.sources,
+                                     installID: installID, hostname: LoaderEnvironment.current().hostname)
+        return AccountPlan.plans(builder: &builder, defaultTimeout: configuration.agent.timeout, diagnostics: &diagnostics)
+    }
+
+    /// Loads the configuration again for a reload: its plans, or why it is invalid.
+    static func reload(options: ConfigOptions, installID: String) -> ConfigurationLoad {
+        let loaded = LoadedConfiguration(options: options)
+        var problems = loaded.diagnostics
+        var plans: [AccountPlan] = []
+        if !problems.hasErrors {
+            plans = Self.plans(loaded: loaded, installID: installID, diagnostics: &problems)
+        }
+        let errors = problems.sorted(fileOrder: loaded.result.configuration.files).filter { $0.severity == .error }
+        guard let first = errors.first else { return .loaded(plans: plans, settings: loaded.result.configuration.agent) }
+        let more = errors.count > 1 ? " (and \(errors.count - 1) more; 'pushreporter validate' lists them)" : ""
+        return .invalid(reason: first.formatted + more)
+    }
+}

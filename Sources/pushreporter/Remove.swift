@@ -1,0 +1,104 @@
+import ArgumentParser
+import Logging
+import PushAgent
+import PushConfig
+import PushState
+import PushTransport
+
+/// `pushreporter remove ID`: send an account's removal report now, then forget the account.
+struct Remove: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send an account's removal report now, retrying until the deadline, then forget the account.",
+        discussion: """
+            The removal request is the one kept in the state directory, rendered from the values of the \
+            account's last delivered report; for an account that was never delivered, it is rendered from \
+            the configuration. An account that is still in the configuration is reported again at the \
+            agent's next start or reload: delete it from the files to keep it removed.
+            """
+    )
+
+    @Argument(help: "The account's id.")
+    var id: String
+
+    @OptionGroup var config: ConfigOptions
+
+    @Option(help: ArgumentHelp("Where state lives (default: agent.stateDirectory, else $STATE_DIRECTORY, else /var/lib/pushreporter).",
+                               valueName: "dir"))
+    var stateDir: String?
+
+    @Option(help: ArgumentHelp("How long to keep retrying, e.g. 60s, 5m.", valueName: "duration"))
+    var deadline: String = "60s"
+
+    @Option(help: "Least severe log level shown: trace, debug, info, notice, warning, error or critical.")
+    var logLevel: Logger.Level = .info
+
+    func validate() throws {
+        guard let parsed = DurationParser.parse(deadline), parsed > .zero else {
+            throw ValidationError("--deadline must be a duration such as 60s, 5m or 1h, not '\(deadline)'")
+        }
+    }
+
+    func run() async throws {
+        let output = LogOutput(format: .text)
+        var logger = Logger(label: "pushreporter") { _ in AgentLogHandler(output: output, level: logLevel) }
+        logger.logLevel = logLevel
+        let setup: AgentSetup
+        do {
+            setup = try AgentSetup(options: config, stateDir: stateDir, allowInvalid: true)
+        } catch {
+            for line in error.lines { output.line(line) }
+            exitNow(ExitCode(error.code))
+        }
+        let settings = setup.configuration.agent
+        let record = try setup.store.records().first { $0.id == id }
+        let configured = setup.configuration.accounts.first { $0.id == id }
+        var removal = record?.removal.flatMap {
+            AccountPlan.removalReport(account: id, storedText: $0, defaultTimeout: settings.timeout)
+        }
+        if removal == nil, let configured {
+            var builder = RequestBuilder(configuration: setup.configuration, sources: setup.loaded.result.sources,
+                                         installID: setup.installID, hostname: LoaderEnvironment.current().hostname)
+            var problems = DiagnosticList()
+            if let rendered = builder.request(for: configured, reporter: .accountRemovalReporter, display: .asSent,
+                                              diagnostics: &problems) {
+                removal = PlannedReport(rendered, defaultTimeout: settings.timeout)
+            } else if problems.hasErrors {
+                for diagnostic in problems.sorted(fileOrder: setup.configuration.files) where diagnostic.severity == .error {
+                    output.line(diagnostic.formatted)
+                }
+                exitNow(Exit.configuration)
+            }
+        }
+        if let configured {
+            let place = " (\(configured.file):\(configured.position.line))"
+            logger.warning("\(id) is still in the configuration\(place); the agent reports it again at its next start or reload, so delete it there to keep it removed")
+        }
+        guard let removal else {
+            if record != nil {
+                try setup.store.save([AccountRecord](), deleting: [id])
+                print("\(id) has no removal request (no accountRemovalReporterUrl when it was last reported), so it was forgotten without one.")
+                exitNow(.success)
+            }
+            printError("remove: no account '\(id)' in the state directory \(setup.directory.path) or in the configuration")
+            exitNow(Exit.failure)
+        }
+        let transport: CurlTransport
+        do {
+            transport = try CurlTransport(settings: TransportSettings(caFile: settings.tlsCAFile))
+        } catch {
+            logger.error("\(String(describing: error))")
+            exitNow(Exit.failure)
+        }
+        let runner = OnceRunner(reports: [removal], settings: settings, transport: transport, logger: logger,
+                                clock: ContinuousClock(), output: output)
+        let outcome = await runner.run(deadline: DurationParser.parse(deadline) ?? .seconds(60))
+        transport.shutdown()
+        guard outcome.undelivered.isEmpty else {
+            print(outcome.summary)
+            exitNow(Exit.failure)
+        }
+        try setup.store.save([AccountRecord](), deleting: [id])
+        print("Removal of \(id) delivered to \(removal.host); the account is forgotten.")
+        exitNow(.success)
+    }
+}

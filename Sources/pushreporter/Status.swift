@@ -1,0 +1,48 @@
+import ArgumentParser
+import PushAgent
+import PushConfig
+import PushState
+
+/// `pushreporter status`: what the state directory says about every account.
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show every account's last outcome, attempts, next attempt and last success.",
+        discussion: """
+            Reads the state directory, also while the agent runs. --format prometheus writes the text \
+            exposition format, for node_exporter's textfile collector.
+            """
+    )
+
+    enum Format: String, ExpressibleByArgument, CaseIterable {
+        case text, json, prometheus
+    }
+
+    @Option(help: ArgumentHelp("The agent's state directory (default: $STATE_DIRECTORY, else /var/lib/pushreporter).",
+                               valueName: "dir"))
+    var stateDir: String?
+
+    @Option(help: "Output format: text, json or prometheus.")
+    var format: Format = .text
+
+    func run() throws {
+        let environment = LoaderEnvironment.current().variables
+        let path = stateDir ?? AgentSettings().resolvedStateDirectory(environment: environment)
+        let records: [AccountRecord]
+        do {
+            let directory = try StateDirectory(path: path, create: false)
+            records = try StateStore(directory: directory, readOnly: true).records()
+        } catch let error as StateError where error.isMissing {
+            records = []
+            printError("status: \(error.description)")
+        } catch {
+            printError("status: \(error)")
+            throw Exit.failure
+        }
+        let report = StatusReport(records: records)
+        switch format {
+        case .text: print(report.text)
+        case .json: print(report.json)
+        case .prometheus: print(report.prometheus, terminator: "")
+        }
+    }
+}
