@@ -1,0 +1,94 @@
+import Foundation
+import Synchronization
+
+/// A program started in the background (the long-running agent), with its standard error
+/// collected as it comes, so a test can signal it, wait for a log line and reap it.
+///
+/// Killed with SIGKILL when deinitialised if it still runs.
+public final class RunningProcess: @unchecked Sendable {
+    private let process = Process()
+    private let errorText = TextBox()
+    private let outputText = TextBox()
+    private let readers: [Thread]
+
+    /// Starts `executable`; the environment is this process's plus `environment`, without
+    /// `PUSHREPORTER_*`, `JOURNAL_STREAM`, `NOTIFY_SOCKET` and `WATCHDOG_*` unless given.
+    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment.filter { key, _ in
+            !key.hasPrefix("PUSHREPORTER_") && !key.hasPrefix("WATCHDOG_") && key != "JOURNAL_STREAM" && key != "NOTIFY_SOCKET"
+        }
+        env.merge(environment) { _, new in new }
+        process.environment = env
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let errorText = self.errorText, outputText = self.outputText
+        func reader(_ pipe: Pipe, into text: TextBox) -> Thread {
+            Thread {
+                let handle = pipe.fileHandleForReading
+                while true {
+                    let data = handle.availableData
+                    if data.isEmpty { break }
+                    text.value.withLock { $0 += String(decoding: data, as: UTF8.self) }
+                }
+            }
+        }
+        readers = [reader(err, into: errorText), reader(out, into: outputText)]
+        for thread in readers { thread.start() }
+    }
+
+    /// Starts the built `pushreporter` with `arguments`.
+    public convenience init(pushreporter arguments: [String], environment: [String: String] = [:]) throws {
+        try self.init(ProcessRunner.pushreporter, arguments, environment: environment)
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
+    public var pid: Int32 { process.processIdentifier }
+
+    /// Standard error so far.
+    public var stderr: String { errorText.value.withLock { $0 } }
+
+    /// Standard output so far.
+    public var stdout: String { outputText.value.withLock { $0 } }
+
+    public func signal(_ signal: Int32) {
+        kill(process.processIdentifier, signal)
+    }
+
+    /// Waits until standard error contains `text` `count` times, or `timeout` passes.
+    @discardableResult
+    public func waitForStderr(_ text: String, count: Int = 1, timeout: Duration = .seconds(20)) -> Bool {
+        let end = ContinuousClock.now + timeout
+        while ContinuousClock.now < end {
+            if stderr.components(separatedBy: text).count - 1 >= count { return true }
+            if !process.isRunning { return stderr.components(separatedBy: text).count - 1 >= count }
+            usleep(10_000)
+        }
+        return false
+    }
+
+    /// Waits for the process to end and returns its exit status (128 + signal when killed), or
+    /// nil if it still runs after `timeout`.
+    public func waitForExit(timeout: Duration = .seconds(30)) -> Int32? {
+        let end = ContinuousClock.now + timeout
+        while process.isRunning {
+            if ContinuousClock.now > end { return nil }
+            usleep(10_000)
+        }
+        // Let the readers drain the pipes.
+        while readers.contains(where: { !$0.isFinished }) { usleep(1_000) }
+        return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+    }
+}
+
+/// Text that a reader thread appends to.
+private final class TextBox: Sendable {
+    let value = Mutex("")
+}
