@@ -41,6 +41,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     private let startup: Mutex<(plans: [AccountPlan], records: [AccountRecord])?>
     private let schedulerSlot = Mutex<ReportScheduler<JobKey, C>?>(nil)
     private let statusNote = Mutex<String?>(nil)
+    /// Set at start and by each reload: log "all … reported" once the work is done.
+    private let announceWhenSettled = Mutex(true)
     private let statusChanges: AsyncStream<Void>
     private let statusContinuation: AsyncStream<Void>.Continuation
 
@@ -86,6 +88,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 apply(book.start(plans: plans, records: records), to: scheduler)
                 return book.counts.removing
             }
+            // Removal requests are in the state before any report is sent (the scheduler is not running yet).
+            recorder.flush()
             for id in book.withLock({ $0.unreadableRemovals }) {
                 logger.error("\(id): the stored removal request cannot be read, so the account is forgotten without one")
             }
@@ -93,6 +97,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             logger.info("started: reporting \(plans.count) \(plans.count == 1 ? "account" : "accounts")\(removals)")
         }
         notifier.notify("READY=1\nSTATUS=\(statusText())")
+        statusContinuation.yield()
 
         let (reloads, reloadContinuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(1))
         await withTaskGroup(of: Ending.self) { group in
@@ -157,7 +162,21 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     }
 
     /// Applies the book's actions; called with the book locked so that actions keep their order.
-    private func apply(_ actions: [AgentBook.Action], to scheduler: ReportScheduler<JobKey, C>) {
+    /// With `flushingFirst`, the state changes are written before anything is submitted.
+    private func apply(_ actions: [AgentBook.Action], to scheduler: ReportScheduler<JobKey, C>, flushingFirst: Bool = false) {
+        if flushingFirst {
+            for action in actions {
+                switch action {
+                case .save(let record): recorder.save(record)
+                case .forget(let id): recorder.forget(id)
+                case .cancel(let key): scheduler.cancel(key)
+                case .submit: break
+                }
+            }
+            recorder.flush()
+            for case .submit(let key, let host, let delay) in actions { scheduler.submit(key, host: host, after: delay) }
+            return
+        }
         for action in actions {
             switch action {
             case .submit(let key, let host, let delay): scheduler.submit(key, host: host, after: delay)
@@ -222,10 +241,11 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 book.reportInterval = newSettings.reportInterval
                 book.defaultTimeout = newSettings.timeout
                 let (actions, summary) = book.reload(plans: plans)
-                apply(actions, to: scheduler)
+                apply(actions, to: scheduler, flushingFirst: true)
                 return summary
             }
             statusNote.withLock { $0 = nil }
+            announceWhenSettled.withLock { $0 = true }
             logger.info("reloaded: \(summary.added) new, \(summary.changed) changed, \(summary.unchanged) unchanged, \(summary.removed) removed")
             if !settings.takesEffectOnReload(newSettings) {
                 logger.notice("agent concurrency, retry and TLS settings changed; they take effect when the agent restarts")
@@ -246,7 +266,6 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// every account has been reported.
     private func reportStatus() async {
         var last = ""
-        var wasSettled = false
         for await _ in statusChanges {
             let counts = book.withLock { $0.counts }
             let text = statusText()
@@ -255,10 +274,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 last = text
             }
             let settled = counts.retrying == 0 && counts.pending == 0 && counts.removing == 0
-            if settled && !wasSettled {
+            if settled && announceWhenSettled.withLock({ announce in defer { announce = false }; return announce }) {
                 logger.info("all \(counts.accounts) \(counts.accounts == 1 ? "account is" : "accounts are") reported")
             }
-            wasSettled = settled
             try? await clock.sleep(for: statusInterval)
         }
     }

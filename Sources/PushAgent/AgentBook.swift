@@ -13,6 +13,12 @@ public struct JobKey: Hashable, Sendable, CustomStringConvertible {
 /// The agent's decisions about accounts (SPEC §5), as a pure state machine: it takes the plans
 /// of a configuration, the stored records and the scheduler's outcomes, and returns what to
 /// submit, cancel, save and forget. The ``Agent`` applies the actions; tests call it directly.
+///
+/// The removal request is rendered and stored when a report is planned, from the same values,
+/// and the caller saves it before the report is sent: a report that reached a server always has
+/// its removal in the state, whatever moment the agent is killed at. An account removed before
+/// its report was ever delivered therefore still gets its removal (receivers treat the removal
+/// of an unknown token as done).
 struct AgentBook {
     /// What is scheduled for an account.
     enum Job: Equatable {
@@ -82,6 +88,7 @@ struct AgentBook {
             record.fingerprint = plan.report.rendered.fingerprint
             record.isRemoving = false
             record.attempts = 0
+            record.removal = plan.removal
             if record.phase != .delivered { record.nextDueAt = nil }
             if record != old { actions.append(.save(record)) }
             schedule(Entry(record: record, plan: plan, job: .report, generation: 0), actions: &actions)
@@ -102,7 +109,7 @@ struct AgentBook {
             let fingerprint = plan.report.rendered.fingerprint
             guard var entry = entries[plan.id] else {
                 summary.added += 1
-                let record = AccountRecord(id: plan.id, fingerprint: fingerprint)
+                let record = AccountRecord(id: plan.id, fingerprint: fingerprint, removal: plan.removal)
                 actions.append(.save(record))
                 schedule(Entry(record: record, plan: plan, job: .report, generation: 0), actions: &actions)
                 continue
@@ -110,6 +117,10 @@ struct AgentBook {
             if !entry.record.isRemoving && entry.record.fingerprint == fingerprint {
                 summary.unchanged += 1
                 entry.plan = plan
+                if entry.record.removal != plan.removal {
+                    entry.record.removal = plan.removal
+                    actions.append(.save(entry.record))
+                }
                 entries[plan.id] = entry
                 continue
             }
@@ -119,6 +130,7 @@ struct AgentBook {
             entry.record.isRemoving = false
             entry.record.attempts = 0
             entry.record.nextDueAt = nil
+            entry.record.removal = plan.removal
             entry.plan = plan
             entry.job = .report
             entry.removalReport = nil
@@ -163,7 +175,6 @@ struct AgentBook {
         entry.record.lastAttemptAt = now
         entry.record.lastOutcome = "delivered"
         entry.record.lastSuccessAt = now
-        entry.record.removal = entry.plan?.removal
         if let reportInterval, let host = entry.plan?.report.host {
             entry.record.nextDueAt = now + reportInterval.milliseconds
             actions.append(.submit(key, host: host, after: reportInterval))

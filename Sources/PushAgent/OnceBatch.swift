@@ -31,6 +31,12 @@ public struct OnceBatch: Sendable {
         record(actions)
     }
 
+    /// The records to save and the accounts to forget before anything is sent (the removal
+    /// requests of the reports about to be sent among them).
+    public var recordsBeforeSending: (save: [AccountRecord], forget: [String]) {
+        (Array(saved.values), Array(forgotten))
+    }
+
     /// The records to save and the accounts to forget once `outcome` is known.
     public mutating func records(after outcome: OnceOutcome, now: Int64) -> (save: [AccountRecord], forget: [String]) {
         var undelivered: [String: OnceOutcome.Undelivered] = [:]

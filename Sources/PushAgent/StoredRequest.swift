@@ -2,8 +2,8 @@ import Foundation
 import PushConfig
 
 /// A rendered request as the state directory keeps it: the removal request of an account,
-/// rendered from the values of its last delivered report (SPEC §5), so that it can be sent after
-/// the account has left the configuration, even after a restart.
+/// rendered from the values of its last report (SPEC §5), so that it can be sent after the
+/// account has left the configuration, even after a restart.
 ///
 /// Stored as JSON text in the account's record. It holds what the transport needs, secrets
 /// included (the state files are 0600 in a 0700 directory, like the configuration's secrets).

@@ -31,9 +31,9 @@ public struct AccountRecord: Sendable, Equatable {
     public var nextDueAt: Int64?
     /// When a report of this account was last delivered.
     public var lastSuccessAt: Int64?
-    /// The removal request rendered from the values of the last delivered report (opaque text
-    /// written by the agent); nil when the account has no `accountRemovalReporterUrl` or was
-    /// never delivered.
+    /// The removal request rendered from the same values as the account's current report
+    /// (opaque text written by the agent, stored before that report is sent); nil when the
+    /// account has no `accountRemovalReporterUrl`.
     public var removal: String?
     /// True when the account left the configuration and its removal is owed.
     public var isRemoving: Bool

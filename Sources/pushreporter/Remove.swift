@@ -46,7 +46,11 @@ struct Remove: AsyncParsableCommand {
         do {
             setup = try AgentSetup(options: config, stateDir: stateDir, allowInvalid: true)
         } catch {
-            for line in error.lines { output.line(line) }
+            if error.code == 78 {
+                for line in error.lines { output.line(line) }
+            } else {
+                for line in error.lines { logger.error("\(line)") }
+            }
             exitNow(ExitCode(error.code))
         }
         let settings = setup.configuration.agent

@@ -58,9 +58,11 @@ struct Run: AsyncParsableCommand {
         do {
             setup = try AgentSetup(options: config, stateDir: stateDir)
         } catch {
-            for line in error.lines { output.line(line) }
             if error.code == 78 {
+                for line in error.lines { output.line(line) }
                 logger.error("the configuration has errors, so nothing was sent; 'pushreporter validate' lists every problem")
+            } else {
+                for line in error.lines { logger.error("\(line)") }
             }
             exitNow(ExitCode(error.code))
         }
@@ -96,6 +98,13 @@ struct Run: AsyncParsableCommand {
         var batch = OnceBatch(plans: setup.plans, records: records, defaultTimeout: settings.timeout)
         for id in batch.unreadableRemovals {
             logger.error("\(id): the stored removal request cannot be read, so the account is forgotten without one")
+        }
+        do {
+            let before = batch.recordsBeforeSending
+            try setup.store.save(before.save, deleting: before.forget)
+        } catch {
+            logger.error("\(error.description)")
+            exitNow(Exit.failure)
         }
         let runner = OnceRunner(reports: batch.reports, settings: settings, transport: transport,
                                 logger: logger, clock: ContinuousClock(), output: output)

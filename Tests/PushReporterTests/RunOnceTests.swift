@@ -220,10 +220,16 @@ import Testing
         #expect(result.stderrLines.last?.hasSuffix("error: the state directory \(file) is not a directory") == true)
     }
 
-    @Test func runWithoutOnceSaysWhatExists() throws {
+    @Test func theAgentDoesNotStartOnAMissingConfiguration() throws {
         let result = try ProcessRunner.pushreporter(["run", "--config", "/nonexistent"])
+        #expect(result.status == 78)
+        #expect(result.stderrLines.first == "/nonexistent: error: cannot read the configuration: no such file or directory")
+    }
+
+    @Test func watchIsNotForOnce() throws {
+        let result = try ProcessRunner.pushreporter(["run", "--once", "--watch", "--config", "/nonexistent"])
         #expect(result.status == 64)
-        #expect(result.stderr.contains("only 'run --once' exists so far"))
+        #expect(result.stderr.contains("--watch applies to the long-running agent, not to --once"))
     }
 
     @Test func theMakeRunDemoDeliversEveryExample() throws {

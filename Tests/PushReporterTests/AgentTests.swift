@@ -1,0 +1,175 @@
+import Foundation
+import PushState
+import PushTestSupport
+import Synchronization
+import Testing
+
+/// The long-running `pushreporter run`, the real binary, against a server on 127.0.0.1: reload,
+/// removal, restarts, systemd notifications, `status` and `remove`.
+@Suite(.serialized) struct AgentTests {
+    /// An account reporting its token with GET to `/report/ID?token=…` and its removal with
+    /// DELETE to `/remove/ID?token=…`.
+    static func account(_ id: String, token: String, base: String) -> String {
+        """
+          - id: \(id)
+            pushTokenOther: \(token)
+            pushTokenReporterUrl: \(base)/report/%account[id]%?token=%pushTokenOther%
+            accountRemovalReporterUrl: \(base)/remove/%account[id]%?token=%pushTokenOther%
+            accountRemovalReporterMethod: DELETE
+        """
+    }
+
+    static func config(_ accounts: [(String, String)], base: String, agent: String = "") -> String {
+        """
+        agent:
+          retry: {initial: 50ms, multiplier: 2, max: 500ms, maxRetryAfter: 1s}
+        \(agent)
+        accounts:
+        \(accounts.map { account($0.0, token: $0.1, base: base) }.joined(separator: "\n"))
+
+        """
+    }
+
+    /// `METHOD /path?query` of every request the server got, from index `from`.
+    static func seen(_ server: LoopbackHTTPServer, from: Int = 0) -> [String] {
+        Array(server.requests.dropFirst(from).map { "\($0.method) \($0.target)" })
+    }
+
+    @Test func reloadReportsNewAndChangedAccountsAndRemovesTheOnesThatLeft() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(204) }
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", Self.config([("alice", "A1"), ("bob", "B1"), ("carol", "C1")], base: server.baseURL))
+        let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", files.path + "/state"])
+        #expect(agent.waitForStderr("all 3 accounts are reported"), "\(agent.stderr)")
+        #expect(Set(Self.seen(server)) == ["GET /report/alice?token=A1", "GET /report/bob?token=B1", "GET /report/carol?token=C1"])
+
+        // alice unchanged, bob's token changed, carol gone, dave new.
+        files.write("accounts.yaml", Self.config([("alice", "A1"), ("bob", "B2"), ("dave", "D1")], base: server.baseURL))
+        agent.signal(SIGHUP)
+        #expect(agent.waitForStderr("reloaded: 1 new, 1 changed, 1 unchanged, 1 removed"), "\(agent.stderr)")
+        #expect(server.waitForRequests(6, timeout: .seconds(10)))
+        #expect(agent.waitForStderr("all 3 accounts are reported", count: 2), "\(agent.stderr)")
+        #expect(Set(Self.seen(server, from: 3)) == ["GET /report/bob?token=B2", "GET /report/dave?token=D1",
+                                                     "DELETE /remove/carol?token=C1"])
+
+        // A broken file leaves the agent running on the previous configuration.
+        files.write("accounts.yaml", "accounts:\n  - id: [broken\n")
+        agent.signal(SIGHUP)
+        #expect(agent.waitForStderr("the new configuration is invalid, so the previous one keeps running: \(config):"),
+                "\(agent.stderr)")
+        let status = try ProcessRunner.pushreporter(["status", "--state-dir", files.path + "/state", "--format", "json"])
+        #expect(status.status == 0)
+        #expect(status.stdout.contains(#""account": "dave""#))
+        #expect(!status.stdout.contains(#""account": "carol""#))
+
+        agent.signal(SIGTERM)
+        #expect(agent.waitForExit() == 0, "\(agent.stderr)")
+        #expect(server.requests.count == 6, "\(Self.seen(server))")
+        #expect(agent.stderr.contains("stopped"))
+    }
+
+    @Test func anAccountRemovedWhileTheAgentWasDownGetsItsRemovalOnTheNextStart() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(200) }
+        let files = TemporaryDirectory()
+        let state = files.path + "/state"
+        let config = files.write("accounts.yaml", Self.config([("alice", "A1"), ("bob", "B1")], base: server.baseURL))
+        let first = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", state])
+        #expect(first.waitForStderr("all 2 accounts are reported"), "\(first.stderr)")
+        first.signal(SIGTERM)
+        #expect(first.waitForExit() == 0)
+
+        files.write("accounts.yaml", Self.config([("alice", "A1")], base: server.baseURL))
+        let second = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", state])
+        #expect(second.waitForStderr("started: reporting 1 account, sending 1 owed removal"), "\(second.stderr)")
+        #expect(second.waitForStderr("bob: removal delivered"), "\(second.stderr)")
+        second.signal(SIGTERM)
+        #expect(second.waitForExit() == 0)
+        // Every start reports every account again, as the Acrobits app does.
+        #expect(Self.seen(server, from: 2).sorted() == ["DELETE /remove/bob?token=B1", "GET /report/alice?token=A1"])
+        let records = try StateStore(directory: StateDirectory(path: state), readOnly: true).records()
+        #expect(records.map(\.id) == ["alice"])
+    }
+
+    @Test func systemdIsToldReadyStatusReloadingAndStopping() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(204) }
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", Self.config([("alice", "A1"), ("bob", "B1")], base: server.baseURL))
+        let listener = try NotifyListener()
+        let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", files.path + "/state"],
+                                       environment: ["NOTIFY_SOCKET": listener.path, "WATCHDOG_USEC": "400000"])
+        let ready = try #require(listener.waitForMessage { $0.hasPrefix("READY=1") }, "\(listener.messages)")
+        #expect(listener.messages[ready].contains("\nSTATUS=2 accounts: "))
+        #expect(listener.waitForMessage(after: ready) { $0 == "STATUS=2 accounts: 2 reported, 0 retrying" } != nil,
+                "\(listener.messages)")
+        #expect(listener.waitForMessage { $0 == "WATCHDOG=1" } != nil, "\(listener.messages)")
+
+        agent.signal(SIGHUP)
+        let reloading = try #require(listener.waitForMessage { $0.hasPrefix("RELOADING=1") }, "\(listener.messages)")
+        #expect(listener.messages[reloading].wholeMatch(of: /RELOADING=1\nMONOTONIC_USEC=[1-9][0-9]*/) != nil)
+        let readyAgain = try #require(listener.waitForMessage(after: reloading + 1) { $0.hasPrefix("READY=1") },
+                                      "\(listener.messages)")
+        #expect(readyAgain > reloading)
+
+        agent.signal(SIGTERM)
+        #expect(agent.waitForExit() == 0, "\(agent.stderr)")
+        #expect(listener.waitForMessage(after: readyAgain) { $0 == "STOPPING=1" } != nil, "\(listener.messages)")
+        let watchdogPings = listener.messages.count { $0 == "WATCHDOG=1" }
+        #expect(watchdogPings >= 1)
+    }
+
+    @Test func runOnceKeepsStateAndSendsOwedRemovals() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(200) }
+        let files = TemporaryDirectory()
+        let state = files.path + "/state"
+        let config = files.write("accounts.yaml", Self.config([("alice", "A1"), ("bob", "B1")], base: server.baseURL))
+        let first = try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", state])
+        #expect(first.status == 0, "\(first.stderr)")
+
+        files.write("accounts.yaml", Self.config([("alice", "A1")], base: server.baseURL))
+        let second = try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", state])
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(second.stdout.hasPrefix("Delivered 2 of 2 reports"))
+        #expect(Self.seen(server, from: 2).sorted() == ["DELETE /remove/bob?token=B1", "GET /report/alice?token=A1"])
+
+        let status = try ProcessRunner.pushreporter(["status", "--state-dir", state])
+        #expect(status.status == 0)
+        let lines = status.stdout.components(separatedBy: "\n")
+        #expect(lines.first == "1 account: 1 reported, 0 retrying")
+        #expect(lines.count == 5)
+        #expect(lines[1] == "" && lines[4] == "")
+        #expect(lines[2].hasPrefix("ACCOUNT  STATE      ATTEMPTS  LAST ATTEMPT"))
+        #expect(lines[3].hasPrefix("alice    delivered  0         "))
+    }
+
+    @Test func removeSendsTheStoredRemovalAndForgetsTheAccount() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(200) }
+        let files = TemporaryDirectory()
+        let state = files.path + "/state"
+        let config = files.write("accounts.yaml", Self.config([("alice", "A1")], base: server.baseURL))
+        #expect(try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", state]).status == 0)
+        // The configuration changed since: the removal uses the values last delivered.
+        files.write("accounts.yaml", Self.config([("alice", "A2")], base: server.baseURL))
+
+        let removed = try ProcessRunner.pushreporter(["remove", "alice", "--config", config, "--state-dir", state])
+        #expect(removed.status == 0, "\(removed.stderr)")
+        #expect(removed.stdout == "Removal of alice delivered to 127.0.0.1:\(server.port); the account is forgotten.\n")
+        #expect(removed.stderr.contains("alice is still in the configuration (\(config):5); the agent reports it again"))
+        #expect(Self.seen(server).last == "DELETE /remove/alice?token=A1")
+        #expect(try StateStore(directory: StateDirectory(path: state), readOnly: true).records().isEmpty)
+
+        let unknown = try ProcessRunner.pushreporter(["remove", "zed", "--config", config, "--state-dir", state])
+        #expect(unknown.status == 1)
+        #expect(unknown.stderr == "remove: no account 'zed' in the state directory \(state) or in the configuration\n")
+    }
+
+    @Test func statusOfADirectoryWithoutStateSaysSo() throws {
+        let files = TemporaryDirectory()
+        let result = try ProcessRunner.pushreporter(["status", "--state-dir", files.path])
+        #expect(result.status == 0)
+        #expect(result.stdout == "0 accounts: 0 reported, 0 retrying\n")
+        #expect(result.stderr == "status: there is no state in \(files.path) yet: the agent has not run with this state directory\n")
+        let missing = try ProcessRunner.pushreporter(["status", "--state-dir", files.path + "/absent"])
+        #expect(missing.status == 1)
+        #expect(missing.stderr.hasPrefix("status: there is no state directory \(files.path)/absent"))
+    }
+}
