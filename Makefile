@@ -49,10 +49,18 @@ bench: deps
 fuzz: deps
 	bash fuzz/run.sh
 
+## install: the release binary, the templates, the systemd unit (paths rewritten to PREFIX),
+## the Type=notify-reload drop-in (to copy by hand on systemd 253+) and the man page.
 install: release
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/pushreporter/templates
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/pushreporter/templates \
+	  $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/pushreporter/systemd \
+	  $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 0755 $(BIN_RELEASE) $(DESTDIR)$(PREFIX)/bin/pushreporter
 	install -m 0644 templates/*.yaml $(DESTDIR)$(PREFIX)/share/pushreporter/templates/
+	sed 's#/usr/local/#$(PREFIX)/#g' examples/pushreporter.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/pushreporter.service
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/pushreporter.service
+	install -m 0644 examples/pushreporter-notify-reload.conf $(DESTDIR)$(PREFIX)/share/pushreporter/systemd/notify-reload.conf
+	install -m 0644 docs/pushreporter.1 $(DESTDIR)$(PREFIX)/share/man/man1/pushreporter.1
 
 clean:
 	rm -rf .build .build-fuzz .build-bench bench/out

@@ -173,3 +173,25 @@ import Testing
         #expect(missing.stderr.hasPrefix("status: there is no state directory \(files.path)/absent"))
     }
 }
+
+/// `run --watch`: a changed file reloads as SIGHUP does.
+@Suite struct WatchTests {
+    @Test func aChangedFileIsReloaded() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(204) }
+        let files = TemporaryDirectory()
+        let directory = files.makeDirectory("config")
+        files.write("config/a.yaml", AgentTests.config([("alice", "A1")], base: server.baseURL))
+        let agent = try RunningProcess(pushreporter: ["run", "--watch", "--config", directory, "--state-dir", files.path + "/state"])
+        #expect(agent.waitForStderr("all 1 account is reported"), "\(agent.stderr)")
+        // A new file in the watched directory, written the way editors do: a temporary file renamed.
+        files.write("config/.b.tmp", "accounts:\n" + AgentTests.account("bob", token: "B1", base: server.baseURL) + "\n")
+        rename(directory + "/.b.tmp", directory + "/b.yaml")
+        #expect(agent.waitForStderr("reloading the configuration (changed files)"), "\(agent.stderr)")
+        #expect(agent.waitForStderr("reloaded: 1 new, 0 changed, 1 unchanged, 0 removed"), "\(agent.stderr)")
+        #expect(server.waitForRequests(2, timeout: .seconds(10)))
+        #expect(server.requests.last.map { "\($0.method) \($0.target)" } == "GET /report/bob?token=B1")
+        agent.signal(SIGTERM)
+        #expect(agent.waitForExit() == 0)
+        #expect(agent.stderr.components(separatedBy: "reloading the configuration").count == 2, "one burst, one reload")
+    }
+}
