@@ -5,7 +5,8 @@
 #   BENCH_RUNS=3            timed runs of each command (the best wall-clock time counts)
 #   BENCH_RENDER_SECONDS=2  length of the render loop
 #   BENCH_SEND_ACCOUNTS=10000 reports sent by run --once (part c)
-#   BENCH_PARTS=abc         which parts to run (a validate, b render, c run --once)
+#   BENCH_IDLE_SECONDS=60   how long part d watches the idle agent
+#   BENCH_PARTS=abcd        which parts to run (a validate, b render, c run --once, d idle agent)
 #
 # Exit status: 0 when every figure was measured (a missed goal is printed, not an error);
 # 1 when something could not be built or run, validate did not exit 0, or rendering was wrong.
@@ -16,7 +17,7 @@ SWIFT=${SWIFT:-swift}
 ACCOUNTS=${BENCH_ACCOUNTS:-100000}
 RUNS=${BENCH_RUNS:-3}
 RENDER_SECONDS=${BENCH_RENDER_SECONDS:-2}
-PARTS=${BENCH_PARTS:-abc}
+PARTS=${BENCH_PARTS:-abcd}
 OUT=bench/out
 CONFIG=$OUT/config
 SCRATCH=.build-bench
@@ -28,11 +29,11 @@ die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
 # ---- build -------------------------------------------------------------------------------------
 say "== building (release, $SCRATCH)"
 start=$EPOCHREALTIME
-for product in pushreporter pushreporter-bench; do
-    "$SWIFT" build -c release --scratch-path "$SCRATCH" --product "$product" >"$OUT/build-$product.log" 2>&1 \
+for product in pushreporter pushreporter-bench pushreporter-receiver; do
+    "$SWIFT" build -c release --static-swift-stdlib --scratch-path "$SCRATCH" --product "$product" >"$OUT/build-$product.log" 2>&1 \
         || { tail -30 "$OUT/build-$product.log" >&2; die "the release build of $product failed (log: $OUT/build-$product.log)"; }
 done
-BIN=$("$SWIFT" build -c release --scratch-path "$SCRATCH" --show-bin-path)
+BIN=$("$SWIFT" build -c release --static-swift-stdlib --scratch-path "$SCRATCH" --show-bin-path)
 cc -O2 bench/yaml_events.c -lyaml -o "$OUT/yaml_events" || die "cannot compile bench/yaml_events.c (is libyaml-dev installed? make deps)"
 say "   built in $(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }') s"
 
@@ -102,4 +103,11 @@ say
 say "== c) run --once to a loopback nginx vs. curl --parallel (best of $RUNS wall-clock runs)"
 # shellcheck source=bench/run_once.sh
 source bench/run_once.sh
+fi
+
+if [[ $PARTS == *d* ]]; then
+say
+say "== d) the long-running agent: idle cost and time to READY=1"
+# shellcheck source=bench/idle.sh
+source bench/idle.sh
 fi

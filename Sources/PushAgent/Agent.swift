@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import PushConfig
 import PushScheduler
@@ -276,6 +279,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             let settled = counts.retrying == 0 && counts.pending == 0 && counts.removing == 0
             if settled && announceWhenSettled.withLock({ announce in defer { announce = false }; return announce }) {
                 logger.info("all \(counts.accounts) \(counts.accounts == 1 ? "account is" : "accounts are") reported")
+                // Loading, rendering and the first burst of requests are over: give the memory
+                // they freed back to the system, so an idle agent stays small.
+                _ = releaseFreedMemory(0)
             }
             try? await clock.sleep(for: statusInterval)
         }
@@ -296,3 +302,8 @@ extension AgentSettings {
         return comparable == self
     }
 }
+
+/// glibc's `malloc_trim` (declared in `<malloc.h>`, which the Glibc module does not import):
+/// returns freed heap memory to the system.
+@_silgen_name("malloc_trim")
+private func releaseFreedMemory(_ padding: Int) -> Int32

@@ -42,6 +42,7 @@ public final class StateStore: Sendable {
             try database.execute("""
                 PRAGMA journal_mode = WAL;
                 PRAGMA synchronous = NORMAL;
+                PRAGMA cache_size = -1024;
                 CREATE TABLE IF NOT EXISTS accounts (
                     id TEXT PRIMARY KEY NOT NULL,
                     fingerprint TEXT NOT NULL,

@@ -111,7 +111,7 @@ final class CurlLoop: @unchecked Sendable {
                 state.polling = true
                 return state.submitted.isEmpty && state.cancelled.isEmpty && !state.stopping
             }
-            if idle { _ = curl_multi_poll(multi, nil, 0, 1000, nil) }
+            if idle { _ = curl_multi_poll(multi, nil, 0, pollTimeout(), nil) }
         }
         for id in Array(running.keys) { abort(id) }
         for handle in idleHandles { curl_easy_cleanup(handle) }
@@ -122,6 +122,15 @@ final class CurlLoop: @unchecked Sendable {
 
     deinit {
         curl_multi_cleanup(multi)
+    }
+
+    /// How long `curl_multi_poll` may sleep: what libcurl asks for (capped at a second while
+    /// transfers run); with nothing to do, until `wake()`, so an idle agent never wakes up.
+    private func pollTimeout() -> Int32 {
+        var wanted = -1
+        curl_multi_timeout(multi, &wanted)
+        if wanted >= 0 { return Int32(min(wanted, 1000)) }
+        return running.isEmpty ? Int32.max : 1000
     }
 
     private func start(_ transfer: CurlTransfer) {

@@ -54,6 +54,35 @@ struct Run: AsyncParsableCommand {
         var logger = Logger(label: "pushreporter") { _ in AgentLogHandler(output: output, level: logLevel) }
         logger.logLevel = logLevel
 
+        let prepared = prepare(output: output, logger: logger)
+        let records: [AccountRecord]
+        let transport: CurlTransport
+        do {
+            records = try prepared.store.records()
+            transport = try CurlTransport(settings: TransportSettings(caFile: prepared.settings.tlsCAFile))
+        } catch {
+            logger.error("\(String(describing: error))")
+            exitNow(Exit.failure)
+        }
+        if once {
+            await runOnce(prepared, records: records, transport: transport, logger: logger, output: output)
+        } else {
+            await runAgent(prepared, records: records, transport: transport, logger: logger)
+        }
+    }
+
+    /// What the agent keeps of loading: the loaded configuration and its source text are
+    /// dropped once the plans are rendered, so they do not stay in memory while it runs.
+    private struct Prepared {
+        var store: StateStore
+        var plans: [AccountPlan]
+        var settings: AgentSettings
+        var installID: String
+    }
+
+    /// Loads the configuration and the state directory, prints the diagnostics, and renders
+    /// the plans; exits on an invalid configuration (78) or an unusable state directory (1).
+    private func prepare(output: LogOutput, logger: Logger) -> Prepared {
         let setup: AgentSetup
         do {
             setup = try AgentSetup(options: config, stateDir: stateDir)
@@ -75,26 +104,13 @@ struct Run: AsyncParsableCommand {
         if setup.plans.isEmpty {
             logger.warning("no enabled account has a pushTokenReporterUrl, so there is nothing to report")
         }
-        let records: [AccountRecord]
-        let transport: CurlTransport
-        do {
-            records = try setup.store.records()
-            transport = try CurlTransport(settings: TransportSettings(caFile: setup.configuration.agent.tlsCAFile))
-        } catch {
-            logger.error("\(String(describing: error))")
-            exitNow(Exit.failure)
-        }
-        if once {
-            await runOnce(setup: setup, records: records, transport: transport, logger: logger, output: output)
-        } else {
-            await runAgent(setup: setup, records: records, transport: transport, logger: logger)
-        }
+        return Prepared(store: setup.store, plans: setup.plans, settings: setup.configuration.agent, installID: setup.installID)
     }
 
     /// `run --once`: every report and every owed removal, retried until the deadline.
-    private func runOnce(setup: AgentSetup, records: [AccountRecord], transport: CurlTransport, logger: Logger,
+    private func runOnce(_ setup: Prepared, records: [AccountRecord], transport: CurlTransport, logger: Logger,
                          output: LogOutput) async -> Never {
-        let settings = setup.configuration.agent
+        let settings = setup.settings
         var batch = OnceBatch(plans: setup.plans, records: records, defaultTimeout: settings.timeout)
         for id in batch.unreadableRemovals {
             logger.error("\(id): the stored removal request cannot be read, so the account is forgotten without one")
@@ -121,7 +137,7 @@ struct Run: AsyncParsableCommand {
     }
 
     /// The long-running agent, as a group of services that stops on SIGTERM or SIGINT.
-    private func runAgent(setup: AgentSetup, records: [AccountRecord], transport: CurlTransport, logger: Logger) async -> Never {
+    private func runAgent(_ setup: Prepared, records: [AccountRecord], transport: CurlTransport, logger: Logger) async -> Never {
         let environment = LoaderEnvironment.current().variables
         let notifier = SystemdNotifier(environment: environment)
         // The SIGHUP handler is in place before READY=1 is sent.
@@ -137,7 +153,7 @@ struct Run: AsyncParsableCommand {
         }
         let options = config
         let installID = setup.installID
-        let settings = setup.configuration.agent
+        let settings = setup.settings
         let recorder = StateRecorder(store: setup.store, logger: logger, clock: ContinuousClock())
         let agent = Agent(plans: setup.plans, records: records, settings: settings, transport: transport,
                           recorder: recorder, notifier: notifier, logger: logger, clock: ContinuousClock(),
