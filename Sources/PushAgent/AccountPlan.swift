@@ -1,4 +1,5 @@
 import PushConfig
+import PushState
 
 /// What the configuration asks of one account: its report, and the removal request that would
 /// be kept if that report is delivered.
@@ -34,5 +35,11 @@ public struct AccountPlan: Sendable {
     /// The removal report kept in a state record, ready to send; nil when the text is not one.
     public static func removalReport(account: String, storedText: String, defaultTimeout: Duration) -> PlannedReport? {
         StoredRequest(text: storedText).map { PlannedReport($0.rendered(account: account), defaultTimeout: defaultTimeout) }
+    }
+
+    /// The removal reports a stored record owes, in the order they are sent (the removal of the
+    /// last delivered report first); nil when one of them cannot be read.
+    public static func removalReports(of record: AccountRecord, defaultTimeout: Duration) -> [PlannedReport]? {
+        AgentBook.removals(of: record, defaultTimeout: defaultTimeout)
     }
 }

@@ -42,8 +42,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     private let book: Mutex<AgentBook>
     private let startup: Mutex<(plans: [AccountPlan], records: [AccountRecord])?>
-    private let schedulerSlot = Mutex<ReportScheduler<JobKey, C>?>(nil)
+    private let schedulerSlot = Mutex<ReportScheduler<String, C>?>(nil)
     private let statusNote = Mutex<String?>(nil)
+    private let isStopping = Mutex(false)
     /// Set at start and by each reload: log "all … reported" once the work is done.
     private let announceWhenSettled = Mutex(true)
     private let statusChanges: AsyncStream<Void>
@@ -81,18 +82,22 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// Where the accounts stand now.
     var counts: AccountCounts { book.withLock { $0.counts } }
 
-    public func run() async {
+    /// Runs until graceful shutdown. Throws when the state cannot be written at start: the
+    /// reports' removal requests must be in the state before any report is sent.
+    public func run() async throws {
         let scheduler = makeScheduler()
         schedulerSlot.withLock { $0 = scheduler }
         defer { schedulerSlot.withLock { $0 = nil } }
 
         if let (plans, records) = startup.withLock({ startup in defer { startup = nil }; return startup }) {
+            // The scheduler does not run yet, so nothing is sent before the flush.
             let owedRemovals = book.withLock { book -> Int in
                 apply(book.start(plans: plans, records: records), to: scheduler)
                 return book.counts.removing
             }
-            // Removal requests are in the state before any report is sent (the scheduler is not running yet).
-            recorder.flush()
+            guard recorder.flush() else {
+                throw StateRecorder<C>.Failure(description: "the state cannot be written, so nothing is sent; see the error above")
+            }
             for id in book.withLock({ $0.unreadableRemovals }) {
                 logger.error("\(id): the stored removal request cannot be read, so the account is forgotten without one")
             }
@@ -128,6 +133,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 } catch {
                     return .other
                 }
+                self.isStopping.withLock { $0 = true }
                 self.notifier.notify("STOPPING=1")
                 let inFlight = scheduler.inFlightCount
                 let waiting = inFlight > 0 ? "; \(inFlight) in flight get \(DurationText(self.gracePeriod)) to finish" : ""
@@ -149,7 +155,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     // MARK: Scheduling
 
-    private func makeScheduler() -> ReportScheduler<JobKey, C> {
+    private func makeScheduler() -> ReportScheduler<String, C> {
         let retry = settings.retry
         let policy = BackoffPolicy(initial: retry.initial, multiplier: retry.multiplier, maximum: retry.max,
                                    maxRetryAfter: retry.maxRetryAfter)
@@ -157,71 +163,61 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         return ReportScheduler(
             policy: policy, concurrency: settings.concurrency, perHostConcurrency: settings.perHostConcurrency,
             clock: clock, random: SystemRandomNumberGenerator(), wallClock: { wallClock() / 1000 },
-            perform: { [weak self] key, _ in
-                guard let self, let report = self.book.withLock({ $0.request(for: key) }) else { return .delivered }
+            perform: { [weak self] id, _ in
+                guard let self, let report = self.book.withLock({ $0.beginAttempt(id) }) else { return .delivered }
                 return await OnceRunner<C>.attempt(report, transport: self.transport)
             },
             onEvent: { [weak self] event in self?.handle(event) })
     }
 
-    /// Applies the book's actions; called with the book locked so that actions keep their order.
-    /// With `flushingFirst`, the state changes are written before anything is submitted.
-    private func apply(_ actions: [AgentBook.Action], to scheduler: ReportScheduler<JobKey, C>, flushingFirst: Bool = false) {
-        if flushingFirst {
-            for action in actions {
-                switch action {
-                case .save(let record): recorder.save(record)
-                case .forget(let id): recorder.forget(id)
-                case .cancel(let key): scheduler.cancel(key)
-                case .submit: break
-                }
-            }
-            recorder.flush()
-            for case .submit(let key, let host, let delay) in actions { scheduler.submit(key, host: host, after: delay) }
-            return
-        }
+    /// Applies the book's actions in order; called with the book locked so that they keep it.
+    private func apply(_ actions: [AgentBook.Action], to scheduler: ReportScheduler<String, C>) {
         for action in actions {
             switch action {
-            case .submit(let key, let host, let delay): scheduler.submit(key, host: host, after: delay)
-            case .cancel(let key): scheduler.cancel(key)
+            case .submit(let id, let host, let delay): scheduler.submit(id, host: host, after: delay)
+            case .cancel(let id): scheduler.cancel(id)
             case .save(let record): recorder.save(record)
             case .forget(let id): recorder.forget(id)
             }
         }
     }
 
-    private func handle(_ event: SchedulerEvent<JobKey>) {
+    private func handle(_ event: SchedulerEvent<String>) {
         guard let scheduler = schedulerSlot.withLock({ $0 }) else { return }
         switch event {
         case .started:
             return
-        case .delivered(let key, let attempts):
+        case .delivered(let id, let attempts):
             let now = wallClock()
             let done = book.withLock { book -> (PlannedReport, AgentBook.Job)? in
-                guard let report = book.request(for: key), let job = book.job(of: key) else { return nil }
-                apply(book.delivered(key, now: now), to: scheduler)
+                guard let (actions, report, job) = book.delivered(id, now: now) else { return nil }
+                apply(actions, to: scheduler)
                 return (report, job)
             }
             guard let (report, job) = done else { return }
             if job == .removal {
-                logger.notice("\(key.id): removal delivered to \(report.host); the account is forgotten")
+                logger.notice("\(id): removal delivered to \(report.host)")
             } else if attempts > 1 {
-                logger.notice("\(key.id): \(report.reporter.rawValue) delivered to \(report.host) after \(attempts) attempts")
+                logger.notice("\(id): \(report.reporter.rawValue) delivered to \(report.host) after \(attempts) attempts")
             } else {
-                logger.debug("\(key.id): \(report.reporter.rawValue) delivered to \(report.host)")
+                logger.debug("\(id): \(report.reporter.rawValue) delivered to \(report.host)")
             }
-        case .failed(let key, let attempt, let failure, let retryIn):
+            if job == .removal && book.withLock({ $0.entries[id] == nil }) {
+                logger.notice("\(id): every removal delivered; the account is forgotten")
+            }
+        case .failed(let id, let attempt, let failure, let retryIn):
             // An attempt cut short by shutdown is not the report's fault.
             if failure.reason == OnceRunner<C>.cancelledReason { return }
             let now = wallClock()
             let report = book.withLock { book -> PlannedReport? in
-                guard let report = book.request(for: key) else { return nil }
-                apply(book.failed(key, attempt: attempt, reason: failure.reason, retryIn: retryIn, now: now), to: scheduler)
+                guard let (actions, report) = book.failed(id, attempt: attempt, reason: failure.reason,
+                                                          retryIn: retryIn, now: now) else { return nil }
+                apply(actions, to: scheduler)
                 return report
             }
             guard let report else { return }
             let message: Logger.Message = """
-                \(key.id): \(report.reporter.rawValue) to \(report.host) failed: \(failure.reason) \
+                \(id): \(report.reporter.rawValue) to \(report.host) failed: \(failure.reason) \
                 (attempt \(attempt)); next attempt in \(DurationText(retryIn))
                 """
             // Attempts 1, 2, 4, 8, …: a dead host is reported, not flooded.
@@ -232,7 +228,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     // MARK: Reload
 
-    private func reload(reason: String, scheduler: ReportScheduler<JobKey, C>) async {
+    private func reload(reason: String, scheduler: ReportScheduler<String, C>) async {
+        guard !isStopping.withLock({ $0 }) else { return }
         notifier.notify("RELOADING=1\nMONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())")
         logger.info("reloading the configuration (\(reason))")
         switch await load() {
@@ -240,13 +237,19 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             logger.error("the new configuration is invalid, so the previous one keeps running: \(why)")
             statusNote.withLock { $0 = "reload failed, previous configuration kept: \(why)" }
         case .loaded(let plans, let newSettings):
-            let summary = book.withLock { book in
+            let now = wallClock()
+            // Cancels and state changes first; the new requests are submitted only once their
+            // removal requests are written, and outside the book's lock while writing.
+            let (submits, summary) = book.withLock { book in
                 book.reportInterval = newSettings.reportInterval
                 book.defaultTimeout = newSettings.timeout
-                let (actions, summary) = book.reload(plans: plans)
-                apply(actions, to: scheduler, flushingFirst: true)
-                return summary
+                let (actions, summary) = book.reload(plans: plans, now: now)
+                let submits = actions.filter { if case .submit = $0 { true } else { false } }
+                apply(actions.filter { if case .submit = $0 { false } else { true } }, to: scheduler)
+                return (submits, summary)
             }
+            await flushUntilWritten()
+            book.withLock { _ in apply(submits, to: scheduler) }
             statusNote.withLock { $0 = nil }
             announceWhenSettled.withLock { $0 = true }
             logger.info("reloaded: \(summary.added) new, \(summary.changed) changed, \(summary.unchanged) unchanged, \(summary.removed) removed")
@@ -256,6 +259,14 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         }
         notifier.notify("READY=1\nSTATUS=\(statusText())")
         statusContinuation.yield()
+    }
+
+    /// Writes the recorded changes, trying again every second while the state cannot be written.
+    private func flushUntilWritten() async {
+        while !recorder.flush() {
+            if Task.isCancelled { return }
+            try? await clock.sleep(for: .seconds(1))
+        }
     }
 
     // MARK: Status

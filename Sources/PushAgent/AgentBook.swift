@@ -1,24 +1,19 @@
 import PushConfig
 import PushState
 
-/// The scheduler's key for an account's current job: its id and a generation that changes
-/// whenever the job is replaced, so that a late result of a replaced job is recognised and dropped.
-public struct JobKey: Hashable, Sendable, CustomStringConvertible {
-    public var id: String
-    public var generation: UInt64
-
-    public var description: String { "\(id)#\(generation)" }
-}
-
 /// The agent's decisions about accounts (SPEC §5), as a pure state machine: it takes the plans
 /// of a configuration, the stored records and the scheduler's outcomes, and returns what to
 /// submit, cancel, save and forget. The ``Agent`` applies the actions; tests call it directly.
 ///
-/// The removal request is rendered and stored when a report is planned, from the same values,
-/// and the caller saves it before the report is sent: a report that reached a server always has
-/// its removal in the state, whatever moment the agent is killed at. An account removed before
-/// its report was ever delivered therefore still gets its removal (receivers treat the removal
-/// of an unknown token as done).
+/// - The scheduler knows an account only by its id, so an account never has two requests in
+///   flight: a job that replaces one in flight starts after it returns, and the old result is
+///   dropped. Each job has a generation; ``beginAttempt(_:)`` notes which generation is sent, and
+///   an outcome counts only when it is the current one.
+/// - The removal request is rendered with each report, from the same values, and the caller
+///   saves it before that report is sent (the actions list saves before it submits). A report
+///   that reached a server therefore always has its removal in the state, whatever moment the
+///   agent is killed at. The record also keeps the removal of the last *delivered* report while a
+///   newer one is not delivered; when the account leaves, both are sent (the delivered one first).
 struct AgentBook {
     /// What is scheduled for an account.
     enum Job: Equatable {
@@ -32,14 +27,17 @@ struct AgentBook {
         var plan: AccountPlan?
         /// What is scheduled; nil when nothing is (delivered, no `reportInterval`).
         var job: Job?
-        /// The removal being sent, when `job` is `.removal`.
-        var removalReport: PlannedReport?
-        var generation: UInt64
+        /// The removals still to send, first one next, when `job` is `.removal`.
+        var removals: [PlannedReport] = []
+        /// Changes whenever the job is replaced.
+        var generation: UInt64 = 0
+        /// The generation of the attempt the scheduler last started.
+        var sentGeneration: UInt64?
     }
 
     enum Action: Equatable {
-        case submit(JobKey, host: String, after: Duration)
-        case cancel(JobKey)
+        case submit(String, host: String, after: Duration)
+        case cancel(String)
         case save(AccountRecord)
         case forget(String)
     }
@@ -85,36 +83,33 @@ struct AgentBook {
         for plan in plans {
             let old = stored[plan.id]
             var record = old ?? AccountRecord(id: plan.id)
-            record.fingerprint = plan.report.rendered.fingerprint
-            record.isRemoving = false
-            record.attempts = 0
-            record.removal = plan.removal
-            if record.phase != .delivered { record.nextDueAt = nil }
+            plan.apply(to: &record)
             if record != old { actions.append(.save(record)) }
-            schedule(Entry(record: record, plan: plan, job: .report, generation: 0), actions: &actions)
+            schedule(Entry(record: record, plan: plan, job: .report), actions: &actions)
         }
-        return actions
+        return Self.savesFirst(actions)
     }
 
     /// A new configuration while running: new and changed accounts are reported now (replacing
     /// a pending retry), unchanged ones keep their schedule, and accounts that left get their
-    /// removal.
-    mutating func reload(plans: [AccountPlan]) -> ([Action], ReloadSummary) {
+    /// removal. The actions cancel, then save, then submit.
+    mutating func reload(plans: [AccountPlan], now: Int64) -> ([Action], ReloadSummary) {
         var actions: [Action] = []
         var summary = ReloadSummary()
         var planned = Set<String>()
         planned.reserveCapacity(plans.count)
         for plan in plans {
             planned.insert(plan.id)
-            let fingerprint = plan.report.rendered.fingerprint
             guard var entry = entries[plan.id] else {
                 summary.added += 1
-                let record = AccountRecord(id: plan.id, fingerprint: fingerprint, removal: plan.removal)
+                var record = AccountRecord(id: plan.id)
+                plan.apply(to: &record)
                 actions.append(.save(record))
-                schedule(Entry(record: record, plan: plan, job: .report, generation: 0), actions: &actions)
+                schedule(Entry(record: record, plan: plan, job: .report), actions: &actions)
                 continue
             }
-            if !entry.record.isRemoving && entry.record.fingerprint == fingerprint {
+            let wasRemoving = entry.record.isRemoving
+            if !wasRemoving && entry.record.fingerprint == plan.report.rendered.fingerprint {
                 summary.unchanged += 1
                 entry.plan = plan
                 if entry.record.removal != plan.removal {
@@ -122,80 +117,105 @@ struct AgentBook {
                     actions.append(.save(entry.record))
                 }
                 entries[plan.id] = entry
+                if entry.job == nil, let reportInterval, let lastSuccess = entry.record.lastSuccessAt {
+                    // reportInterval was turned on (or changed) by this reload.
+                    entry.job = .report
+                    entries[plan.id] = entry
+                    let due = Swift.max(0, lastSuccess + reportInterval.milliseconds - now)
+                    entry.record.nextDueAt = now + due
+                    entries[plan.id] = entry
+                    actions.append(.save(entry.record))
+                    actions.append(.submit(plan.id, host: plan.report.host, after: .milliseconds(due)))
+                }
                 continue
             }
-            if entry.record.isRemoving { summary.added += 1 } else { summary.changed += 1 }
-            if entry.job != nil { actions.append(.cancel(key(entry))) }
-            entry.record.fingerprint = fingerprint
-            entry.record.isRemoving = false
-            entry.record.attempts = 0
-            entry.record.nextDueAt = nil
-            entry.record.removal = plan.removal
+            if wasRemoving { summary.added += 1 } else { summary.changed += 1 }
+            if entry.job != nil { actions.append(.cancel(plan.id)) }
+            if wasRemoving {
+                // Back before its removal went out: report it again as it is now.
+                entry.record.isRemoving = false
+            }
+            plan.apply(to: &entry.record)
             entry.plan = plan
             entry.job = .report
-            entry.removalReport = nil
+            entry.removals = []
             actions.append(.save(entry.record))
             schedule(entry, actions: &actions)
         }
         for (id, entry) in entries where !planned.contains(id) && !entry.record.isRemoving {
             summary.removed += 1
-            if entry.job != nil { actions.append(.cancel(key(entry))) }
+            if entry.job != nil { actions.append(.cancel(id)) }
             entries[id] = nil
             beginRemoval(entry.record, actions: &actions)
         }
-        return (actions, summary)
+        return (Self.savesFirst(actions), summary)
     }
 
-    /// The request to send for `key`; nil when the job was replaced or forgotten.
-    func request(for key: JobKey) -> PlannedReport? {
-        guard let entry = entries[key.id], entry.generation == key.generation else { return nil }
-        switch entry.job {
-        case .report: return entry.plan?.report
-        case .removal: return entry.removalReport
-        case nil: return nil
-        }
+    /// The scheduler starts an attempt of `id`: the request to send (nil when there is nothing
+    /// to send any more), noted as sent with the job's current generation.
+    mutating func beginAttempt(_ id: String) -> PlannedReport? {
+        guard var entry = entries[id], let request = Self.request(of: entry) else { return nil }
+        entry.sentGeneration = entry.generation
+        entries[id] = entry
+        return request
     }
 
-    /// The job of `key` when it is still current.
-    func job(of key: JobKey) -> Job? {
-        guard let entry = entries[key.id], entry.generation == key.generation else { return nil }
-        return entry.job
+    /// The request the current job of `id` sends, without starting an attempt.
+    func currentRequest(_ id: String) -> PlannedReport? {
+        entries[id].flatMap(Self.request(of:))
     }
 
-    /// `key` was delivered at `now` (Unix milliseconds).
-    mutating func delivered(_ key: JobKey, now: Int64) -> [Action] {
-        guard var entry = entries[key.id], entry.generation == key.generation, let job = entry.job else { return [] }
+    /// The last attempt of `id` delivered at `now` (Unix milliseconds). Nil when that attempt
+    /// belonged to a job that was replaced since; else the actions, the request and its job.
+    mutating func delivered(_ id: String, now: Int64) -> (actions: [Action], report: PlannedReport, job: Job)? {
+        guard var entry = entries[id], let job = entry.job, entry.sentGeneration == entry.generation,
+              let report = Self.request(of: entry) else { return nil }
         if job == .removal {
-            entries[key.id] = nil
-            return [.forget(key.id)]
+            entry.removals.removeFirst()
+            if entry.removals.isEmpty {
+                entries[id] = nil
+                return ([.forget(id)], report, job)
+            }
+            // The next removal: the record keeps only what is still to send.
+            entry.record.deliveredRemoval = nil
+            entry.record.attempts = 0
+            entry.record.lastAttemptAt = now
+            entry.record.lastOutcome = "delivered"
+            entry.generation = nextGeneration()
+            entries[id] = entry
+            return ([.save(entry.record), .submit(id, host: entry.removals[0].host, after: .zero)], report, job)
         }
         var actions: [Action] = []
         entry.record.deliveredFingerprint = entry.record.fingerprint
+        entry.record.deliveredRemoval = entry.record.removal
         entry.record.attempts = 0
         entry.record.lastAttemptAt = now
         entry.record.lastOutcome = "delivered"
         entry.record.lastSuccessAt = now
-        if let reportInterval, let host = entry.plan?.report.host {
+        if let reportInterval {
             entry.record.nextDueAt = now + reportInterval.milliseconds
-            actions.append(.submit(key, host: host, after: reportInterval))
+            actions.append(.submit(id, host: report.host, after: reportInterval))
         } else {
             entry.record.nextDueAt = nil
             entry.job = nil
         }
-        entries[key.id] = entry
+        entries[id] = entry
         actions.insert(.save(entry.record), at: 0)
-        return actions
+        return (actions, report, job)
     }
 
-    /// Attempt `attempt` of `key` failed at `now`; the scheduler tries again `retryIn` later.
-    mutating func failed(_ key: JobKey, attempt: Int, reason: String, retryIn: Duration, now: Int64) -> [Action] {
-        guard var entry = entries[key.id], entry.generation == key.generation, entry.job != nil else { return [] }
+    /// Attempt `attempt` of `id` failed at `now`; the scheduler tries again `retryIn` later (nil:
+    /// not before the next run). Nil when that attempt belonged to a replaced job.
+    mutating func failed(_ id: String, attempt: Int, reason: String, retryIn: Duration?, now: Int64)
+        -> (actions: [Action], report: PlannedReport)? {
+        guard var entry = entries[id], entry.job != nil, entry.sentGeneration == entry.generation,
+              let report = Self.request(of: entry) else { return nil }
         entry.record.attempts = attempt
         entry.record.lastAttemptAt = now
         entry.record.lastOutcome = reason
-        entry.record.nextDueAt = now + retryIn.milliseconds
-        entries[key.id] = entry
-        return [.save(entry.record)]
+        entry.record.nextDueAt = retryIn.map { now + $0.milliseconds }
+        entries[id] = entry
+        return ([.save(entry.record)], report)
     }
 
     /// How many accounts stand where.
@@ -203,15 +223,31 @@ struct AgentBook {
         AccountCounts(entries.values.lazy.map(\.record))
     }
 
+    /// The removals a stored record owes, in the order they are sent: the removal of the last
+    /// delivered report, then that of a newer report when it differs. Nil when one cannot be read.
+    static func removals(of record: AccountRecord, defaultTimeout: Duration) -> [PlannedReport]? {
+        var texts: [String] = []
+        for text in [record.deliveredRemoval, record.removal] {
+            if let text, !texts.contains(text) { texts.append(text) }
+        }
+        var reports: [PlannedReport] = []
+        for text in texts {
+            guard let report = AccountPlan.removalReport(account: record.id, storedText: text, defaultTimeout: defaultTimeout)
+            else { return nil }
+            reports.append(report)
+        }
+        return reports
+    }
+
     /// Starts the removal of a stored account that left the configuration, or forgets it when
     /// it has no removal to send.
     private mutating func beginRemoval(_ stored: AccountRecord, actions: inout [Action]) {
-        guard let text = stored.removal else {
+        guard let reports = Self.removals(of: stored, defaultTimeout: defaultTimeout) else {
+            unreadableRemovals.append(stored.id)
             actions.append(.forget(stored.id))
             return
         }
-        guard let report = AccountPlan.removalReport(account: stored.id, storedText: text, defaultTimeout: defaultTimeout) else {
-            unreadableRemovals.append(stored.id)
+        guard !reports.isEmpty else {
             actions.append(.forget(stored.id))
             return
         }
@@ -221,21 +257,53 @@ struct AgentBook {
         record.fingerprint = ""
         record.nextDueAt = nil
         if record != stored { actions.append(.save(record)) }
-        schedule(Entry(record: record, plan: nil, job: .removal, removalReport: report, generation: 0), actions: &actions)
+        schedule(Entry(record: record, plan: nil, job: .removal, removals: reports), actions: &actions)
     }
 
     /// Gives `entry` a new generation, stores it and submits its job now.
     private mutating func schedule(_ entry: Entry, actions: inout [Action]) {
         var entry = entry
-        lastGeneration += 1
-        entry.generation = lastGeneration
+        entry.generation = nextGeneration()
         entries[entry.record.id] = entry
-        let host = (entry.job == .removal ? entry.removalReport?.host : entry.plan?.report.host) ?? ""
-        actions.append(.submit(key(entry), host: host, after: .zero))
+        let host = Self.request(of: entry)?.host ?? ""
+        actions.append(.submit(entry.record.id, host: host, after: .zero))
     }
 
-    private func key(_ entry: Entry) -> JobKey {
-        JobKey(id: entry.record.id, generation: entry.generation)
+    private mutating func nextGeneration() -> UInt64 {
+        lastGeneration += 1
+        return lastGeneration
+    }
+
+    private static func request(of entry: Entry) -> PlannedReport? {
+        switch entry.job {
+        case .report: entry.plan?.report
+        case .removal: entry.removals.first
+        case nil: nil
+        }
+    }
+
+    /// Cancels first, then saves and forgets, then submits, keeping each group's order.
+    private static func savesFirst(_ actions: [Action]) -> [Action] {
+        var cancels: [Action] = [], writes: [Action] = [], submits: [Action] = []
+        for action in actions {
+            switch action {
+            case .cancel: cancels.append(action)
+            case .save, .forget: writes.append(action)
+            case .submit: submits.append(action)
+            }
+        }
+        return cancels + writes + submits
+    }
+}
+
+extension AccountPlan {
+    /// Makes `record` describe this plan's report, not yet attempted, with its removal.
+    func apply(to record: inout AccountRecord) {
+        record.fingerprint = report.rendered.fingerprint
+        record.isRemoving = false
+        record.attempts = 0
+        record.removal = removal
+        if record.phase != .delivered { record.nextDueAt = nil }
     }
 }
 

@@ -4,8 +4,9 @@ import Glibc
 
 /// Watches configuration files and directories with inotify, for `run --watch`.
 ///
-/// A named file is watched through its directory, so that editors that save by renaming a new
-/// file over the old one are seen too. Changes are debounced: a burst of events (an editor's
+/// A named file is watched through its directory (only events about that name count), so that
+/// editors that save by renaming a new file over the old one are seen too; in a named directory,
+/// only `*.yaml` and `*.yml` files count. Changes are debounced: a burst of events (an editor's
 /// save, a `git checkout`) reports once, `quietPeriod` after the last of them.
 public struct ConfigWatcher: Sendable {
     public var paths: [String]
@@ -22,14 +23,14 @@ public struct ConfigWatcher: Sendable {
         let inotify = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         guard inotify >= 0 else { return }
         defer { close(inotify) }
-        let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_ATTRIB)
+        var watches: [Watch] = []
         for path in paths {
             var status = stat()
             let isDirectory = stat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFDIR
-            _ = inotify_add_watch(inotify, isDirectory ? path : Self.directory(of: path), mask)
+            watches.append(isDirectory ? Watch(directory: path, name: nil)
+                                       : Watch(directory: Self.directory(of: path), name: Self.baseName(of: path)))
         }
-        let quietMilliseconds = Int32(quietPeriod.components.seconds * 1000
-                                      + quietPeriod.components.attoseconds / 1_000_000_000_000_000)
+        let quietMilliseconds = Int32(clamping: quietPeriod.milliseconds)
         // A blocking poll on a thread of its own: the cooperative pool is never held, and an idle
         // agent does not wake up at all. A pipe tells the thread to stop.
         var pipeEnds: [Int32] = [0, 0]
@@ -39,7 +40,7 @@ public struct ConfigWatcher: Sendable {
         _ = fcntl(stopWrite, F_SETFD, FD_CLOEXEC)
         defer { close(stopRead) }
         let (events, continuation) = AsyncStream<Void>.makeStream()
-        let thread = WatchThread(inotify: inotify, stop: stopRead, quietMilliseconds: quietMilliseconds) {
+        let thread = WatchThread(inotify: inotify, watches: watches, stop: stopRead, quietMilliseconds: quietMilliseconds) {
             continuation.yield()
         } finished: {
             continuation.finish()
@@ -55,24 +56,45 @@ public struct ConfigWatcher: Sendable {
         thread.join()
     }
 
+    static func baseName(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return path }
+        return String(path[path.index(after: slash)...])
+    }
+
     static func directory(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 }
 
+/// A watched directory, and the one file in it that matters (nil: its `*.yaml` and `*.yml`).
+private struct Watch {
+    var directory: String
+    var name: String?
+
+    func matches(_ file: String) -> Bool {
+        if let name { return file == name }
+        return file.hasSuffix(".yaml") || file.hasSuffix(".yml")
+    }
+}
+
 /// The thread that waits for inotify events.
 private final class WatchThread: @unchecked Sendable {
+    private static let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_ATTRIB)
     private let inotify: Int32
+    private let watches: [Watch]
+    /// Watch descriptor → index in `watches`.
+    private var descriptors: [Int32: Int] = [:]
     private let stop: Int32
     private let quietMilliseconds: Int32
     private let onBurst: @Sendable () -> Void
     private let finished: @Sendable () -> Void
     private var thread = pthread_t()
 
-    init(inotify: Int32, stop: Int32, quietMilliseconds: Int32, onBurst: @escaping @Sendable () -> Void,
+    init(inotify: Int32, watches: [Watch], stop: Int32, quietMilliseconds: Int32, onBurst: @escaping @Sendable () -> Void,
          finished: @escaping @Sendable () -> Void) {
         self.inotify = inotify
+        self.watches = watches
         self.stop = stop
         self.quietMilliseconds = quietMilliseconds
         self.onBurst = onBurst
@@ -92,8 +114,44 @@ private final class WatchThread: @unchecked Sendable {
         pthread_join(thread, nil)
     }
 
+    /// Watches the directory of `watches[index]` (again, after it was replaced or removed).
+    private func add(_ index: Int) {
+        let descriptor = inotify_add_watch(inotify, watches[index].directory, Self.mask)
+        if descriptor >= 0 { descriptors[descriptor] = index }
+    }
+
+    /// Reads the pending events; true when one concerns a configuration file.
+    private func readEvents(into buffer: inout [UInt8]) -> Bool {
+        var relevant = false
+        while true {
+            let count = read(inotify, &buffer, buffer.count)
+            guard count > 0 else { return relevant }
+            var offset = 0
+            let header = MemoryLayout<inotify_event>.size
+            while offset + header <= count {
+                let (descriptor, mask, length) = buffer.withUnsafeBytes { raw in
+                    let event = raw.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
+                    return (event.wd, event.mask, Int(event.len))
+                }
+                let nameBytes = buffer[(offset + header)..<min(count, offset + header + length)].prefix { $0 != 0 }
+                let name = String(decoding: nameBytes, as: UTF8.self)
+                offset += header + length
+                guard let index = descriptors[descriptor] else { continue }
+                if mask & UInt32(IN_IGNORED) != 0 {
+                    // The directory itself went away or was replaced: watch it again if it is back.
+                    descriptors[descriptor] = nil
+                    add(index)
+                    relevant = true
+                } else if watches[index].matches(name) {
+                    relevant = true
+                }
+            }
+        }
+    }
+
     private func loop() {
         defer { finished() }
+        for index in watches.indices { add(index) }
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         var pendingBurst = false
         while true {
@@ -110,8 +168,7 @@ private final class WatchThread: @unchecked Sendable {
                 onBurst()
                 continue
             }
-            while read(inotify, &buffer, buffer.count) > 0 {}
-            pendingBurst = true
+            if readEvents(into: &buffer) { pendingBurst = true }
         }
     }
 }

@@ -9,23 +9,25 @@ public struct OnceBatch: Sendable {
     public let unreadableRemovals: [String]
 
     private var book: AgentBook
-    private let keys: [JobKey]
+    /// Per account, in submission order, the positions of its requests in `reports`.
+    private let positions: [(id: String, indexes: [Int])]
     private var saved: [String: AccountRecord] = [:]
     private var forgotten: Set<String> = []
 
     public init(plans: [AccountPlan], records: [AccountRecord], defaultTimeout: Duration) {
         var book = AgentBook(defaultTimeout: defaultTimeout, reportInterval: nil)
         let actions = book.start(plans: plans, records: records)
-        var keys: [JobKey] = []
+        var positions: [(id: String, indexes: [Int])] = []
         var reports: [PlannedReport] = []
-        for action in actions {
-            if case .submit(let key, _, _) = action, let report = book.request(for: key) {
-                keys.append(key)
-                reports.append(report)
-            }
+        for case .submit(let id, _, _) in actions {
+            guard let entry = book.entries[id] else { continue }
+            // An account owing two removals has both sent in this one run.
+            let requests = entry.job == .removal ? entry.removals : book.currentRequest(id).map { [$0] } ?? []
+            positions.append((id, Array(reports.count..<(reports.count + requests.count))))
+            reports.append(contentsOf: requests)
         }
         self.book = book
-        self.keys = keys
+        self.positions = positions
         self.reports = reports
         unreadableRemovals = book.unreadableRemovals
         record(actions)
@@ -39,14 +41,20 @@ public struct OnceBatch: Sendable {
 
     /// The records to save and the accounts to forget once `outcome` is known.
     public mutating func records(after outcome: OnceOutcome, now: Int64) -> (save: [AccountRecord], forget: [String]) {
-        var undelivered: [String: OnceOutcome.Undelivered] = [:]
-        for failure in outcome.undelivered { undelivered[failure.account] = failure }
-        for key in keys {
-            if let failure = undelivered[key.id] {
-                guard failure.attempts > 0 else { continue }
-                record(book.failed(key, attempt: failure.attempts, reason: failure.reason, retryIn: .zero, now: now))
-            } else {
-                record(book.delivered(key, now: now))
+        var undelivered: [Int: OnceOutcome.Undelivered] = [:]
+        for failure in outcome.undelivered { undelivered[failure.index] = failure }
+        for (id, indexes) in positions {
+            // In order: the first request not delivered stays owed, with those after it.
+            for index in indexes {
+                _ = book.beginAttempt(id)
+                if let failure = undelivered[index] {
+                    if failure.attempts > 0, let (actions, _) = book.failed(id, attempt: failure.attempts, reason: failure.reason,
+                                                                           retryIn: nil, now: now) {
+                        record(actions)
+                    }
+                    break
+                }
+                if let (actions, _, _) = book.delivered(id, now: now) { record(actions) }
             }
         }
         return (Array(saved.values), Array(forgotten))

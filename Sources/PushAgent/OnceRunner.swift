@@ -127,6 +127,8 @@ private enum Ending { case allDelivered, deadline, other }
 public struct OnceOutcome: Sendable {
     /// A report that was not delivered by the deadline.
     public struct Undelivered: Sendable {
+        /// The report's position in the runner's `reports`.
+        public var index: Int
         public var account: String
         public var reporter: Reporter
         public var host: String
@@ -235,7 +237,7 @@ final class RunTally: Sendable {
             var undelivered: [OnceOutcome.Undelivered] = []
             for (index, entry) in state.entries.enumerated() where !entry.delivered {
                 let report = reports[index]
-                undelivered.append(.init(account: report.account, reporter: report.reporter, host: report.host,
+                undelivered.append(.init(index: index, account: report.account, reporter: report.reporter, host: report.host,
                                          attempts: entry.attempts,
                                          reason: entry.lastReason ?? "no response before the deadline"))
             }

@@ -10,6 +10,11 @@ import Synchronization
 /// Run it as a ``Service`` listed before the services that record into it: the service group
 /// stops services in reverse order, so the final flush comes after the last change.
 public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration == Duration {
+    /// The state could not be written when it had to be.
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
     private struct Pending {
         var records: [String: AccountRecord] = [:]
         var forgotten: Set<String> = []
@@ -21,6 +26,9 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
     private let clock: C
     private let batchInterval: Duration
     private let pending = Mutex(Pending())
+    /// Held for the whole of a flush, so that a flush that returns has written everything
+    /// recorded before it began, including a batch another flush had taken.
+    private let flushing = Mutex(())
     private let signal: AsyncStream<Void>
     private let signalContinuation: AsyncStream<Void>.Continuation
 
@@ -56,34 +64,38 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
         if wasEmpty { signalContinuation.yield() }
     }
 
-    /// Writes everything recorded so far in one transaction. On failure the changes stay
-    /// pending for the next flush.
+    /// Writes everything recorded so far in one transaction, and returns whether it was
+    /// written. On failure the changes stay pending for the next flush.
     @discardableResult
     public func flush() -> Bool {
-        let batch = pending.withLock { pending in
-            defer { pending = Pending() }
-            return pending
-        }
-        guard !batch.isEmpty else { return true }
-        do {
-            try store.save(batch.records.values, deleting: batch.forgotten)
-            return true
-        } catch {
-            logger.error("cannot save the state: \(error.description); will try again")
-            pending.withLock { pending in
-                for (id, record) in batch.records where pending.records[id] == nil && !pending.forgotten.contains(id) {
-                    pending.records[id] = record
-                }
-                for id in batch.forgotten where pending.records[id] == nil {
-                    pending.forgotten.insert(id)
-                }
+        flushing.withLock { _ in
+            let batch = pending.withLock { pending in
+                defer { pending = Pending() }
+                return pending
             }
-            return false
+            guard !batch.isEmpty else { return true }
+            do throws(StateError) {
+                try store.save(batch.records.values, deleting: batch.forgotten)
+                return true
+            } catch {
+                logger.error("cannot save the state: \(error.description); will try again")
+                pending.withLock { pending in
+                    // Changes recorded since the batch was taken are newer: keep them.
+                    for (id, record) in batch.records where pending.records[id] == nil && !pending.forgotten.contains(id) {
+                        pending.records[id] = record
+                    }
+                    for id in batch.forgotten where pending.records[id] == nil {
+                        pending.forgotten.insert(id)
+                    }
+                }
+                return false
+            }
         }
     }
 
-    /// Flushes a batch shortly after each change, until graceful shutdown; then flushes once more.
-    public func run() async {
+    /// Flushes a batch shortly after each change, until graceful shutdown; then flushes once
+    /// more, and throws if that last write fails (the agent then exits non-zero).
+    public func run() async throws {
         for await _ in signal.cancelOnGracefulShutdown() {
             try? await clock.sleep(for: batchInterval)
             if !flush() {
@@ -92,6 +104,8 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
                 signalContinuation.yield()
             }
         }
-        flush()
+        guard flush() else {
+            throw Failure(description: "the last changes could not be saved to \(store.path)")
+        }
     }
 }

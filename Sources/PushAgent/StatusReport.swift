@@ -16,7 +16,7 @@ public struct StatusReport: Sendable {
         let header = ["ACCOUNT", "STATE", "ATTEMPTS", "LAST ATTEMPT", "NEXT ATTEMPT", "LAST SUCCESS", "LAST OUTCOME"]
         let rows = records.map { record in
             [record.id, record.phase.rawValue, "\(record.attempts)", Self.time(record.lastAttemptAt),
-             record.nextDueAt.map { Self.time($0) } ?? (record.phase == .delivered ? "-" : "now"),
+             record.nextDueAt.map { Self.time($0) } ?? (record.phase == .pending ? "now" : "-"),
              Self.time(record.lastSuccessAt), record.lastOutcome ?? "-"]
         }
         var widths = header.map(\.count)

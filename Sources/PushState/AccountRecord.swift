@@ -35,12 +35,16 @@ public struct AccountRecord: Sendable, Equatable {
     /// (opaque text written by the agent, stored before that report is sent); nil when the
     /// account has no `accountRemovalReporterUrl`.
     public var removal: String?
+    /// The removal request stored with the last report that was delivered; kept apart from
+    /// ``removal`` while a newer report is not delivered yet, so that a removal can undo both.
+    public var deliveredRemoval: String?
     /// True when the account left the configuration and its removal is owed.
     public var isRemoving: Bool
 
     public init(id: String, fingerprint: String = "", deliveredFingerprint: String? = nil, attempts: Int = 0,
                 lastAttemptAt: Int64? = nil, lastOutcome: String? = nil, nextDueAt: Int64? = nil,
-                lastSuccessAt: Int64? = nil, removal: String? = nil, isRemoving: Bool = false) {
+                lastSuccessAt: Int64? = nil, removal: String? = nil, deliveredRemoval: String? = nil,
+                isRemoving: Bool = false) {
         self.id = id
         self.fingerprint = fingerprint
         self.deliveredFingerprint = deliveredFingerprint
@@ -50,6 +54,7 @@ public struct AccountRecord: Sendable, Equatable {
         self.nextDueAt = nextDueAt
         self.lastSuccessAt = lastSuccessAt
         self.removal = removal
+        self.deliveredRemoval = deliveredRemoval
         self.isRemoving = isRemoving
     }
 

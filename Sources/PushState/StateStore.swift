@@ -5,7 +5,8 @@ import Glibc
 import Synchronization
 
 /// The state database (SPEC §6): one SQLite file in WAL mode, `state.sqlite` in the state
-/// directory, mode 0600.
+/// directory, mode 0600. Commits are synchronous (`synchronous = FULL`): a batch that
+/// ``save(_:deleting:)`` returned from survives a power loss too.
 ///
 /// It stores ``AccountRecord``s and nothing else; deciding what to write, and batching the
 /// writes, is the agent's job. ``save(_:deleting:)`` writes any number of records in one
@@ -41,7 +42,7 @@ public final class StateStore: Sendable {
         if !readOnly {
             try database.execute("""
                 PRAGMA journal_mode = WAL;
-                PRAGMA synchronous = NORMAL;
+                PRAGMA synchronous = FULL;
                 PRAGMA cache_size = -1024;
                 CREATE TABLE IF NOT EXISTS accounts (
                     id TEXT PRIMARY KEY NOT NULL,
@@ -53,6 +54,7 @@ public final class StateStore: Sendable {
                     next_due_at INTEGER,
                     last_success_at INTEGER,
                     removal TEXT,
+                    delivered_removal TEXT,
                     removing INTEGER NOT NULL
                 ) WITHOUT ROWID;
                 PRAGMA user_version = 1;
@@ -72,7 +74,8 @@ public final class StateStore: Sendable {
                     id: select.text(0) ?? "", fingerprint: select.text(1) ?? "",
                     deliveredFingerprint: select.text(2), attempts: Int(select.int64(3) ?? 0),
                     lastAttemptAt: select.int64(4), lastOutcome: select.text(5), nextDueAt: select.int64(6),
-                    lastSuccessAt: select.int64(7), removal: select.text(8), isRemoving: (select.int64(9) ?? 0) != 0))
+                    lastSuccessAt: select.int64(7), removal: select.text(8), deliveredRemoval: select.text(9),
+                    isRemoving: (select.int64(10) ?? 0) != 0))
             }
             return records
         }
@@ -96,7 +99,8 @@ public final class StateStore: Sendable {
                     upsert.bind(7, record.nextDueAt)
                     upsert.bind(8, record.lastSuccessAt)
                     upsert.bind(9, record.removal)
-                    upsert.bind(10, record.isRemoving ? 1 : 0)
+                    upsert.bind(10, record.deliveredRemoval)
+                    upsert.bind(11, record.isRemoving ? 1 : 0)
                     try upsert.run()
                 }
                 for id in ids {
@@ -134,9 +138,9 @@ private struct Statements: @unchecked Sendable {
 
     init(_ database: SQLiteConnection) throws(StateError) {
         self.database = database
-        let columns = "id, fingerprint, delivered_fingerprint, attempts, last_attempt_at, last_outcome, next_due_at, last_success_at, removal, removing"
+        let columns = "id, fingerprint, delivered_fingerprint, attempts, last_attempt_at, last_outcome, next_due_at, last_success_at, removal, delivered_removal, removing"
         selectAll = try database.prepare("SELECT \(columns) FROM accounts ORDER BY id")
-        upsert = try database.prepare("INSERT OR REPLACE INTO accounts (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        upsert = try database.prepare("INSERT OR REPLACE INTO accounts (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
         delete = try database.prepare("DELETE FROM accounts WHERE id = ?")
         begin = try database.prepare("BEGIN IMMEDIATE")
         commit = try database.prepare("COMMIT")

@@ -10,10 +10,11 @@ struct Remove: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Send an account's removal report now, retrying until the deadline, then forget the account.",
         discussion: """
-            The removal request is the one kept in the state directory, rendered from the values of the \
-            account's last delivered report; for an account that was never delivered, it is rendered from \
-            the configuration. An account that is still in the configuration is reported again at the \
-            agent's next start or reload: delete it from the files to keep it removed.
+            The removal requests are those kept in the state directory, rendered from the values of the \
+            account's last delivered report and of a newer one not delivered yet; without any, the removal \
+            is rendered from the configuration. Use it for an account the agent no longer runs with: an \
+            account still in the configuration is reported again when the agent next starts (a running \
+            agent does not notice the removal), so delete it from the files and reload instead.
             """
     )
 
@@ -56,16 +57,18 @@ struct Remove: AsyncParsableCommand {
         let settings = setup.configuration.agent
         let record = try setup.store.records().first { $0.id == id }
         let configured = setup.configuration.accounts.first { $0.id == id }
-        var removal = record?.removal.flatMap {
-            AccountPlan.removalReport(account: id, storedText: $0, defaultTimeout: settings.timeout)
+        var removals = record.map { AccountPlan.removalReports(of: $0, defaultTimeout: settings.timeout) } ?? []
+        if removals == nil {
+            logger.warning("\(id): the stored removal request cannot be read; it is rendered from the configuration instead")
+            removals = []
         }
-        if removal == nil, let configured {
+        if removals?.isEmpty == true, let configured {
             var builder = RequestBuilder(configuration: setup.configuration, sources: setup.loaded.result.sources,
                                          installID: setup.installID, hostname: LoaderEnvironment.current().hostname)
             var problems = DiagnosticList()
             if let rendered = builder.request(for: configured, reporter: .accountRemovalReporter, display: .asSent,
                                               diagnostics: &problems) {
-                removal = PlannedReport(rendered, defaultTimeout: settings.timeout)
+                removals = [PlannedReport(rendered, defaultTimeout: settings.timeout)]
             } else if problems.hasErrors {
                 for diagnostic in problems.sorted(fileOrder: setup.configuration.files) where diagnostic.severity == .error {
                     output.line(diagnostic.formatted)
@@ -75,12 +78,12 @@ struct Remove: AsyncParsableCommand {
         }
         if let configured {
             let place = " (\(configured.file):\(configured.position.line))"
-            logger.warning("\(id) is still in the configuration\(place); the agent reports it again at its next start or reload, so delete it there to keep it removed")
+            logger.warning("\(id) is still in the configuration\(place); the agent reports it again when it next starts, so delete it there to keep it removed")
         }
-        guard let removal else {
+        guard let removals, !removals.isEmpty else {
             if record != nil {
                 try setup.store.save([AccountRecord](), deleting: [id])
-                print("\(id) has no removal request (no accountRemovalReporterUrl when it was last reported), so it was forgotten without one.")
+                print("\(id) has no removal request (no accountRemovalReporterUrl), so it was forgotten without one.")
                 exitNow(.success)
             }
             printError("remove: no account '\(id)' in the state directory \(setup.directory.path) or in the configuration")
@@ -93,7 +96,7 @@ struct Remove: AsyncParsableCommand {
             logger.error("\(String(describing: error))")
             exitNow(Exit.failure)
         }
-        let runner = OnceRunner(reports: [removal], settings: settings, transport: transport, logger: logger,
+        let runner = OnceRunner(reports: removals, settings: settings, transport: transport, logger: logger,
                                 clock: ContinuousClock(), output: output)
         let outcome = await runner.run(deadline: DurationParser.parse(deadline) ?? .seconds(60))
         transport.shutdown()
@@ -102,7 +105,8 @@ struct Remove: AsyncParsableCommand {
             exitNow(Exit.failure)
         }
         try setup.store.save([AccountRecord](), deleting: [id])
-        print("Removal of \(id) delivered to \(removal.host); the account is forgotten.")
+        let hosts = Set(removals.map(\.host)).sorted().joined(separator: ", ")
+        print("Removal of \(id) delivered to \(hosts); the account is forgotten.")
         exitNow(.success)
     }
 }

@@ -17,14 +17,18 @@ import Testing
 
     static func submitted(_ actions: [AgentBook.Action]) -> [String] {
         actions.compactMap {
-            if case .submit(let key, let host, _) = $0 { return "\(key.id)@\(host)" }
+            if case .submit(let id, let host, _) = $0 { return "\(id)@\(host)" }
             return nil
         }
     }
 
-    static func key(_ actions: [AgentBook.Action], _ id: String) -> JobKey? {
-        for case .submit(let key, _, _) in actions where key.id == id { return key }
-        return nil
+    static func saved(_ actions: [AgentBook.Action]) -> [AccountRecord] {
+        actions.compactMap { if case .save(let record) = $0 { record } else { nil } }
+    }
+
+    /// Starts every submitted job, as the scheduler would.
+    static func send(_ book: inout AgentBook, _ actions: [AgentBook.Action]) {
+        for case .submit(let id, _, _) in actions { _ = book.beginAttempt(id) }
     }
 
     @Test func startReportsEveryAccountAndOwesRemovalsOfTheOnesThatLeft() throws {
@@ -32,110 +36,153 @@ import Testing
         let gone = AccountRecord(id: "gone", fingerprint: "gone-1", deliveredFingerprint: "gone-1",
                                  removal: Self.plan("gone", token: "1").removal)
         let goneWithoutRemoval = AccountRecord(id: "bare", fingerprint: "bare-1", deliveredFingerprint: "bare-1")
-        let kept = AccountRecord(id: "alice", fingerprint: "alice-1", deliveredFingerprint: "alice-1",
-                                 removal: Self.plan("alice", token: "1").removal)
+        var kept = AccountRecord(id: "alice", deliveredFingerprint: "alice-1")
+        Self.plan("alice", token: "1").apply(to: &kept)
         let actions = book.start(plans: [Self.plan("alice", token: "1"), Self.plan("bob", token: "1")],
                                  records: [gone, goneWithoutRemoval, kept])
         #expect(Set(Self.submitted(actions)) == ["alice@push.example.com:443", "bob@push.example.com:443",
                                                  "gone@gone.example.com:443"])
         #expect(actions.contains(.forget("bare")))
         // alice's stored record is unchanged, so it is not written again.
-        #expect(!actions.contains { if case .save(let record) = $0 { record.id == "alice" } else { false } })
-        let removalKey = try #require(Self.key(actions, "gone"))
-        let removal = try #require(book.request(for: removalKey))
+        #expect(!Self.saved(actions).contains { $0.id == "alice" })
+        let attempt = book.beginAttempt("gone")
+        let removal = try #require(attempt)
         #expect(removal.request.method == "DELETE")
         #expect(removal.request.url == "https://gone.example.com/gone?t=1")
         #expect(book.counts.statusText == "3 accounts: 1 reported, 0 retrying, 1 waiting, 1 removal pending")
     }
 
-    @Test func theRemovalIsStoredBeforeTheReportIsSent() throws {
+    @Test func theRemovalIsSavedBeforeAnyRequestIsSubmitted() throws {
         var book = AgentBook(defaultTimeout: .seconds(30), reportInterval: nil)
-        let actions = book.start(plans: [Self.plan("alice", token: "1")], records: [])
-        let saved = actions.compactMap { if case .save(let record) = $0 { record } else { nil } }
-        #expect(saved.map(\.id) == ["alice"])
-        #expect(saved.first?.removal == Self.plan("alice", token: "1").removal)
-        // The save comes before the submission.
-        #expect(actions.firstIndex { if case .save = $0 { true } else { false } }!
-                < actions.firstIndex { if case .submit = $0 { true } else { false } }!)
+        let actions = book.start(plans: [Self.plan("alice", token: "1"), Self.plan("bob", token: "1")], records: [])
+        #expect(Set(Self.saved(actions).map(\.id)) == ["alice", "bob"])
+        #expect(Self.saved(actions).first { $0.id == "alice" }?.removal == Self.plan("alice", token: "1").removal)
+        let lastSave = try #require(actions.lastIndex { if case .save = $0 { true } else { false } })
+        let firstSubmit = try #require(actions.firstIndex { if case .submit = $0 { true } else { false } })
+        #expect(lastSave < firstSubmit)
+
+        let (reload, _) = book.reload(plans: [Self.plan("alice", token: "2"), Self.plan("carol", token: "1")], now: 0)
+        let lastReloadSave = try #require(reload.lastIndex { if case .save = $0 { true } else { false } })
+        let firstReloadSubmit = try #require(reload.firstIndex { if case .submit = $0 { true } else { false } })
+        #expect(lastReloadSave < firstReloadSubmit)
     }
 
     @Test func reloadReportsNewAndChangedKeepsUnchangedAndRemovesTheRest() throws {
         var book = AgentBook(defaultTimeout: .seconds(30), reportInterval: nil)
         let start = book.start(plans: ["alice", "bob", "carol"].map { Self.plan($0, token: "1") }, records: [])
-        for id in ["alice", "bob", "carol"] { _ = book.delivered(try #require(Self.key(start, id)), now: 1_000) }
-        let bobBefore = try #require(Self.key(start, "bob"))
+        Self.send(&book, start)
+        for id in ["alice", "bob", "carol"] { #expect(book.delivered(id, now: 1_000) != nil) }
 
         let (actions, summary) = book.reload(plans: [Self.plan("alice", token: "1"), Self.plan("bob", token: "2"),
-                                                     Self.plan("dave", token: "1")])
+                                                     Self.plan("dave", token: "1")], now: 2_000)
         #expect(summary == .init(added: 1, changed: 1, unchanged: 1, removed: 1))
         #expect(Set(Self.submitted(actions)) == ["bob@push.example.com:443", "dave@push.example.com:443",
                                                  "carol@gone.example.com:443"])
-        // bob's job was done, so there was nothing to cancel; its new job has a new generation.
-        let bobAfter = try #require(Self.key(actions, "bob"))
-        #expect(bobAfter.generation != bobBefore.generation)
-        #expect(book.request(for: bobBefore) == nil)
-        #expect(book.request(for: bobAfter)?.request.url == "https://push.example.com/r/bob?t=2")
+        #expect(book.currentRequest("bob")?.request.url == "https://push.example.com/r/bob?t=2")
+        #expect(book.currentRequest("alice") == nil)
 
-        // A late result of the replaced job changes nothing.
-        #expect(book.delivered(bobBefore, now: 2_000).isEmpty)
         // The removal, once delivered, forgets the account.
-        let carol = try #require(Self.key(actions, "carol"))
-        #expect(book.delivered(carol, now: 2_000) == [.forget("carol")])
+        _ = book.beginAttempt("carol")
+        #expect(book.delivered("carol", now: 2_000)?.actions == [.forget("carol")])
         #expect(book.entries["carol"] == nil)
+    }
+
+    @Test func aLateResultOfAReplacedJobCountsForNothing() throws {
+        var book = AgentBook(defaultTimeout: .seconds(30), reportInterval: nil)
+        let start = book.start(plans: [Self.plan("alice", token: "1")], records: [])
+        Self.send(&book, start)    // the T1 report is in flight…
+        let (actions, _) = book.reload(plans: [Self.plan("alice", token: "2")], now: 0)
+        #expect(actions.first == .cancel("alice"))
+        // …and its result arrives before the T2 report started: it is not T2's delivery.
+        #expect(book.delivered("alice", now: 1_000) == nil)
+        #expect(book.failed("alice", attempt: 1, reason: "HTTP 500", retryIn: .seconds(1), now: 1_000) == nil)
+        #expect(book.entries["alice"]?.record.deliveredFingerprint == nil)
+        // Once T2 is sent, its outcome counts.
+        #expect(book.beginAttempt("alice")?.request.url == "https://push.example.com/r/alice?t=2")
+        #expect(book.delivered("alice", now: 2_000) != nil)
+        #expect(book.entries["alice"]?.record.deliveredFingerprint == "alice-2")
     }
 
     @Test func aChangeReplacesAPendingRetry() throws {
         var book = AgentBook(defaultTimeout: .seconds(30), reportInterval: nil)
         let start = book.start(plans: [Self.plan("alice", token: "1")], records: [])
-        let first = try #require(Self.key(start, "alice"))
-        let failed = book.failed(first, attempt: 3, reason: "HTTP 503", retryIn: .seconds(20), now: 10_000)
-        guard case .save(let record) = failed.first else { Issue.record("no save"); return }
+        Self.send(&book, start)
+        let failure = book.failed("alice", attempt: 3, reason: "HTTP 503", retryIn: .seconds(20), now: 10_000)
+        let record = try #require(Self.saved(failure.map(\.actions) ?? []).first)
         #expect(record.attempts == 3)
         #expect(record.lastOutcome == "HTTP 503")
         #expect(record.nextDueAt == 30_000)
         #expect(record.phase == .retrying)
 
-        let (actions, _) = book.reload(plans: [Self.plan("alice", token: "2")])
-        #expect(actions.contains(.cancel(first)))
-        let second = try #require(Self.key(actions, "alice"))
+        let (actions, _) = book.reload(plans: [Self.plan("alice", token: "2")], now: 11_000)
+        #expect(actions.contains(.cancel("alice")))
+        #expect(Self.submitted(actions) == ["alice@push.example.com:443"])
         #expect(book.entries["alice"]?.record.attempts == 0)
-        #expect(book.failed(first, attempt: 4, reason: "late", retryIn: .seconds(1), now: 11_000).isEmpty)
-        #expect(!book.failed(second, attempt: 1, reason: "HTTP 500", retryIn: .seconds(1), now: 11_000).isEmpty)
     }
 
     @Test func anUnchangedAccountKeepsItsSchedule() throws {
         var book = AgentBook(defaultTimeout: .seconds(30), reportInterval: nil)
         let start = book.start(plans: [Self.plan("alice", token: "1")], records: [])
-        let key = try #require(Self.key(start, "alice"))
-        _ = book.failed(key, attempt: 1, reason: "HTTP 503", retryIn: .seconds(5), now: 0)
-        let (actions, summary) = book.reload(plans: [Self.plan("alice", token: "1")])
+        Self.send(&book, start)
+        _ = book.failed("alice", attempt: 1, reason: "HTTP 503", retryIn: .seconds(5), now: 0)
+        let (actions, summary) = book.reload(plans: [Self.plan("alice", token: "1")], now: 1_000)
         #expect(actions.isEmpty)
         #expect(summary.unchanged == 1)
-        #expect(book.request(for: key) != nil)
+        #expect(book.currentRequest("alice") != nil)
     }
 
     @Test func reportIntervalSubmitsADeliveredReportAgain() throws {
         var book = AgentBook(defaultTimeout: .seconds(30), reportInterval: .seconds(3600))
         let start = book.start(plans: [Self.plan("alice", token: "1")], records: [])
-        let key = try #require(Self.key(start, "alice"))
-        let actions = book.delivered(key, now: 5_000)
-        #expect(actions.contains(.submit(key, host: "push.example.com:443", after: .seconds(3600))))
-        guard case .save(let record) = actions.first else { Issue.record("no save"); return }
+        Self.send(&book, start)
+        let delivery = book.delivered("alice", now: 5_000)
+        let actions = try #require(delivery).actions
+        #expect(actions.contains(.submit("alice", host: "push.example.com:443", after: .seconds(3600))))
+        let record = try #require(Self.saved(actions).first)
         #expect(record.phase == .delivered)
         #expect(record.lastSuccessAt == 5_000)
         #expect(record.nextDueAt == 3_605_000)
     }
 
+    @Test func aReportIntervalTurnedOnByReloadSchedulesDeliveredAccounts() throws {
+        var book = AgentBook(defaultTimeout: .seconds(30), reportInterval: nil)
+        let start = book.start(plans: [Self.plan("alice", token: "1")], records: [])
+        Self.send(&book, start)
+        _ = book.delivered("alice", now: 1_000)
+        book.reportInterval = .seconds(60)
+        let (actions, _) = book.reload(plans: [Self.plan("alice", token: "1")], now: 21_000)
+        #expect(actions.contains(.submit("alice", host: "push.example.com:443", after: .seconds(40))))
+    }
+
     @Test func anAccountThatComesBackDuringItsRemovalIsReportedAgain() throws {
         var book = AgentBook(defaultTimeout: .seconds(30), reportInterval: nil)
         _ = book.start(plans: [Self.plan("alice", token: "1")], records: [])
-        let (removing, _) = book.reload(plans: [])
-        let removal = try #require(Self.key(removing, "alice"))
-        let (back, summary) = book.reload(plans: [Self.plan("alice", token: "1")])
+        _ = book.reload(plans: [], now: 0)
+        #expect(book.currentRequest("alice")?.request.method == "DELETE")
+        let (back, summary) = book.reload(plans: [Self.plan("alice", token: "1")], now: 0)
         #expect(summary.added == 1)
-        #expect(back.contains(.cancel(removal)))
+        #expect(back.contains(.cancel("alice")))
         #expect(Self.submitted(back) == ["alice@push.example.com:443"])
         #expect(book.entries["alice"]?.record.isRemoving == false)
+    }
+
+    @Test func aRemovalUndoesTheDeliveredReportAndTheNewerOneNotDelivered() throws {
+        var book = AgentBook(defaultTimeout: .seconds(30), reportInterval: nil)
+        let start = book.start(plans: [Self.plan("alice", token: "1")], records: [])
+        Self.send(&book, start)
+        _ = book.delivered("alice", now: 1_000)
+        let (change, _) = book.reload(plans: [Self.plan("alice", token: "2")], now: 2_000)
+        Self.send(&book, change)
+        _ = book.failed("alice", attempt: 1, reason: "HTTP 500", retryIn: .seconds(5), now: 3_000)
+
+        _ = book.reload(plans: [], now: 4_000)
+        #expect(book.beginAttempt("alice")?.request.url == "https://gone.example.com/alice?t=1")
+        let delivery = book.delivered("alice", now: 5_000)
+        let first = try #require(delivery)
+        #expect(Self.submitted(first.actions) == ["alice@gone.example.com:443"])
+        #expect(Self.saved(first.actions).first?.deliveredRemoval == nil)
+        #expect(book.beginAttempt("alice")?.request.url == "https://gone.example.com/alice?t=2")
+        #expect(book.delivered("alice", now: 6_000)?.actions == [.forget("alice")])
     }
 
     @Test func anUnreadableStoredRemovalIsForgottenAndSaidSo() {

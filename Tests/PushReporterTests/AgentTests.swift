@@ -68,6 +68,50 @@ import Testing
         #expect(agent.stderr.contains("stopped"))
     }
 
+    @Test func aChangeWhileTheOldReportIsInFlightIsSentAfterItReturns() throws {
+        // The T1 report is held for a while; T2 must not overtake it, or the server would keep T1.
+        let events = Mutex<[String]>([])
+        let server = try LoopbackHTTPServer { request, _ in
+            events.withLock { $0.append("start \(request.target)") }
+            if request.target.hasSuffix("token=A1") { usleep(1_500_000) }
+            events.withLock { $0.append("end \(request.target)") }
+            return .status(204)
+        }
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", Self.config([("alice", "A1")], base: server.baseURL))
+        let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", files.path + "/state"])
+        #expect(server.waitForRequests(1, timeout: .seconds(10)))
+        files.write("accounts.yaml", Self.config([("alice", "A2")], base: server.baseURL))
+        agent.signal(SIGHUP)
+        #expect(agent.waitForStderr("reloaded: 0 new, 1 changed, 0 unchanged, 0 removed"), "\(agent.stderr)")
+        // Said once: the start's report was still in flight when the reload came.
+        #expect(agent.waitForStderr("all 1 account is reported"), "\(agent.stderr)")
+        #expect(events.withLock { $0 } == ["start /report/alice?token=A1", "end /report/alice?token=A1",
+                                           "start /report/alice?token=A2", "end /report/alice?token=A2"])
+        agent.signal(SIGTERM)
+        #expect(agent.waitForExit() == 0)
+        let records = try StateStore(directory: StateDirectory(path: files.path + "/state"), readOnly: true).records()
+        #expect(records.first?.phase == .delivered)
+        #expect(records.first?.deliveredRemoval?.contains("token=A2") == true)
+    }
+
+    @Test func sigtermGivesAHungRequestItsGracePeriodThenExitsZero() throws {
+        let server = try LoopbackHTTPServer { _, _ in .hang }
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", Self.config([("alice", "A1")], base: server.baseURL, agent: "  timeout: 2s"))
+        let listener = try NotifyListener()
+        let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", files.path + "/state"],
+                                       environment: ["NOTIFY_SOCKET": listener.path])
+        #expect(server.waitForRequests(1, timeout: .seconds(10)))
+        agent.signal(SIGTERM)
+        #expect(agent.waitForExit(timeout: .seconds(20)) == 0, "\(agent.stderr)")
+        #expect(agent.stderr.contains("stopping: no new requests; 1 in flight get 2s to finish"), "\(agent.stderr)")
+        #expect(listener.waitForMessage { $0 == "STOPPING=1" } != nil)
+        let records = try StateStore(directory: StateDirectory(path: files.path + "/state"), readOnly: true).records()
+        #expect(records.map(\.id) == ["alice"])
+        #expect(records.first?.removal?.contains("token=A1") == true)
+    }
+
     @Test func anAccountRemovedWhileTheAgentWasDownGetsItsRemovalOnTheNextStart() throws {
         let server = try LoopbackHTTPServer { _, _ in .status(200) }
         let files = TemporaryDirectory()
