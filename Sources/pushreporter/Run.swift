@@ -50,6 +50,9 @@ struct Run: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // SIGHUP is trapped first thing, so that one arriving while the configuration loads asks
+        // for a reload after READY=1 instead of ending the process.
+        let hangups = once ? nil : await UnixSignalsSequence(trapping: .sighup)
         let output = LogOutput(format: logFormat)
         var logger = Logger(label: "pushreporter") { _ in AgentLogHandler(output: output, level: logLevel) }
         logger.logLevel = logLevel
@@ -67,7 +70,7 @@ struct Run: AsyncParsableCommand {
         if once {
             await runOnce(prepared, records: records, transport: transport, logger: logger, output: output)
         } else {
-            await runAgent(prepared, records: records, transport: transport, logger: logger)
+            await runAgent(prepared, records: records, transport: transport, logger: logger, hangups: hangups)
         }
     }
 
@@ -137,14 +140,16 @@ struct Run: AsyncParsableCommand {
     }
 
     /// The long-running agent, as a group of services that stops on SIGTERM or SIGINT.
-    private func runAgent(_ setup: Prepared, records: [AccountRecord], transport: CurlTransport, logger: Logger) async -> Never {
+    private func runAgent(_ setup: Prepared, records: [AccountRecord], transport: CurlTransport, logger: Logger,
+                          hangups: UnixSignalsSequence?) async -> Never {
         let environment = LoaderEnvironment.current().variables
         let notifier = SystemdNotifier(environment: environment)
-        // The SIGHUP handler is in place before READY=1 is sent.
-        let hangups = await UnixSignalsSequence(trapping: .sighup)
-        var reloadSources: [Agent<ContinuousClock>.ReloadSource] = [{ continuation in
-            for await _ in hangups { continuation.yield("SIGHUP") }
-        }]
+        var reloadSources: [Agent<ContinuousClock>.ReloadSource] = []
+        if let hangups {
+            reloadSources.append({ continuation in
+                for await _ in hangups { continuation.yield("SIGHUP") }
+            })
+        }
         if watch {
             let paths = config.resolvedPaths(environment: LoaderEnvironment.current())
             reloadSources.append({ continuation in

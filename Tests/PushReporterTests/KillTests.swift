@@ -58,6 +58,14 @@ import Testing
             writeConfig()
             let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", state])
             usleep(UInt32.random(in: 50_000...700_000, using: &random))
+            // Some changes come by reload while it runs, and the kill lands during or after it.
+            if round == 5 || round == 9 {
+                if round == 5 { for index in 200..<300 { present[index] = false } }
+                if round == 9 { for index in 1500..<1600 { tokens[index] = "T3" } }
+                writeConfig()
+                agent.signal(SIGHUP)
+                usleep(UInt32.random(in: 0...300_000, using: &random))
+            }
             agent.signal(SIGKILL)
             #expect(agent.waitForExit() == 128 + SIGKILL)
         }
