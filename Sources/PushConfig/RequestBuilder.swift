@@ -89,6 +89,7 @@ public struct RequestBuilder: Sendable {
         guard let urlValue = account.values[reporter.key(.url)] else { return nil }
         let id = account.id
         var failed = false
+        failedReferences.removeAll(keepingCapacity: true)
 
         let contentTypeValue = account.values[reporter.key(.contentType)]
         let contentType = contentTypeValue?.text ?? "application/x-www-form-urlencoded"
@@ -168,7 +169,9 @@ public struct RequestBuilder: Sendable {
             }
         }
         // Checked before giving up on a failed request, so one run reports every problem.
-        checkAccountReferences(placed, account: account, diagnostics: &diagnostics)
+        checkAccountReferences(placed.map { ($0.template.references, $0.origin, $0.baseOffset) } + failedReferences,
+                               account: account, diagnostics: &diagnostics)
+        failedReferences.removeAll()
         guard !failed, let url else { return nil }
 
         let values = AccountValues(account: account, table: table, globals: configuration.globals, builtins: builtins)
@@ -248,6 +251,10 @@ public struct RequestBuilder: Sendable {
 
     /// A compiled template with the value it was written in, and its UTF-8 offset there (a
     /// custom header's value starts inside the CustomHeaders text).
+    /// The placeholders of the templates of the current request that failed to compile: their
+    /// `%account[KEY]%` references are still checked.
+    private var failedReferences: [(references: [TemplateReference], origin: ConfigValue, baseOffset: Int)] = []
+
     private struct PlacedTemplate {
         var template: Template
         var origin: ConfigValue
@@ -290,6 +297,9 @@ public struct RequestBuilder: Sendable {
                 diagnostics.append(Diagnostic(file: value.origin.file, at: position,
                                               severity: issue.severity == .error ? .error : .warning, message: issue.message))
             }
+        }
+        if compilation.template == nil {
+            failedReferences.append((compilation.references, value, baseOffset))
         }
         return compilation.template
     }
@@ -354,9 +364,10 @@ public struct RequestBuilder: Sendable {
     }
 
     /// `%account[KEY]%` naming a key no account has is an error; one this account lacks, a warning.
-    private mutating func checkAccountReferences(_ templates: [PlacedTemplate], account: Account, diagnostics: inout DiagnosticList) {
+    private mutating func checkAccountReferences(_ templates: [(references: [TemplateReference], origin: ConfigValue, baseOffset: Int)],
+                                                 account: Account, diagnostics: inout DiagnosticList) {
         for placed in templates {
-            for reference in placed.template.references {
+            for reference in placed.references {
                 guard let key = reference.key, account.values[key] == nil, !DeviceValues.names.contains(key) else { continue }
                 let origin = (value: placed.origin, baseOffset: placed.baseOffset)
                 let position = position(of: reference.offset + origin.baseOffset, length: reference.length, in: origin.value)

@@ -113,4 +113,7 @@ public struct TemplateCompilation: Sendable {
     public var template: Template?
     /// Errors and warnings in source order.
     public var issues: [TemplateIssue]
+    /// Every placeholder that could be read, also when ``template`` is nil, so that a caller can
+    /// check them all in one run.
+    public var references: [TemplateReference] = []
 }

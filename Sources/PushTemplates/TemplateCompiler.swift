@@ -69,7 +69,7 @@ struct TemplateCompiler<S: TemplateScope> {
         let hasError = issues.contains { $0.severity == .error }
         let template = hasError ? nil : Template(source: source, kind: kind, references: references,
                                                    parts: parts, literalByteCount: literalByteCount)
-        return TemplateCompilation(template: template, issues: issues.sorted { $0.offset < $1.offset })
+        return TemplateCompilation(template: template, issues: issues.sorted { $0.offset < $1.offset }, references: references)
     }
 
     mutating func appendLiteral(_ b: UInt8) {

@@ -201,6 +201,13 @@ struct RequestBuildingTests {
         #expect(l.lines.contains { $0.contains("error: pushTokenReporterMethod must be GET, POST, PUT, HEAD or DELETE, not 'PATCH'") })
     }
 
+    @Test("a misspelt account key is reported beside an unknown variable of the same template")
+    func everyProblemOfOneTemplate() {
+        let l = loaded("pushTokenReporterUrl: https://h.example/t?u=%account[usrname]%&t=%pushTokenOthr%")
+        #expect(l.lines.contains { $0.contains("error: no account has a key 'usrname'; did you mean 'username'?") }, "\(l.lines)")
+        #expect(l.lines.contains { $0.contains("error: unknown variable 'pushTokenOthr'; did you mean 'pushTokenOther'?") }, "\(l.lines)")
+    }
+
     @Test("GET without a body, POST with one, explicit methods upper-cased")
     func methods() throws {
         let get = loaded("pushTokenReporterUrl: https://h.example/t?u=%account[username]%")
