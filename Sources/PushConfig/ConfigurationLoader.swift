@@ -379,6 +379,7 @@ struct LoadSession {
             return
         }
         configuration.accounts.reserveCapacity(configuration.accounts.count + sequence.items.count)
+        accountOwners.reserveCapacity(accountOwners.count + sequence.items.count)
         for item in sequence.items {
             guard case .mapping(let mapping) = item else {
                 diagnostics.error("an account must be a mapping of keys, not \(item.kindDescription)", file: file, at: item.start)

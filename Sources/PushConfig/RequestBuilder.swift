@@ -62,6 +62,9 @@ public struct RequestBuilder: Sendable {
 
     /// Compiles and renders every request of every enabled account, reporting each problem once.
     public mutating func checkAll(into diagnostics: inout DiagnosticList) {
+        // Checking needs the rendering, not the fingerprint (a SHA-256 of every request).
+        computesFingerprints = false
+        defer { computesFingerprints = true }
         for account in configuration.accounts where account.isEnabled {
             var reportsSomething = !account.services.isEmpty
             for reporter in Reporter.allCases where account.values[reporter.key(.url)] != nil {
@@ -238,7 +241,7 @@ public struct RequestBuilder: Sendable {
                        at: postDataValue ?? urlValue, diagnostics: &diagnostics, account: id)
                 return nil
             }
-            sent.fingerprint = Self.fingerprint(of: sent)
+            if computesFingerprints { sent.fingerprint = Self.fingerprint(of: sent) }
             if case .asSent = display { return sent }
             var shown = try renderAll(displayMasking, credentialMasking: displayMasking)
             shown.fingerprint = sent.fingerprint
@@ -251,6 +254,9 @@ public struct RequestBuilder: Sendable {
 
     /// A compiled template with the value it was written in, and its UTF-8 offset there (a
     /// custom header's value starts inside the CustomHeaders text).
+    /// False while ``checkAll(into:)`` runs.
+    private var computesFingerprints = true
+
     /// The placeholders of the templates of the current request that failed to compile: their
     /// `%account[KEY]%` references are still checked.
     private var failedReferences: [(references: [TemplateReference], origin: ConfigValue, baseOffset: Int)] = []
