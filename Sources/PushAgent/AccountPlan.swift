@@ -37,9 +37,10 @@ public struct AccountPlan: Sendable {
         StoredRequest(text: storedText).map { PlannedReport($0.rendered(account: account), defaultTimeout: defaultTimeout) }
     }
 
-    /// The removal reports a stored record owes, in the order they are sent (the removal of the
-    /// last delivered report first); nil when one of them cannot be read.
-    public static func removalReports(of record: AccountRecord, defaultTimeout: Duration) -> [PlannedReport]? {
-        AgentBook.removals(of: record, defaultTimeout: defaultTimeout)
+    /// The removal reports a stored record owes, in the order they are to be sent (those of
+    /// earlier reports first), and how many stored removals could not be read.
+    public static func removalReports(of record: AccountRecord, defaultTimeout: Duration) -> (reports: [PlannedReport], unreadable: Int) {
+        let (owed, unreadable) = AgentBook.removals(of: record, defaultTimeout: defaultTimeout)
+        return (owed.map(\.report), unreadable)
     }
 }

@@ -98,8 +98,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             guard recorder.flush() else {
                 throw StateRecorder<C>.Failure(description: "the state cannot be written, so nothing is sent; see the error above")
             }
-            for id in book.withLock({ $0.unreadableRemovals }) {
-                logger.error("\(id): the stored removal request cannot be read, so the account is forgotten without one")
+            for id in book.withLock({ $0.takeUnreadableRemovals() }) {
+                logger.error("\(id): a stored removal request cannot be read, so it is not sent")
             }
             let removals = owedRemovals > 0 ? ", sending \(owedRemovals) owed \(owedRemovals == 1 ? "removal" : "removals")" : ""
             logger.info("started: reporting \(plans.count) \(plans.count == 1 ? "account" : "accounts")\(removals)")
@@ -238,18 +238,29 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             statusNote.withLock { $0 = "reload failed, previous configuration kept: \(why)" }
         case .loaded(let plans, let newSettings):
             let now = wallClock()
-            // Cancels and state changes first; the new requests are submitted only once their
-            // removal requests are written, and outside the book's lock while writing.
-            let (submits, summary) = book.withLock { book in
-                book.reportInterval = newSettings.reportInterval
+            // Cancels and state changes first; the changed accounts are held (no attempt starts)
+            // until their removal requests are written, outside the book's lock, and only then
+            // submitted.
+            let (submits, held, summary) = book.withLock { book in
                 book.defaultTimeout = newSettings.timeout
-                let (actions, summary) = book.reload(plans: plans, now: now)
-                let submits = actions.filter { if case .submit = $0 { true } else { false } }
-                apply(actions.filter { if case .submit = $0 { false } else { true } }, to: scheduler)
-                return (submits, summary)
+                let (actions, summary) = book.reload(plans: plans, reportInterval: newSettings.reportInterval, now: now)
+                var submits: [AgentBook.Action] = []
+                var others: [AgentBook.Action] = []
+                for action in actions {
+                    if case .submit = action { submits.append(action) } else { others.append(action) }
+                }
+                apply(others, to: scheduler)
+                let held = book.entries.filter(\.value.isHeld).map(\.key)
+                return (submits, held, summary)
             }
-            await flushUntilWritten()
-            book.withLock { _ in apply(submits, to: scheduler) }
+            for id in book.withLock({ $0.takeUnreadableRemovals() }) {
+                logger.error("\(id): a stored removal request cannot be read, so it is not sent")
+            }
+            guard await flushUntilWritten() else { return }
+            book.withLock { book in
+                book.release(held)
+                apply(submits, to: scheduler)
+            }
             statusNote.withLock { $0 = nil }
             announceWhenSettled.withLock { $0 = true }
             logger.info("reloaded: \(summary.added) new, \(summary.changed) changed, \(summary.unchanged) unchanged, \(summary.removed) removed")
@@ -257,16 +268,19 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 logger.notice("agent concurrency, retry and TLS settings changed; they take effect when the agent restarts")
             }
         }
+        guard !isStopping.withLock({ $0 }) else { return }
         notifier.notify("READY=1\nSTATUS=\(statusText())")
         statusContinuation.yield()
     }
 
-    /// Writes the recorded changes, trying again every second while the state cannot be written.
-    private func flushUntilWritten() async {
+    /// Writes the recorded changes, trying again every second while the state cannot be
+    /// written; false when the agent stops first.
+    private func flushUntilWritten() async -> Bool {
         while !recorder.flush() {
-            if Task.isCancelled { return }
+            if Task.isCancelled || isStopping.withLock({ $0 }) { return false }
             try? await clock.sleep(for: .seconds(1))
         }
+        return true
     }
 
     // MARK: Status

@@ -10,10 +10,12 @@ import PushState
 ///   dropped. Each job has a generation; ``beginAttempt(_:)`` notes which generation is sent, and
 ///   an outcome counts only when it is the current one.
 /// - The removal request is rendered with each report, from the same values, and the caller
-///   saves it before that report is sent (the actions list saves before it submits). A report
-///   that reached a server therefore always has its removal in the state, whatever moment the
-///   agent is killed at. The record also keeps the removal of the last *delivered* report while a
-///   newer one is not delivered; when the account leaves, both are sent (the delivered one first).
+///   saves it before that report is sent (the actions list saves before it submits; a reload
+///   holds the accounts it changes until ``release(_:)``). A report that reached a server
+///   therefore always has its removal in the state, whatever moment the agent is killed at.
+/// - When a changed report replaces one that may have reached a server, the earlier removal is
+///   kept in the record's `pastRemovals` until a newer report is delivered; when the account
+///   leaves, they are sent one after the other, oldest first.
 struct AgentBook {
     /// What is scheduled for an account.
     enum Job: Equatable {
@@ -28,11 +30,19 @@ struct AgentBook {
         /// What is scheduled; nil when nothing is (delivered, no `reportInterval`).
         var job: Job?
         /// The removals still to send, first one next, when `job` is `.removal`.
-        var removals: [PlannedReport] = []
+        var removals: [OwedRemoval] = []
         /// Changes whenever the job is replaced.
         var generation: UInt64 = 0
         /// The generation of the attempt the scheduler last started.
         var sentGeneration: UInt64?
+        /// Set by a reload until the new job's state is written: no attempt may start before.
+        var isHeld = false
+    }
+
+    /// A removal owed: its stored text and the request it reads as.
+    struct OwedRemoval {
+        var text: String
+        var report: PlannedReport
     }
 
     enum Action: Equatable {
@@ -49,6 +59,9 @@ struct AgentBook {
         var unchanged = 0
         var removed = 0
     }
+
+    /// The most removals of earlier reports kept per account (the oldest go first).
+    static let pastRemovalLimit = 8
 
     private(set) var entries: [String: Entry] = [:]
     private var lastGeneration: UInt64 = 0
@@ -93,9 +106,13 @@ struct AgentBook {
     /// A new configuration while running: new and changed accounts are reported now (replacing
     /// a pending retry), unchanged ones keep their schedule, and accounts that left get their
     /// removal. The actions cancel, then save, then submit.
-    mutating func reload(plans: [AccountPlan], now: Int64) -> ([Action], ReloadSummary) {
+    /// Every account it (re)schedules is held until ``release(_:)``: the caller writes the state
+    /// first. `reportInterval` is the new configuration's.
+    mutating func reload(plans: [AccountPlan], reportInterval newInterval: Duration?, now: Int64) -> ([Action], ReloadSummary) {
         var actions: [Action] = []
         var summary = ReloadSummary()
+        let intervalChanged = newInterval != reportInterval
+        reportInterval = newInterval
         var planned = Set<String>()
         planned.reserveCapacity(plans.count)
         for plan in plans {
@@ -106,34 +123,43 @@ struct AgentBook {
                 plan.apply(to: &record)
                 actions.append(.save(record))
                 schedule(Entry(record: record, plan: plan, job: .report), actions: &actions)
+                entries[plan.id]?.isHeld = true
                 continue
             }
             let wasRemoving = entry.record.isRemoving
             if !wasRemoving && entry.record.fingerprint == plan.report.rendered.fingerprint {
                 summary.unchanged += 1
                 entry.plan = plan
+                var changed = false
                 if entry.record.removal != plan.removal {
+                    // The same report, with a removal written differently (a fixed URL, say).
                     entry.record.removal = plan.removal
-                    actions.append(.save(entry.record))
+                    changed = true
                 }
+                if entry.record.phase == .delivered && (intervalChanged || (entry.job == nil && reportInterval != nil)) {
+                    if let reportInterval, let lastSuccess = entry.record.lastSuccessAt {
+                        let due = Swift.max(0, lastSuccess + reportInterval.milliseconds - now)
+                        entry.job = .report
+                        entry.record.nextDueAt = now + due
+                        actions.append(.submit(plan.id, host: plan.report.host, after: .milliseconds(due)))
+                    } else if reportInterval == nil, entry.job != nil {
+                        entry.job = nil
+                        entry.record.nextDueAt = nil
+                        actions.append(.cancel(plan.id))
+                    }
+                    changed = true
+                }
+                if changed { actions.append(.save(entry.record)) }
                 entries[plan.id] = entry
-                if entry.job == nil, let reportInterval, let lastSuccess = entry.record.lastSuccessAt {
-                    // reportInterval was turned on (or changed) by this reload.
-                    entry.job = .report
-                    entries[plan.id] = entry
-                    let due = Swift.max(0, lastSuccess + reportInterval.milliseconds - now)
-                    entry.record.nextDueAt = now + due
-                    entries[plan.id] = entry
-                    actions.append(.save(entry.record))
-                    actions.append(.submit(plan.id, host: plan.report.host, after: .milliseconds(due)))
-                }
                 continue
             }
             if wasRemoving { summary.added += 1 } else { summary.changed += 1 }
             if entry.job != nil { actions.append(.cancel(plan.id)) }
             if wasRemoving {
-                // Back before its removal went out: report it again as it is now.
+                // Back before its removals all went out: they stay owed for a later removal.
                 entry.record.isRemoving = false
+                entry.record.pastRemovals = entry.removals.map(\.text)
+                entry.record.removal = nil
             }
             plan.apply(to: &entry.record)
             entry.plan = plan
@@ -141,20 +167,27 @@ struct AgentBook {
             entry.removals = []
             actions.append(.save(entry.record))
             schedule(entry, actions: &actions)
+            entries[plan.id]?.isHeld = true
         }
         for (id, entry) in entries where !planned.contains(id) && !entry.record.isRemoving {
             summary.removed += 1
             if entry.job != nil { actions.append(.cancel(id)) }
             entries[id] = nil
             beginRemoval(entry.record, actions: &actions)
+            entries[id]?.isHeld = true
         }
         return (Self.savesFirst(actions), summary)
+    }
+
+    /// Lets attempts of `ids` start again, once the reload's state is written.
+    mutating func release(_ ids: some Sequence<String>) {
+        for id in ids { entries[id]?.isHeld = false }
     }
 
     /// The scheduler starts an attempt of `id`: the request to send (nil when there is nothing
     /// to send any more), noted as sent with the job's current generation.
     mutating func beginAttempt(_ id: String) -> PlannedReport? {
-        guard var entry = entries[id], let request = Self.request(of: entry) else { return nil }
+        guard var entry = entries[id], !entry.isHeld, let request = Self.request(of: entry) else { return nil }
         entry.sentGeneration = entry.generation
         entries[id] = entry
         return request
@@ -171,23 +204,25 @@ struct AgentBook {
         guard var entry = entries[id], let job = entry.job, entry.sentGeneration == entry.generation,
               let report = Self.request(of: entry) else { return nil }
         if job == .removal {
-            entry.removals.removeFirst()
+            let sent = entry.removals.removeFirst().text
             if entry.removals.isEmpty {
                 entries[id] = nil
                 return ([.forget(id)], report, job)
             }
             // The next removal: the record keeps only what is still to send.
-            entry.record.deliveredRemoval = nil
+            entry.record.pastRemovals.removeAll { $0 == sent }
+            if entry.record.removal == sent { entry.record.removal = nil }
             entry.record.attempts = 0
             entry.record.lastAttemptAt = now
             entry.record.lastOutcome = "delivered"
             entry.generation = nextGeneration()
             entries[id] = entry
-            return ([.save(entry.record), .submit(id, host: entry.removals[0].host, after: .zero)], report, job)
+            return ([.save(entry.record), .submit(id, host: entry.removals[0].report.host, after: .zero)], report, job)
         }
         var actions: [Action] = []
         entry.record.deliveredFingerprint = entry.record.fingerprint
-        entry.record.deliveredRemoval = entry.record.removal
+        // This report replaces what earlier ones registered: only its own removal is owed now.
+        entry.record.pastRemovals = []
         entry.record.attempts = 0
         entry.record.lastAttemptAt = now
         entry.record.lastOutcome = "delivered"
@@ -223,31 +258,31 @@ struct AgentBook {
         AccountCounts(entries.values.lazy.map(\.record))
     }
 
-    /// The removals a stored record owes, in the order they are sent: the removal of the last
-    /// delivered report, then that of a newer report when it differs. Nil when one cannot be read.
-    static func removals(of record: AccountRecord, defaultTimeout: Duration) -> [PlannedReport]? {
+    /// The removals a stored record owes, in the order they are sent (those of earlier reports
+    /// first), and how many of its stored removals could not be read (they are dropped).
+    static func removals(of record: AccountRecord, defaultTimeout: Duration) -> (owed: [OwedRemoval], unreadable: Int) {
         var texts: [String] = []
-        for text in [record.deliveredRemoval, record.removal] {
-            if let text, !texts.contains(text) { texts.append(text) }
+        for text in record.pastRemovals + [record.removal].compactMap({ $0 }) where !texts.contains(text) {
+            texts.append(text)
         }
-        var reports: [PlannedReport] = []
+        var owed: [OwedRemoval] = []
+        var unreadable = 0
         for text in texts {
-            guard let report = AccountPlan.removalReport(account: record.id, storedText: text, defaultTimeout: defaultTimeout)
-            else { return nil }
-            reports.append(report)
+            if let report = AccountPlan.removalReport(account: record.id, storedText: text, defaultTimeout: defaultTimeout) {
+                owed.append(OwedRemoval(text: text, report: report))
+            } else {
+                unreadable += 1
+            }
         }
-        return reports
+        return (owed, unreadable)
     }
 
     /// Starts the removal of a stored account that left the configuration, or forgets it when
     /// it has no removal to send.
     private mutating func beginRemoval(_ stored: AccountRecord, actions: inout [Action]) {
-        guard let reports = Self.removals(of: stored, defaultTimeout: defaultTimeout) else {
-            unreadableRemovals.append(stored.id)
-            actions.append(.forget(stored.id))
-            return
-        }
-        guard !reports.isEmpty else {
+        let (owed, unreadable) = Self.removals(of: stored, defaultTimeout: defaultTimeout)
+        if unreadable > 0 { unreadableRemovals.append(stored.id) }
+        guard !owed.isEmpty else {
             actions.append(.forget(stored.id))
             return
         }
@@ -257,7 +292,13 @@ struct AgentBook {
         record.fingerprint = ""
         record.nextDueAt = nil
         if record != stored { actions.append(.save(record)) }
-        schedule(Entry(record: record, plan: nil, job: .removal, removals: reports), actions: &actions)
+        schedule(Entry(record: record, plan: nil, job: .removal, removals: owed), actions: &actions)
+    }
+
+    /// Takes the list of unreadable removals, for the log.
+    mutating func takeUnreadableRemovals() -> [String] {
+        defer { unreadableRemovals = [] }
+        return unreadableRemovals
     }
 
     /// Gives `entry` a new generation, stores it and submits its job now.
@@ -277,7 +318,7 @@ struct AgentBook {
     private static func request(of entry: Entry) -> PlannedReport? {
         switch entry.job {
         case .report: entry.plan?.report
-        case .removal: entry.removals.first
+        case .removal: entry.removals.first?.report
         case nil: nil
         }
     }
@@ -299,7 +340,14 @@ struct AgentBook {
 extension AccountPlan {
     /// Makes `record` describe this plan's report, not yet attempted, with its removal.
     func apply(to record: inout AccountRecord) {
-        record.fingerprint = report.rendered.fingerprint
+        let fingerprint = report.rendered.fingerprint
+        if record.fingerprint != fingerprint, let old = record.removal, old != removal, !record.pastRemovals.contains(old) {
+            // The report it replaces may have reached the server: its removal stays owed.
+            record.pastRemovals.append(old)
+            if record.pastRemovals.count > AgentBook.pastRemovalLimit { record.pastRemovals.removeFirst() }
+        }
+        if let removal { record.pastRemovals.removeAll { $0 == removal } }
+        record.fingerprint = fingerprint
         record.isRemoving = false
         record.attempts = 0
         record.removal = removal

@@ -6,7 +6,7 @@ import Glibc
 ///
 /// A named file is watched through its directory (only events about that name count), so that
 /// editors that save by renaming a new file over the old one are seen too; in a named directory,
-/// only `*.yaml` and `*.yml` files count. Changes are debounced: a burst of events (an editor's
+/// any file counts but editors' swap and backup files. Changes are debounced: a burst of events (an editor's
 /// save, a `git checkout`) reports once, `quietPeriod` after the last of them.
 public struct ConfigWatcher: Sendable {
     public var paths: [String]
@@ -67,14 +67,16 @@ public struct ConfigWatcher: Sendable {
     }
 }
 
-/// A watched directory, and the one file in it that matters (nil: its `*.yaml` and `*.yml`).
+/// A watched directory, and the one file in it that matters (nil: any file but editors' own).
 private struct Watch {
     var directory: String
     var name: String?
 
     func matches(_ file: String) -> Bool {
         if let name { return file == name }
-        return file.hasSuffix(".yaml") || file.hasSuffix(".yml")
+        // Anything in a configuration directory (a `!file` secret, Kubernetes' `..data` swap)
+        // but editors' swap and backup files.
+        return !(file.hasSuffix("~") || file.hasSuffix(".swp") || file.hasSuffix(".swx") || file == "4913")
     }
 }
 
@@ -83,8 +85,8 @@ private final class WatchThread: @unchecked Sendable {
     private static let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_ATTRIB)
     private let inotify: Int32
     private let watches: [Watch]
-    /// Watch descriptor → index in `watches`.
-    private var descriptors: [Int32: Int] = [:]
+    /// Watch descriptor → indexes in `watches` (two named files in one directory share one).
+    private var descriptors: [Int32: [Int]] = [:]
     private let stop: Int32
     private let quietMilliseconds: Int32
     private let onBurst: @Sendable () -> Void
@@ -117,7 +119,7 @@ private final class WatchThread: @unchecked Sendable {
     /// Watches the directory of `watches[index]` (again, after it was replaced or removed).
     private func add(_ index: Int) {
         let descriptor = inotify_add_watch(inotify, watches[index].directory, Self.mask)
-        if descriptor >= 0 { descriptors[descriptor] = index }
+        if descriptor >= 0, !descriptors[descriptor, default: []].contains(index) { descriptors[descriptor, default: []].append(index) }
     }
 
     /// Reads the pending events; true when one concerns a configuration file.
@@ -136,13 +138,13 @@ private final class WatchThread: @unchecked Sendable {
                 let nameBytes = buffer[(offset + header)..<min(count, offset + header + length)].prefix { $0 != 0 }
                 let name = String(decoding: nameBytes, as: UTF8.self)
                 offset += header + length
-                guard let index = descriptors[descriptor] else { continue }
+                guard let indexes = descriptors[descriptor] else { continue }
                 if mask & UInt32(IN_IGNORED) != 0 {
                     // The directory itself went away or was replaced: watch it again if it is back.
                     descriptors[descriptor] = nil
-                    add(index)
+                    for index in indexes { add(index) }
                     relevant = true
-                } else if watches[index].matches(name) {
+                } else if indexes.contains(where: { watches[$0].matches(name) }) {
                     relevant = true
                 }
             }

@@ -9,7 +9,7 @@ public struct OnceBatch: Sendable {
     public let unreadableRemovals: [String]
 
     private var book: AgentBook
-    /// Per account, in submission order, the positions of its requests in `reports`.
+    /// Per account, the position of its request in `reports`.
     private let positions: [(id: String, indexes: [Int])]
     private var saved: [String: AccountRecord] = [:]
     private var forgotten: Set<String> = []
@@ -21,10 +21,11 @@ public struct OnceBatch: Sendable {
         var reports: [PlannedReport] = []
         for case .submit(let id, _, _) in actions {
             guard let entry = book.entries[id] else { continue }
-            // An account owing two removals has both sent in this one run.
-            let requests = entry.job == .removal ? entry.removals : book.currentRequest(id).map { [$0] } ?? []
-            positions.append((id, Array(reports.count..<(reports.count + requests.count))))
-            reports.append(contentsOf: requests)
+            // One request per account: an account owing several removals gets the first (the
+            // oldest report's) now and the next ones on the following runs, in order.
+            guard let request = book.currentRequest(id) else { continue }
+            positions.append((id, [reports.count]))
+            reports.append(request)
         }
         self.book = book
         self.positions = positions

@@ -35,15 +35,16 @@ public struct AccountRecord: Sendable, Equatable {
     /// (opaque text written by the agent, stored before that report is sent); nil when the
     /// account has no `accountRemovalReporterUrl`.
     public var removal: String?
-    /// The removal request stored with the last report that was delivered; kept apart from
-    /// ``removal`` while a newer report is not delivered yet, so that a removal can undo both.
-    public var deliveredRemoval: String?
+    /// The removal requests of earlier reports of the account that may have reached a server
+    /// (the last delivered one, and any attempted since), oldest first; emptied when a report is
+    /// delivered. When the account leaves, these are sent before ``removal``.
+    public var pastRemovals: [String]
     /// True when the account left the configuration and its removal is owed.
     public var isRemoving: Bool
 
     public init(id: String, fingerprint: String = "", deliveredFingerprint: String? = nil, attempts: Int = 0,
                 lastAttemptAt: Int64? = nil, lastOutcome: String? = nil, nextDueAt: Int64? = nil,
-                lastSuccessAt: Int64? = nil, removal: String? = nil, deliveredRemoval: String? = nil,
+                lastSuccessAt: Int64? = nil, removal: String? = nil, pastRemovals: [String] = [],
                 isRemoving: Bool = false) {
         self.id = id
         self.fingerprint = fingerprint
@@ -54,7 +55,7 @@ public struct AccountRecord: Sendable, Equatable {
         self.nextDueAt = nextDueAt
         self.lastSuccessAt = lastSuccessAt
         self.removal = removal
-        self.deliveredRemoval = deliveredRemoval
+        self.pastRemovals = pastRemovals
         self.isRemoving = isRemoving
     }
 

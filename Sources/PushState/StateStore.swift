@@ -1,4 +1,5 @@
 import CSQLite
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -54,13 +55,33 @@ public final class StateStore: Sendable {
                     next_due_at INTEGER,
                     last_success_at INTEGER,
                     removal TEXT,
-                    delivered_removal TEXT,
+                    past_removals TEXT,
                     removing INTEGER NOT NULL
                 ) WITHOUT ROWID;
                 PRAGMA user_version = 1;
                 """)
         }
+        if !readOnly {
+            // Databases written before `past_removals` existed get the column.
+            let columns = try database.prepare("SELECT name FROM pragma_table_info('accounts')")
+            var names: Set<String> = []
+            while try columns.step() { if let name = columns.text(0) { names.insert(name) } }
+            if !names.contains("past_removals") {
+                try database.execute("ALTER TABLE accounts ADD COLUMN past_removals TEXT")
+            }
+        }
         connection = Mutex(try Statements(database))
+    }
+
+    /// A list of texts as one column: a JSON array of strings, or NULL when empty.
+    static func encodeList(_ texts: [String]) -> String? {
+        guard !texts.isEmpty, let data = try? JSONEncoder().encode(texts) else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func decodeList(_ text: String?) -> [String] {
+        guard let text, let list = try? JSONDecoder().decode([String].self, from: Data(text.utf8)) else { return [] }
+        return list
     }
 
     /// Every stored record, ordered by id.
@@ -74,7 +95,7 @@ public final class StateStore: Sendable {
                     id: select.text(0) ?? "", fingerprint: select.text(1) ?? "",
                     deliveredFingerprint: select.text(2), attempts: Int(select.int64(3) ?? 0),
                     lastAttemptAt: select.int64(4), lastOutcome: select.text(5), nextDueAt: select.int64(6),
-                    lastSuccessAt: select.int64(7), removal: select.text(8), deliveredRemoval: select.text(9),
+                    lastSuccessAt: select.int64(7), removal: select.text(8), pastRemovals: Self.decodeList(select.text(9)),
                     isRemoving: (select.int64(10) ?? 0) != 0))
             }
             return records
@@ -99,7 +120,7 @@ public final class StateStore: Sendable {
                     upsert.bind(7, record.nextDueAt)
                     upsert.bind(8, record.lastSuccessAt)
                     upsert.bind(9, record.removal)
-                    upsert.bind(10, record.deliveredRemoval)
+                    upsert.bind(10, Self.encodeList(record.pastRemovals))
                     upsert.bind(11, record.isRemoving ? 1 : 0)
                     try upsert.run()
                 }
@@ -138,7 +159,7 @@ private struct Statements: @unchecked Sendable {
 
     init(_ database: SQLiteConnection) throws(StateError) {
         self.database = database
-        let columns = "id, fingerprint, delivered_fingerprint, attempts, last_attempt_at, last_outcome, next_due_at, last_success_at, removal, delivered_removal, removing"
+        let columns = "id, fingerprint, delivered_fingerprint, attempts, last_attempt_at, last_outcome, next_due_at, last_success_at, removal, past_removals, removing"
         selectAll = try database.prepare("SELECT \(columns) FROM accounts ORDER BY id")
         upsert = try database.prepare("INSERT OR REPLACE INTO accounts (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
         delete = try database.prepare("DELETE FROM accounts WHERE id = ?")

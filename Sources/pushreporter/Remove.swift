@@ -10,9 +10,9 @@ struct Remove: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Send an account's removal report now, retrying until the deadline, then forget the account.",
         discussion: """
-            The removal requests are those kept in the state directory, rendered from the values of the \
-            account's last delivered report and of a newer one not delivered yet; without any, the removal \
-            is rendered from the configuration. Use it for an account the agent no longer runs with: an \
+            The removal requests are those kept in the state directory (the removals of the account's \
+            earlier reports that may have reached a server, then that of its last report), sent one after \
+            the other; without any, the removal is rendered from the configuration. Use it for an account the agent no longer runs with: an \
             account still in the configuration is reported again when the agent next starts (a running \
             agent does not notice the removal), so delete it from the files and reload instead.
             """
@@ -57,12 +57,13 @@ struct Remove: AsyncParsableCommand {
         let settings = setup.configuration.agent
         let record = try setup.store.records().first { $0.id == id }
         let configured = setup.configuration.accounts.first { $0.id == id }
-        var removals = record.map { AccountPlan.removalReports(of: $0, defaultTimeout: settings.timeout) } ?? []
-        if removals == nil {
-            logger.warning("\(id): the stored removal request cannot be read; it is rendered from the configuration instead")
-            removals = []
+        var removals: [PlannedReport] = []
+        if let record {
+            let stored = AccountPlan.removalReports(of: record, defaultTimeout: settings.timeout)
+            if stored.unreadable > 0 { logger.error("\(id): a stored removal request cannot be read, so it is not sent") }
+            removals = stored.reports
         }
-        if removals?.isEmpty == true, let configured {
+        if removals.isEmpty, let configured {
             var builder = RequestBuilder(configuration: setup.configuration, sources: setup.loaded.result.sources,
                                          installID: setup.installID, hostname: LoaderEnvironment.current().hostname)
             var problems = DiagnosticList()
@@ -80,7 +81,7 @@ struct Remove: AsyncParsableCommand {
             let place = " (\(configured.file):\(configured.position.line))"
             logger.warning("\(id) is still in the configuration\(place); the agent reports it again when it next starts, so delete it there to keep it removed")
         }
-        guard let removals, !removals.isEmpty else {
+        guard !removals.isEmpty else {
             if record != nil {
                 try setup.store.save([AccountRecord](), deleting: [id])
                 print("\(id) has no removal request (no accountRemovalReporterUrl), so it was forgotten without one.")
@@ -96,16 +97,22 @@ struct Remove: AsyncParsableCommand {
             logger.error("\(String(describing: error))")
             exitNow(Exit.failure)
         }
-        let runner = OnceRunner(reports: removals, settings: settings, transport: transport, logger: logger,
-                                clock: ContinuousClock(), output: output)
-        let outcome = await runner.run(deadline: DurationParser.parse(deadline) ?? .seconds(60))
-        transport.shutdown()
-        guard outcome.undelivered.isEmpty else {
-            print(outcome.summary)
-            exitNow(Exit.failure)
+        // One after the other, oldest report's first, within one deadline.
+        let clock = ContinuousClock()
+        let end = clock.now.advanced(by: DurationParser.parse(deadline) ?? .seconds(60))
+        for removal in removals {
+            let runner = OnceRunner(reports: [removal], settings: settings, transport: transport, logger: logger,
+                                    clock: clock, output: output)
+            let outcome = await runner.run(deadline: max(clock.now.duration(to: end), .milliseconds(1)))
+            guard outcome.undelivered.isEmpty else {
+                transport.shutdown()
+                print(outcome.summary)
+                exitNow(Exit.failure)
+            }
         }
+        transport.shutdown()
         try setup.store.save([AccountRecord](), deleting: [id])
-        let hosts = Set(removals.map(\.host)).sorted().joined(separator: ", ")
+        let hosts = Set(removals.map { $0.host }).sorted().joined(separator: ", ")
         print("Removal of \(id) delivered to \(hosts); the account is forgotten.")
         exitNow(.success)
     }

@@ -129,14 +129,16 @@ struct Run: AsyncParsableCommand {
                                 logger: logger, clock: ContinuousClock(), output: output)
         let outcome = await runner.run(deadline: DurationParser.parse(deadline) ?? .seconds(60))
         transport.shutdown()
-        let (saved, forgotten) = batch.records(after: outcome, now: WallClock.epochMilliseconds())
+        let (records, forgotten) = batch.records(after: outcome, now: WallClock.epochMilliseconds())
+        var saved = true
         do {
-            try setup.store.save(saved, deleting: forgotten)
+            try setup.store.save(records, deleting: forgotten)
         } catch {
-            logger.error("\(error.description)")
+            logger.error("\(error.description); the outcomes are not recorded, so they are sent again next time")
+            saved = false
         }
         print(outcome.summary)
-        exitNow(outcome.undelivered.isEmpty ? .success : Exit.failure)
+        exitNow(outcome.undelivered.isEmpty && saved ? .success : Exit.failure)
     }
 
     /// The long-running agent, as a group of services that stops on SIGTERM or SIGINT.

@@ -26,6 +26,14 @@ import Testing
         actions.compactMap { if case .save(let record) = $0 { record } else { nil } }
     }
 
+    /// Reloads and, as the agent does once the state is written, releases what it held.
+    static func reload(_ book: inout AgentBook, _ plans: [AccountPlan], reportInterval: Duration?, now: Int64)
+        -> ([AgentBook.Action], AgentBook.ReloadSummary) {
+        let result = book.reload(plans: plans, reportInterval: reportInterval, now: now)
+        book.release(book.entries.keys)
+        return result
+    }
+
     /// Starts every submitted job, as the scheduler would.
     static func send(_ book: inout AgentBook, _ actions: [AgentBook.Action]) {
         for case .submit(let id, _, _) in actions { _ = book.beginAttempt(id) }
@@ -61,7 +69,7 @@ import Testing
         let firstSubmit = try #require(actions.firstIndex { if case .submit = $0 { true } else { false } })
         #expect(lastSave < firstSubmit)
 
-        let (reload, _) = book.reload(plans: [Self.plan("alice", token: "2"), Self.plan("carol", token: "1")], now: 0)
+        let (reload, _) = Self.reload(&book, [Self.plan("alice", token: "2"), Self.plan("carol", token: "1")], reportInterval: book.reportInterval, now: 0)
         let lastReloadSave = try #require(reload.lastIndex { if case .save = $0 { true } else { false } })
         let firstReloadSubmit = try #require(reload.firstIndex { if case .submit = $0 { true } else { false } })
         #expect(lastReloadSave < firstReloadSubmit)
@@ -73,8 +81,8 @@ import Testing
         Self.send(&book, start)
         for id in ["alice", "bob", "carol"] { #expect(book.delivered(id, now: 1_000) != nil) }
 
-        let (actions, summary) = book.reload(plans: [Self.plan("alice", token: "1"), Self.plan("bob", token: "2"),
-                                                     Self.plan("dave", token: "1")], now: 2_000)
+        let (actions, summary) = Self.reload(&book, [Self.plan("alice", token: "1"), Self.plan("bob", token: "2"),
+                                                     Self.plan("dave", token: "1")], reportInterval: nil, now: 2_000)
         #expect(summary == .init(added: 1, changed: 1, unchanged: 1, removed: 1))
         #expect(Set(Self.submitted(actions)) == ["bob@push.example.com:443", "dave@push.example.com:443",
                                                  "carol@gone.example.com:443"])
@@ -91,7 +99,7 @@ import Testing
         var book = AgentBook(defaultTimeout: .seconds(30), reportInterval: nil)
         let start = book.start(plans: [Self.plan("alice", token: "1")], records: [])
         Self.send(&book, start)    // the T1 report is in flight…
-        let (actions, _) = book.reload(plans: [Self.plan("alice", token: "2")], now: 0)
+        let (actions, _) = Self.reload(&book, [Self.plan("alice", token: "2")], reportInterval: book.reportInterval, now: 0)
         #expect(actions.first == .cancel("alice"))
         // …and its result arrives before the T2 report started: it is not T2's delivery.
         #expect(book.delivered("alice", now: 1_000) == nil)
@@ -101,6 +109,33 @@ import Testing
         #expect(book.beginAttempt("alice")?.request.url == "https://push.example.com/r/alice?t=2")
         #expect(book.delivered("alice", now: 2_000) != nil)
         #expect(book.entries["alice"]?.record.deliveredFingerprint == "alice-2")
+    }
+
+    @Test func noAttemptStartsForAReloadedAccountUntilItsStateIsWritten() throws {
+        var book = AgentBook(defaultTimeout: .seconds(30), reportInterval: nil)
+        let start = book.start(plans: [Self.plan("alice", token: "1")], records: [])
+        Self.send(&book, start)
+        _ = book.delivered("alice", now: 1_000)
+        _ = book.reload(plans: [Self.plan("alice", token: "2"), Self.plan("bob", token: "1")], reportInterval: nil, now: 2_000)
+        // An attempt the scheduler had started before the reload finds nothing to send…
+        #expect(book.beginAttempt("alice") == nil)
+        #expect(book.beginAttempt("bob") == nil)
+        // …until the agent has written the state and releases the accounts.
+        book.release(["alice", "bob"])
+        #expect(book.beginAttempt("alice")?.request.url == "https://push.example.com/r/alice?t=2")
+        #expect(book.beginAttempt("bob") != nil)
+    }
+
+    @Test func theRemovalOfAnAttemptedReportStaysOwedWhenItIsReplaced() throws {
+        var book = AgentBook(defaultTimeout: .seconds(30), reportInterval: nil)
+        let start = book.start(plans: [Self.plan("alice", token: "1")], records: [])
+        Self.send(&book, start)   // T1 may reach the server; its outcome never comes back
+        _ = Self.reload(&book, [Self.plan("alice", token: "2")], reportInterval: nil, now: 0)
+        let record = try #require(book.entries["alice"]?.record)
+        #expect(record.pastRemovals == [Self.plan("alice", token: "1").removal!])
+        #expect(record.removal == Self.plan("alice", token: "2").removal)
+        _ = Self.reload(&book, [], reportInterval: nil, now: 0)
+        #expect(book.beginAttempt("alice")?.request.url == "https://gone.example.com/alice?t=1")
     }
 
     @Test func aChangeReplacesAPendingRetry() throws {
@@ -114,7 +149,7 @@ import Testing
         #expect(record.nextDueAt == 30_000)
         #expect(record.phase == .retrying)
 
-        let (actions, _) = book.reload(plans: [Self.plan("alice", token: "2")], now: 11_000)
+        let (actions, _) = Self.reload(&book, [Self.plan("alice", token: "2")], reportInterval: book.reportInterval, now: 11_000)
         #expect(actions.contains(.cancel("alice")))
         #expect(Self.submitted(actions) == ["alice@push.example.com:443"])
         #expect(book.entries["alice"]?.record.attempts == 0)
@@ -125,7 +160,7 @@ import Testing
         let start = book.start(plans: [Self.plan("alice", token: "1")], records: [])
         Self.send(&book, start)
         _ = book.failed("alice", attempt: 1, reason: "HTTP 503", retryIn: .seconds(5), now: 0)
-        let (actions, summary) = book.reload(plans: [Self.plan("alice", token: "1")], now: 1_000)
+        let (actions, summary) = Self.reload(&book, [Self.plan("alice", token: "1")], reportInterval: book.reportInterval, now: 1_000)
         #expect(actions.isEmpty)
         #expect(summary.unchanged == 1)
         #expect(book.currentRequest("alice") != nil)
@@ -149,17 +184,16 @@ import Testing
         let start = book.start(plans: [Self.plan("alice", token: "1")], records: [])
         Self.send(&book, start)
         _ = book.delivered("alice", now: 1_000)
-        book.reportInterval = .seconds(60)
-        let (actions, _) = book.reload(plans: [Self.plan("alice", token: "1")], now: 21_000)
+        let (actions, _) = Self.reload(&book, [Self.plan("alice", token: "1")], reportInterval: .seconds(60), now: 21_000)
         #expect(actions.contains(.submit("alice", host: "push.example.com:443", after: .seconds(40))))
     }
 
     @Test func anAccountThatComesBackDuringItsRemovalIsReportedAgain() throws {
         var book = AgentBook(defaultTimeout: .seconds(30), reportInterval: nil)
         _ = book.start(plans: [Self.plan("alice", token: "1")], records: [])
-        _ = book.reload(plans: [], now: 0)
+        _ = Self.reload(&book, [], reportInterval: book.reportInterval, now: 0)
         #expect(book.currentRequest("alice")?.request.method == "DELETE")
-        let (back, summary) = book.reload(plans: [Self.plan("alice", token: "1")], now: 0)
+        let (back, summary) = Self.reload(&book, [Self.plan("alice", token: "1")], reportInterval: book.reportInterval, now: 0)
         #expect(summary.added == 1)
         #expect(back.contains(.cancel("alice")))
         #expect(Self.submitted(back) == ["alice@push.example.com:443"])
@@ -171,16 +205,16 @@ import Testing
         let start = book.start(plans: [Self.plan("alice", token: "1")], records: [])
         Self.send(&book, start)
         _ = book.delivered("alice", now: 1_000)
-        let (change, _) = book.reload(plans: [Self.plan("alice", token: "2")], now: 2_000)
+        let (change, _) = Self.reload(&book, [Self.plan("alice", token: "2")], reportInterval: book.reportInterval, now: 2_000)
         Self.send(&book, change)
         _ = book.failed("alice", attempt: 1, reason: "HTTP 500", retryIn: .seconds(5), now: 3_000)
 
-        _ = book.reload(plans: [], now: 4_000)
+        _ = Self.reload(&book, [], reportInterval: book.reportInterval, now: 4_000)
         #expect(book.beginAttempt("alice")?.request.url == "https://gone.example.com/alice?t=1")
         let delivery = book.delivered("alice", now: 5_000)
         let first = try #require(delivery)
         #expect(Self.submitted(first.actions) == ["alice@gone.example.com:443"])
-        #expect(Self.saved(first.actions).first?.deliveredRemoval == nil)
+        #expect(Self.saved(first.actions).first?.pastRemovals == [])
         #expect(book.beginAttempt("alice")?.request.url == "https://gone.example.com/alice?t=2")
         #expect(book.delivered("alice", now: 6_000)?.actions == [.forget("alice")])
     }

@@ -92,7 +92,8 @@ import Testing
         #expect(agent.waitForExit() == 0)
         let records = try StateStore(directory: StateDirectory(path: files.path + "/state"), readOnly: true).records()
         #expect(records.first?.phase == .delivered)
-        #expect(records.first?.deliveredRemoval?.contains("token=A2") == true)
+        #expect(records.first?.removal?.contains("token=A2") == true)
+        #expect(records.first?.pastRemovals == [])
     }
 
     @Test func sigtermGivesAHungRequestItsGracePeriodThenExitsZero() throws {
