@@ -341,6 +341,8 @@ struct LoadSession {
             }
         }
         layer.values = base
+        // One copy of `base` with room for this layer, instead of a copy and then a resize.
+        layer.values.reserveCapacity(base.count + own.count + DeviceValues.aliases.count)
         for use in uses {
             guard let keys = template(named: use.name, file: file, at: use.scalar.start, account: account) else { continue }
             overlay(&layer.values, with: keys.lazy.map { ($0.key, $0.value) }, file: file, account: account)
