@@ -79,9 +79,6 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         (statusChanges, statusContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
-    /// Where the accounts stand now.
-    var counts: AccountCounts { book.withLock { $0.counts } }
-
     /// Runs until graceful shutdown. Throws when the state cannot be written at start: the
     /// reports' removal requests must be in the state before any report is sent.
     public func run() async throws {

@@ -10,21 +10,20 @@ public struct OnceBatch: Sendable {
 
     private var book: AgentBook
     /// Per account, the position of its request in `reports`.
-    private let positions: [(id: String, indexes: [Int])]
+    private let positions: [(id: String, index: Int)]
     private var saved: [String: AccountRecord] = [:]
     private var forgotten: Set<String> = []
 
     public init(plans: [AccountPlan], records: [AccountRecord], defaultTimeout: Duration) {
         var book = AgentBook(defaultTimeout: defaultTimeout, reportInterval: nil)
         let actions = book.start(plans: plans, records: records)
-        var positions: [(id: String, indexes: [Int])] = []
+        var positions: [(id: String, index: Int)] = []
         var reports: [PlannedReport] = []
         for case .submit(let id, _, _) in actions {
-            guard let entry = book.entries[id] else { continue }
             // One request per account: an account owing several removals gets the first (the
             // oldest report's) now and the next ones on the following runs, in order.
             guard let request = book.currentRequest(id) else { continue }
-            positions.append((id, [reports.count]))
+            positions.append((id, reports.count))
             reports.append(request)
         }
         self.book = book
@@ -44,18 +43,15 @@ public struct OnceBatch: Sendable {
     public mutating func records(after outcome: OnceOutcome, now: Int64) -> (save: [AccountRecord], forget: [String]) {
         var undelivered: [Int: OnceOutcome.Undelivered] = [:]
         for failure in outcome.undelivered { undelivered[failure.index] = failure }
-        for (id, indexes) in positions {
-            // In order: the first request not delivered stays owed, with those after it.
-            for index in indexes {
-                _ = book.beginAttempt(id)
-                if let failure = undelivered[index] {
-                    if failure.attempts > 0, let (actions, _) = book.failed(id, attempt: failure.attempts, reason: failure.reason,
-                                                                           retryIn: nil, now: now) {
-                        record(actions)
-                    }
-                    break
+        for (id, index) in positions {
+            _ = book.beginAttempt(id)
+            if let failure = undelivered[index] {
+                if failure.attempts > 0, let (actions, _) = book.failed(id, attempt: failure.attempts, reason: failure.reason,
+                                                                       retryIn: nil, now: now) {
+                    record(actions)
                 }
-                if let (actions, _, _) = book.delivered(id, now: now) { record(actions) }
+            } else if let (actions, _, _) = book.delivered(id, now: now) {
+                record(actions)
             }
         }
         return (Array(saved.values), Array(forgotten))
