@@ -23,21 +23,6 @@ public struct PlannedReport: Sendable {
             timeout: rendered.timeout ?? defaultTimeout)
     }
 
-    /// The reports of every enabled account that has a `pushTokenReporterUrl`, rendered as sent.
-    /// Accounts whose request cannot be rendered add diagnostics and are left out.
-    public static func reports(builder: inout RequestBuilder, defaultTimeout: Duration,
-                               diagnostics: inout DiagnosticList) -> [PlannedReport] {
-        var reports: [PlannedReport] = []
-        reports.reserveCapacity(builder.configuration.accounts.count)
-        for account in builder.configuration.accounts where account.isEnabled {
-            if let rendered = builder.request(for: account, reporter: .pushTokenReporter, display: .asSent,
-                                              diagnostics: &diagnostics) {
-                reports.append(PlannedReport(rendered, defaultTimeout: defaultTimeout))
-            }
-        }
-        return reports
-    }
-
     /// `host:port` (the scheme's port when none is written), lowercased; IPv6 in brackets.
     static func host(of url: String) -> String {
         guard let target = RequestBuilder.target(of: url) else { return url }
