@@ -162,7 +162,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             clock: clock, random: SystemRandomNumberGenerator(), wallClock: { wallClock() / 1000 },
             perform: { [weak self] id, _ in
                 guard let self, let report = self.book.withLock({ $0.beginAttempt(id) }) else { return .delivered }
-                return await OnceRunner<C>.attempt(report, transport: self.transport)
+                return await report.send(using: self.transport)
             },
             onEvent: { [weak self] event in self?.handle(event) })
     }
@@ -204,7 +204,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
         case .failed(let id, let attempt, let failure, let retryIn):
             // An attempt cut short by shutdown is not the report's fault.
-            if failure.reason == OnceRunner<C>.cancelledReason { return }
+            if failure.isCancellation { return }
             let now = wallClock()
             let report = book.withLock { book -> PlannedReport? in
                 guard let (actions, report) = book.failed(id, attempt: attempt, reason: failure.reason,

@@ -87,28 +87,13 @@ public struct OnceRunner<C: Clock>: Sendable where C.Duration == Duration {
             policy: policy, concurrency: settings.concurrency, perHostConcurrency: settings.perHostConcurrency,
             clock: clock, random: SystemRandomNumberGenerator(), wallClock: wallClock,
             perform: { index, _ in
-                await Self.attempt(reports[index], transport: transport)
+                await reports[index].send(using: transport)
             },
             onEvent: { event in
                 let allDelivered = tally.record(event, reports: reports, logger: logger)
                 if allDelivered { finish.yield() }
             })
     }
-
-    /// One attempt: send, then judge the response by SPEC §4's success rule.
-    static func attempt(_ report: PlannedReport, transport: any HTTPTransport) async -> AttemptResult {
-        do {
-            return ResponseJudge.judge(try await transport.send(report.request), method: report.request.method)
-        } catch let error as TransportError where !error.isCancellation {
-            return .failed(ResponseJudge.failure(error))
-        } catch {
-            return .failed(AttemptFailure(status: nil, retryAfter: nil, reason: cancelledReason))
-        }
-    }
-
-    /// The reason of an attempt cut short by the deadline: not the report's fault, so it is not
-    /// counted and does not replace the last real failure in the summary.
-    static var cancelledReason: String { "cancelled at the deadline" }
 
     private func showProgress(tally: RunTally, output: LogOutput, scheduler: ReportScheduler<Int, C>) async {
         // Real time, not the scheduler's clock: this only paints the terminal.
@@ -205,7 +190,9 @@ final class RunTally: Sendable {
             }
             return done
         case .failed(let index, let attempt, let failure, let retryIn):
-            if failure.reason == OnceRunner<ContinuousClock>.cancelledReason { return false }
+            // Cut short by the deadline: not the report's fault, not counted, and it does not
+            // replace the last real failure in the summary.
+            if failure.isCancellation { return false }
             let report = reports[index]
             state.withLock { state in
                 if state.entries[index].attempts == 0 { state.failedOnce += 1 }

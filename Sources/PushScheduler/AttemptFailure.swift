@@ -11,13 +11,21 @@ public struct AttemptFailure: Sendable, Hashable {
     public var retryAfter: RetryAfter?
     /// A short human sentence for logs and status, e.g. "HTTP 503" or "timed out after 20s".
     public var reason: String
+    /// True when the attempt was cut short (a deadline, a shutdown) rather than answered: the
+    /// scheduler reschedules it like any failure, but it says nothing about the report, so
+    /// consumers neither count it nor show it as the report's last reason.
+    public var isCancellation: Bool
 
     /// Creates a failure from its parts.
-    public init(status: Int?, retryAfter: RetryAfter? = nil, reason: String) {
+    public init(status: Int?, retryAfter: RetryAfter? = nil, reason: String, isCancellation: Bool = false) {
         self.status = status
         self.retryAfter = retryAfter
         self.reason = reason
+        self.isCancellation = isCancellation
     }
+
+    /// An attempt cut short before it had an answer.
+    public static let cancelled = AttemptFailure(status: nil, reason: "cancelled", isCancellation: true)
 
     /// A failure by HTTP status alone, with the reason "HTTP <status>".
     public static func http(_ status: Int, retryAfter: RetryAfter? = nil) -> AttemptFailure {
