@@ -186,22 +186,14 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             return
         case .delivered(let id, let attempts):
             let now = wallClock()
-            let done = book.withLock { book -> (PlannedReport, AgentBook.Job)? in
-                guard let (actions, report, job) = book.delivered(id, now: now) else { return nil }
+            let done = book.withLock { book -> (report: PlannedReport, forgotten: Bool)? in
+                guard let (actions, report) = book.delivered(id, now: now) else { return nil }
                 apply(actions, to: scheduler)
-                return (report, job)
+                return (report, actions.contains(.forget(id)))
             }
-            guard let (report, job) = done else { return }
-            if job == .removal {
-                logger.notice("\(id): removal delivered to \(report.host)")
-            } else if attempts > 1 {
-                logger.notice("\(id): \(report.reporter.rawValue) delivered to \(report.host) after \(attempts) attempts")
-            } else {
-                logger.debug("\(id): \(report.reporter.rawValue) delivered to \(report.host)")
-            }
-            if job == .removal && book.withLock({ $0.entries[id] == nil }) {
-                logger.notice("\(id): every removal delivered; the account is forgotten")
-            }
+            guard let done else { return }
+            logger.delivered(done.report, attempts: attempts)
+            if done.forgotten { logger.notice("\(id): every removal delivered; the account is forgotten") }
         case .failed(let id, let attempt, let failure, let retryIn):
             // An attempt cut short by shutdown is not the report's fault.
             if failure.isCancellation { return }
@@ -212,13 +204,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 apply(actions, to: scheduler)
                 return report
             }
-            guard let report else { return }
-            let message: Logger.Message = """
-                \(id): \(report.reporter.rawValue) to \(report.host) failed: \(failure.reason) \
-                (attempt \(attempt)); next attempt in \(DurationText(retryIn))
-                """
-            // Attempts 1, 2, 4, 8, …: a dead host is reported, not flooded.
-            if attempt & (attempt - 1) == 0 { logger.warning(message) } else { logger.debug(message) }
+            if let report { logger.failed(report, attempt: attempt, failure: failure, retryIn: retryIn) }
         }
         statusContinuation.yield()
     }

@@ -199,15 +199,15 @@ struct AgentBook {
     }
 
     /// The last attempt of `id` delivered at `now` (Unix milliseconds). Nil when that attempt
-    /// belonged to a job that was replaced since; else the actions, the request and its job.
-    mutating func delivered(_ id: String, now: Int64) -> (actions: [Action], report: PlannedReport, job: Job)? {
+    /// belonged to a job that was replaced since; else the actions and the request delivered.
+    mutating func delivered(_ id: String, now: Int64) -> (actions: [Action], report: PlannedReport)? {
         guard var entry = entries[id], let job = entry.job, entry.sentGeneration == entry.generation,
               let report = Self.request(of: entry) else { return nil }
         if job == .removal {
             let sent = entry.removals.removeFirst().text
             if entry.removals.isEmpty {
                 entries[id] = nil
-                return ([.forget(id)], report, job)
+                return ([.forget(id)], report)
             }
             // The next removal: the record keeps only what is still to send.
             entry.record.pastRemovals.removeAll { $0 == sent }
@@ -217,7 +217,7 @@ struct AgentBook {
             entry.record.lastOutcome = "delivered"
             entry.generation = nextGeneration()
             entries[id] = entry
-            return ([.save(entry.record), .submit(id, host: entry.removals[0].report.host, after: .zero)], report, job)
+            return ([.save(entry.record), .submit(id, host: entry.removals[0].report.host, after: .zero)], report)
         }
         var actions: [Action] = []
         entry.record.deliveredFingerprint = entry.record.fingerprint
@@ -236,7 +236,7 @@ struct AgentBook {
         }
         entries[id] = entry
         actions.insert(.save(entry.record), at: 0)
-        return (actions, report, job)
+        return (actions, report)
     }
 
     /// Attempt `attempt` of `id` failed at `now`; the scheduler tries again `retryIn` later (nil:

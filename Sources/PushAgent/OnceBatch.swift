@@ -50,7 +50,7 @@ public struct OnceBatch: Sendable {
                                                                        retryIn: nil, now: now) {
                     record(actions)
                 }
-            } else if let (actions, _, _) = book.delivered(id, now: now) {
+            } else if let (actions, _) = book.delivered(id, now: now) {
                 record(actions)
             }
         }

@@ -167,8 +167,7 @@ final class RunTally: Sendable {
         state = Mutex(State(entries: Array(repeating: Entry(), count: reports.count)))
     }
 
-    /// Records `event`, logs it (failures at attempts 1, 2, 4, 8, … so a dead host does not flood
-    /// the log), and says whether every report is now delivered.
+    /// Records `event`, logs it, and says whether every report is now delivered.
     func record(_ event: SchedulerEvent<Int>, reports: [PlannedReport], logger: Logger) -> Bool {
         switch event {
         case .started:
@@ -183,11 +182,7 @@ final class RunTally: Sendable {
                 }
                 return state.delivered == state.entries.count
             }
-            if attempts > 1 {
-                logger.notice("\(report.account): \(report.reporter.rawValue) delivered to \(report.host) after \(attempts) attempts")
-            } else {
-                logger.debug("\(report.account): \(report.reporter.rawValue) delivered to \(report.host)")
-            }
+            logger.delivered(report, attempts: attempts)
             return done
         case .failed(let index, let attempt, let failure, let retryIn):
             // Cut short by the deadline: not the report's fault, not counted, and it does not
@@ -199,15 +194,7 @@ final class RunTally: Sendable {
                 state.entries[index].attempts = attempt
                 state.entries[index].lastReason = failure.reason
             }
-            let message: Logger.Message = """
-                \(report.account): \(report.reporter.rawValue) to \(report.host) failed: \(failure.reason) \
-                (attempt \(attempt)); next attempt in \(DurationText(retryIn))
-                """
-            if attempt & (attempt - 1) == 0 {
-                logger.warning(message)
-            } else {
-                logger.debug(message)
-            }
+            logger.failed(report, attempt: attempt, failure: failure, retryIn: retryIn)
             return false
         }
     }

@@ -1,0 +1,29 @@
+import Logging
+import PushConfig
+import PushScheduler
+
+extension Logger {
+    /// A delivered report or removal: removals and deliveries that took retries at `notice`,
+    /// the rest at `debug`.
+    func delivered(_ report: PlannedReport, attempts: Int) {
+        let retries = attempts > 1 ? " after \(attempts) attempts" : ""
+        if report.reporter == .accountRemovalReporter {
+            notice("\(report.account): removal delivered to \(report.host)\(retries)")
+        } else if attempts > 1 {
+            notice("\(report.account): \(report.reporter.rawValue) delivered to \(report.host)\(retries)")
+        } else {
+            debug("\(report.account): \(report.reporter.rawValue) delivered to \(report.host)")
+        }
+    }
+
+    /// A failed attempt: at `warning` on attempts 1, 2, 4, 8, … and at `debug` otherwise, so a
+    /// dead host is reported, not flooded. Names the account, reporter, host and reason, never
+    /// a URL, header or body.
+    func failed(_ report: PlannedReport, attempt: Int, failure: AttemptFailure, retryIn: Duration) {
+        let message: Logger.Message = """
+            \(report.account): \(report.reporter.rawValue) to \(report.host) failed: \(failure.reason) \
+            (attempt \(attempt)); next attempt in \(DurationText(retryIn))
+            """
+        if attempt & (attempt - 1) == 0 { warning(message) } else { debug(message) }
+    }
+}
