@@ -224,7 +224,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             // Cancels and state changes first; the changed accounts are held (no attempt starts)
             // until their removal requests are written, outside the book's lock, and only then
             // submitted.
-            let (submits, held, summary) = book.withLock { book in
+            let (submits, summary) = book.withLock { book in
                 book.defaultTimeout = newSettings.timeout
                 let (actions, summary) = book.reload(plans: plans, reportInterval: newSettings.reportInterval, now: now)
                 var submits: [AgentBook.Action] = []
@@ -233,15 +233,14 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                     if case .submit = action { submits.append(action) } else { others.append(action) }
                 }
                 apply(others, to: scheduler)
-                let held = book.entries.filter(\.value.isHeld).map(\.key)
-                return (submits, held, summary)
+                return (submits, summary)
             }
             for id in book.withLock({ $0.takeUnreadableRemovals() }) {
                 logger.error("\(id): a stored removal request cannot be read, so it is not sent")
             }
             guard await flushUntilWritten() else { return }
             book.withLock { book in
-                book.release(held)
+                book.releaseHeld()
                 apply(submits, to: scheduler)
             }
             statusNote.withLock { $0 = nil }
@@ -268,9 +267,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     // MARK: Status
 
-    private func statusText() -> String {
-        let counts = book.withLock { $0.counts }.statusText
-        return statusNote.withLock { $0 }.map { counts + "; " + $0 } ?? counts
+    private func statusText(_ counts: AccountCounts? = nil) -> String {
+        let text = (counts ?? book.withLock { $0.counts }).statusText
+        return statusNote.withLock { $0 }.map { text + "; " + $0 } ?? text
     }
 
     /// Sends `STATUS=` when the counts change, at most once per `statusInterval`, and logs when
@@ -279,7 +278,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         var last = ""
         for await _ in statusChanges {
             let counts = book.withLock { $0.counts }
-            let text = statusText()
+            let text = statusText(counts)
             if text != last {
                 notifier.notify("STATUS=\(text)")
                 last = text

@@ -11,7 +11,7 @@ import PushState
 ///   an outcome counts only when it is the current one.
 /// - The removal request is rendered with each report, from the same values, and the caller
 ///   saves it before that report is sent (the actions list saves before it submits; a reload
-///   holds the accounts it changes until ``release(_:)``). A report that reached a server
+///   holds the accounts it changes until ``releaseHeld()``). A report that reached a server
 ///   therefore always has its removal in the state, whatever moment the agent is killed at.
 /// - When a changed report replaces one that may have reached a server, the earlier removal is
 ///   kept in the record's `pastRemovals` until a newer report is delivered; when the account
@@ -35,8 +35,6 @@ struct AgentBook {
         var generation: UInt64 = 0
         /// The generation of the attempt the scheduler last started.
         var sentGeneration: UInt64?
-        /// Set by a reload until the new job's state is written: no attempt may start before.
-        var isHeld = false
     }
 
     /// A removal owed: its stored text and the request it reads as.
@@ -64,6 +62,8 @@ struct AgentBook {
     static let pastRemovalLimit = 8
 
     private(set) var entries: [String: Entry] = [:]
+    /// Accounts a reload changed whose state is not written yet: no attempt of theirs may start.
+    private(set) var held: Set<String> = []
     private var lastGeneration: UInt64 = 0
     /// `agent.timeout`, for stored removal requests without their own timeout.
     var defaultTimeout: Duration
@@ -106,7 +106,7 @@ struct AgentBook {
     /// A new configuration while running: new and changed accounts are reported now (replacing
     /// a pending retry), unchanged ones keep their schedule, and accounts that left get their
     /// removal. The actions cancel, then save, then submit.
-    /// Every account it (re)schedules is held until ``release(_:)``: the caller writes the state
+    /// Every account it (re)schedules is held until ``releaseHeld()``: the caller writes the state
     /// first. `reportInterval` is the new configuration's.
     mutating func reload(plans: [AccountPlan], reportInterval newInterval: Duration?, now: Int64) -> ([Action], ReloadSummary) {
         var actions: [Action] = []
@@ -123,7 +123,7 @@ struct AgentBook {
                 plan.apply(to: &record)
                 actions.append(.save(record))
                 schedule(Entry(record: record, plan: plan, job: .report), actions: &actions)
-                entries[plan.id]?.isHeld = true
+                held.insert(plan.id)
                 continue
             }
             let wasRemoving = entry.record.isRemoving
@@ -167,27 +167,27 @@ struct AgentBook {
             entry.removals = []
             actions.append(.save(entry.record))
             schedule(entry, actions: &actions)
-            entries[plan.id]?.isHeld = true
+            held.insert(plan.id)
         }
         for (id, entry) in entries where !planned.contains(id) && !entry.record.isRemoving {
             summary.removed += 1
             if entry.job != nil { actions.append(.cancel(id)) }
             entries[id] = nil
             beginRemoval(entry.record, actions: &actions)
-            entries[id]?.isHeld = true
+            held.insert(id)
         }
         return (Self.savesFirst(actions), summary)
     }
 
-    /// Lets attempts of `ids` start again, once the reload's state is written.
-    mutating func release(_ ids: some Sequence<String>) {
-        for id in ids { entries[id]?.isHeld = false }
+    /// Lets the accounts the last reload changed start attempts, once its state is written.
+    mutating func releaseHeld() {
+        held.removeAll()
     }
 
     /// The scheduler starts an attempt of `id`: the request to send (nil when there is nothing
     /// to send any more), noted as sent with the job's current generation.
     mutating func beginAttempt(_ id: String) -> PlannedReport? {
-        guard var entry = entries[id], !entry.isHeld, let request = Self.request(of: entry) else { return nil }
+        guard !held.contains(id), var entry = entries[id], let request = Self.request(of: entry) else { return nil }
         entry.sentGeneration = entry.generation
         entries[id] = entry
         return request

@@ -30,7 +30,7 @@ import Testing
     static func reload(_ book: inout AgentBook, _ plans: [AccountPlan], reportInterval: Duration?, now: Int64)
         -> ([AgentBook.Action], AgentBook.ReloadSummary) {
         let result = book.reload(plans: plans, reportInterval: reportInterval, now: now)
-        book.release(book.entries.keys)
+        book.releaseHeld()
         return result
     }
 
@@ -121,7 +121,7 @@ import Testing
         #expect(book.beginAttempt("alice") == nil)
         #expect(book.beginAttempt("bob") == nil)
         // …until the agent has written the state and releases the accounts.
-        book.release(["alice", "bob"])
+        book.releaseHeld()
         #expect(book.beginAttempt("alice")?.request.url == "https://push.example.com/r/alice?t=2")
         #expect(book.beginAttempt("bob") != nil)
     }
