@@ -81,6 +81,8 @@ struct AgentBook {
     /// not), and every stored account that left the configuration gets its removal.
     mutating func start(plans: [AccountPlan], records: [AccountRecord]) -> [Action] {
         var actions: [Action] = []
+        actions.reserveCapacity(2 * plans.count + records.count)
+        entries.reserveCapacity(plans.count + records.count)
         var planned = Set<String>()
         planned.reserveCapacity(plans.count)
         for plan in plans { planned.insert(plan.id) }

@@ -275,3 +275,27 @@ import Testing
         #expect(json.contains(#""lastSuccess": null"#))
     }
 }
+
+@Suite struct StoredRequestTests {
+    @Test func aStoredRequestReadsBackAsItWasWritten() throws {
+        let rendered = RenderedRequest(account: "alice", reporter: .accountRemovalReporter, method: "DELETE",
+                                       url: "https://gone.example.com/a?t=1/2", headers: [("X-Sig", "a\"b\\c\n"), ("Accept", "*/*")],
+                                       body: "{\"é\":\"\u{1}\"}", credentials: .init(username: "u", password: "p&w"),
+                                       timeout: .milliseconds(1500))
+        let stored = StoredRequest(rendered)
+        let text = stored.text
+        #expect(text.hasPrefix(#"{"body":"#))
+        #expect(!text.contains("\n"))
+        let read = try #require(StoredRequest(text: text))
+        #expect(read == stored)
+        let back = read.rendered(account: "alice")
+        #expect(back.url == rendered.url && back.body == rendered.body && back.credentials == rendered.credentials)
+        #expect(back.headers.map { "\($0.name)=\($0.value)" } == ["X-Sig=a\"b\\c\n", "Accept=*/*"])
+        #expect(back.timeout == .milliseconds(1500))
+        // Optional parts left out read back as absent.
+        let bare = StoredRequest(RenderedRequest(account: "b", reporter: .accountRemovalReporter, method: "GET",
+                                                 url: "http://127.0.0.1/x", headers: [], body: nil))
+        #expect(bare.text == #"{"headers":[],"method":"GET","url":"http://127.0.0.1/x"}"#)
+        #expect(StoredRequest(text: bare.text) == bare)
+    }
+}
