@@ -18,8 +18,7 @@ public enum ProcessRunner {
         return executable.deletingLastPathComponent().appendingPathComponent("pushreporter").path
     }()
 
-    /// Runs `pushreporter` with `arguments`; the environment is this process's plus `environment`,
-    /// with `PUSHREPORTER_*` variables removed unless given.
+    /// Runs `pushreporter` with `arguments`; the environment is ``childEnvironment(adding:)``.
     public static func pushreporter(_ arguments: [String], environment: [String: String] = [:],
                                     directory: String? = nil, stdin: String? = nil) throws -> ProcessOutput {
         try run(pushreporter, arguments, environment: environment, directory: directory, stdin: stdin)
@@ -36,14 +35,22 @@ public enum ProcessRunner {
         }
     }
 
+    /// This process's environment without what would change how `pushreporter` behaves
+    /// (`PUSHREPORTER_*`, `JOURNAL_STREAM`, `NOTIFY_SOCKET`, `WATCHDOG_*`), plus `environment`.
+    public static func childEnvironment(adding environment: [String: String]) -> [String: String] {
+        var env = ProcessInfo.processInfo.environment.filter { key, _ in
+            !key.hasPrefix("PUSHREPORTER_") && !key.hasPrefix("WATCHDOG_") && key != "JOURNAL_STREAM" && key != "NOTIFY_SOCKET"
+        }
+        env.merge(environment) { _, new in new }
+        return env
+    }
+
     public static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
                            directory: String? = nil, stdin: String? = nil) throws -> ProcessOutput {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHREPORTER_") && $0.key != "JOURNAL_STREAM" }
-        env.merge(environment) { _, new in new }
-        process.environment = env
+        process.environment = childEnvironment(adding: environment)
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         let out = Pipe(), err = Pipe(), input = Pipe()
         process.standardOutput = out

@@ -11,16 +11,11 @@ public final class RunningProcess: @unchecked Sendable {
     private let outputText = TextBox()
     private let readers: [Thread]
 
-    /// Starts `executable`; the environment is this process's plus `environment`, without
-    /// `PUSHREPORTER_*`, `JOURNAL_STREAM`, `NOTIFY_SOCKET` and `WATCHDOG_*` unless given.
+    /// Starts `executable`; the environment is ``ProcessRunner/childEnvironment(adding:)``.
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        var env = ProcessInfo.processInfo.environment.filter { key, _ in
-            !key.hasPrefix("PUSHREPORTER_") && !key.hasPrefix("WATCHDOG_") && key != "JOURNAL_STREAM" && key != "NOTIFY_SOCKET"
-        }
-        env.merge(environment) { _, new in new }
-        process.environment = env
+        process.environment = ProcessRunner.childEnvironment(adding: environment)
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err

@@ -23,35 +23,16 @@ struct Remove: AsyncParsableCommand {
 
     @OptionGroup var config: ConfigOptions
 
-    @Option(help: ArgumentHelp("Where state lives (default: agent.stateDirectory, else $STATE_DIRECTORY, else /var/lib/pushreporter).",
-                               valueName: "dir"))
-    var stateDir: String?
-
-    @Option(help: ArgumentHelp("How long to keep retrying, e.g. 60s, 5m.", valueName: "duration"))
-    var deadline: String = "60s"
-
-    @Option(help: "Least severe log level shown: trace, debug, info, notice, warning, error or critical.")
-    var logLevel: Logger.Level = .info
-
-    func validate() throws {
-        guard let parsed = DurationParser.parse(deadline), parsed > .zero else {
-            throw ValidationError("--deadline must be a duration such as 60s, 5m or 1h, not '\(deadline)'")
-        }
-    }
+    @OptionGroup var agent: AgentOptions
 
     func run() async throws {
         let output = LogOutput(format: .text)
-        var logger = Logger(label: "pushreporter") { _ in AgentLogHandler(output: output, level: logLevel) }
-        logger.logLevel = logLevel
+        let logger = agent.logger(output: output)
         let setup: AgentSetup
         do {
-            setup = try AgentSetup(options: config, stateDir: stateDir, allowInvalid: true)
+            setup = try AgentSetup(options: config, stateDir: agent.stateDir, allowInvalid: true)
         } catch {
-            if error.code == 78 {
-                for line in error.lines { output.line(line) }
-            } else {
-                for line in error.lines { logger.error("\(line)") }
-            }
+            error.report(output: output, logger: logger)
             exitNow(ExitCode(error.code))
         }
         let settings = setup.configuration.agent
@@ -99,7 +80,7 @@ struct Remove: AsyncParsableCommand {
         }
         // One after the other, oldest report's first, within one deadline.
         let clock = ContinuousClock()
-        let end = clock.now.advanced(by: DurationParser.parse(deadline) ?? .seconds(60))
+        let end = clock.now.advanced(by: agent.deadlineDuration)
         for removal in removals {
             let runner = OnceRunner(reports: [removal], settings: settings, transport: transport, logger: logger,
                                     clock: clock, output: output)

@@ -23,29 +23,18 @@ struct Run: AsyncParsableCommand {
 
     @OptionGroup var config: ConfigOptions
 
-    @Option(help: ArgumentHelp("Where state lives (default: agent.stateDirectory, else $STATE_DIRECTORY, else /var/lib/pushreporter).",
-                               valueName: "dir"))
-    var stateDir: String?
+    @OptionGroup var agent: AgentOptions
 
     @Flag(help: "Report every account once, retrying until delivered or the deadline, then exit.")
     var once = false
 
-    @Option(help: ArgumentHelp("With --once: how long to keep retrying, e.g. 60s, 5m.", valueName: "duration"))
-    var deadline: String = "60s"
-
     @Flag(help: "Reload when a configuration file or directory changes (as on SIGHUP).")
     var watch = false
-
-    @Option(help: "Least severe log level shown: trace, debug, info, notice, warning, error or critical.")
-    var logLevel: Logger.Level = .info
 
     @Option(help: "Log line format: text (timestamped, or <N> prefixes under journald) or json.")
     var logFormat: LogOutput.Format = .text
 
     func validate() throws {
-        guard let parsed = DurationParser.parse(deadline), parsed > .zero else {
-            throw ValidationError("--deadline must be a duration such as 60s, 5m or 1h, not '\(deadline)'")
-        }
         if watch && once { throw ValidationError("--watch applies to the long-running agent, not to --once") }
     }
 
@@ -54,8 +43,7 @@ struct Run: AsyncParsableCommand {
         // for a reload after READY=1 instead of ending the process.
         let hangups = once ? nil : await UnixSignalsSequence(trapping: .sighup)
         let output = LogOutput(format: logFormat)
-        var logger = Logger(label: "pushreporter") { _ in AgentLogHandler(output: output, level: logLevel) }
-        logger.logLevel = logLevel
+        let logger = agent.logger(output: output)
 
         let prepared = prepare(output: output, logger: logger)
         let records: [AccountRecord]
@@ -88,13 +76,11 @@ struct Run: AsyncParsableCommand {
     private func prepare(output: LogOutput, logger: Logger) -> Prepared {
         let setup: AgentSetup
         do {
-            setup = try AgentSetup(options: config, stateDir: stateDir)
+            setup = try AgentSetup(options: config, stateDir: agent.stateDir)
         } catch {
+            error.report(output: output, logger: logger)
             if error.code == 78 {
-                for line in error.lines { output.line(line) }
                 logger.error("the configuration has errors, so nothing was sent; 'pushreporter validate' lists every problem")
-            } else {
-                for line in error.lines { logger.error("\(line)") }
             }
             exitNow(ExitCode(error.code))
         }
@@ -127,7 +113,7 @@ struct Run: AsyncParsableCommand {
         }
         let runner = OnceRunner(reports: batch.reports, settings: settings, transport: transport,
                                 logger: logger, clock: ContinuousClock(), output: output)
-        let outcome = await runner.run(deadline: DurationParser.parse(deadline) ?? .seconds(60))
+        let outcome = await runner.run(deadline: agent.deadlineDuration)
         transport.shutdown()
         let (records, forgotten) = batch.records(after: outcome, now: WallClock.epochMilliseconds())
         var saved = true

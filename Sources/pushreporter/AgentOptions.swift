@@ -1,0 +1,46 @@
+import ArgumentParser
+import Logging
+import PushAgent
+import PushConfig
+
+/// `--state-dir`, `--deadline` and `--log-level`, shared by the commands that send: `run` and
+/// `remove`.
+struct AgentOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Where state lives (default: agent.stateDirectory, else $STATE_DIRECTORY, else /var/lib/pushreporter).",
+                               valueName: "dir"))
+    var stateDir: String?
+
+    @Option(help: ArgumentHelp("How long to keep retrying (run --once, remove), e.g. 60s, 5m.", valueName: "duration"))
+    var deadline: String = "60s"
+
+    @Option(help: "Least severe log level shown: trace, debug, info, notice, warning, error or critical.")
+    var logLevel: Logger.Level = .info
+
+    func validate() throws {
+        guard let parsed = DurationParser.parse(deadline), parsed > .zero else {
+            throw ValidationError("--deadline must be a duration such as 60s, 5m or 1h, not '\(deadline)'")
+        }
+    }
+
+    /// `--deadline`, checked by `validate()`.
+    var deadlineDuration: Duration { DurationParser.parse(deadline) ?? .seconds(60) }
+
+    /// The command's logger, writing to `output` at `--log-level`.
+    func logger(output: LogOutput) -> Logger {
+        var logger = Logger(label: "pushreporter") { _ in AgentLogHandler(output: output, level: logLevel) }
+        logger.logLevel = logLevel
+        return logger
+    }
+}
+
+extension AgentSetup.Failure {
+    /// Prints why the command cannot go on: configuration errors as the diagnostics they are,
+    /// anything else as error log lines.
+    func report(output: LogOutput, logger: Logger) {
+        if code == 78 {
+            for line in lines { output.line(line) }
+        } else {
+            for line in lines { logger.error("\(line)") }
+        }
+    }
+}
