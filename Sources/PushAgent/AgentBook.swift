@@ -356,10 +356,3 @@ extension AccountPlan {
         if record.phase != .delivered { record.nextDueAt = nil }
     }
 }
-
-extension Duration {
-    /// Whole milliseconds.
-    var milliseconds: Int64 {
-        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
-    }
-}

@@ -42,24 +42,26 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
 
     /// Records `record` (replacing an earlier unsaved version of the same account).
     public func save(_ record: AccountRecord) {
-        let wasEmpty = pending.withLock { pending in
-            defer {
-                pending.records[record.id] = record
-                pending.forgotten.remove(record.id)
-            }
-            return pending.isEmpty
+        change { pending in
+            pending.records[record.id] = record
+            pending.forgotten.remove(record.id)
         }
-        if wasEmpty { signalContinuation.yield() }
     }
 
     /// Deletes the record of `id`.
     public func forget(_ id: String) {
+        change { pending in
+            pending.records[id] = nil
+            pending.forgotten.insert(id)
+        }
+    }
+
+    /// Applies `edit` to the pending changes and wakes the flush loop if they were empty.
+    private func change(_ edit: (inout Pending) -> Void) {
         let wasEmpty = pending.withLock { pending in
-            defer {
-                pending.records[id] = nil
-                pending.forgotten.insert(id)
-            }
-            return pending.isEmpty
+            let wasEmpty = pending.isEmpty
+            edit(&pending)
+            return wasEmpty
         }
         if wasEmpty { signalContinuation.yield() }
     }
