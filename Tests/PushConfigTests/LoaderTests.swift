@@ -208,6 +208,14 @@ struct RequestBuildingTests {
         #expect(l.lines.contains { $0.contains("error: unknown variable 'pushTokenOthr'; did you mean 'pushTokenOther'?") }, "\(l.lines)")
     }
 
+    @Test("a near miss of a device value is warned about; a key of the user's own is not")
+    func misspeltDeviceValue() {
+        let l = loaded("pushTokenReporterUrl: https://h.example/t\nselctor: ABC\nextension: 1001")
+        #expect(l.lines.contains { $0.hasSuffix("warning: 'selctor' is not a key pushreporter acts on; did you mean 'selector'? [account a]") },
+                "\(l.lines)")
+        #expect(!l.lines.contains { $0.contains("'extension'") }, "\(l.lines)")
+    }
+
     @Test("GET without a body, POST with one, explicit methods upper-cased")
     func methods() throws {
         let get = loaded("pushTokenReporterUrl: https://h.example/t?u=%account[username]%")
