@@ -21,11 +21,8 @@ public struct StateDirectory: Sendable {
         } else if !create {
             throw Problem(description: "there is no state directory \(path): the agent has not run with it; give --state-dir DIR")
         } else {
-            do {
-                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true,
-                                                        attributes: [.posixPermissions: 0o700])
-            } catch {
-                throw Problem(description: "cannot create the state directory \(path) (\(Self.reason(error))); "
+            if let failure = Self.makeDirectories(path) {
+                throw Problem(description: "cannot create the state directory \(path) (\(failure)); "
                               + "give --state-dir DIR or agent.stateDirectory")
             }
         }
@@ -64,11 +61,13 @@ public struct StateDirectory: Sendable {
         }
     }
 
-    private static func reason(_ error: any Error) -> String {
-        let nsError = error as NSError
-        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
-            return String(cString: strerror(Int32(underlying.code)))
+    /// `mkdir -p` with mode 0700; nil on success, else the system's reason (`strerror`).
+    private static func makeDirectories(_ path: String) -> String? {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            prefix += "/" + component
+            if mkdir(prefix, 0o700) != 0 && errno != EEXIST { return String(cString: strerror(errno)) }
         }
-        return nsError.localizedDescription
+        return nil
     }
 }

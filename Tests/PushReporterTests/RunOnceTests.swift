@@ -220,6 +220,17 @@ import Testing
         #expect(result.stderrLines.last?.hasSuffix("error: the state directory \(file) is not a directory") == true)
     }
 
+    @Test func aStateDirectoryThatCannotBeCreatedSaysWhyInTheSystemsWords() throws {
+        let directory = TemporaryDirectory()
+        let file = directory.write("plain-file", "x")
+        let result = try ProcessRunner.pushreporter(config: Self.config(url: "http://127.0.0.1:9/x"),
+                                                    ["run", "--once", "--state-dir", file + "/state"])
+        #expect(result.status == 1)
+        #expect(result.stderrLines.last?.hasSuffix(
+            "error: cannot create the state directory \(file)/state (Not a directory); give --state-dir DIR or agent.stateDirectory") == true,
+            "\(result.stderr)")
+    }
+
     @Test func theAgentDoesNotStartOnAMissingConfiguration() throws {
         let result = try ProcessRunner.pushreporter(["run", "--config", "/nonexistent"])
         #expect(result.status == 78)
