@@ -5,8 +5,7 @@ public struct DurationText: CustomStringConvertible, Sendable {
     public init(_ duration: Duration) { self.duration = duration }
 
     public var description: String {
-        let (seconds, attoseconds) = duration.components
-        let milliseconds = max(0, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+        let milliseconds = max(0, duration.milliseconds)
         if milliseconds < 1000 { return "\(milliseconds)ms" }
         if milliseconds < 60_000 {
             let tenths = (milliseconds + 50) / 100

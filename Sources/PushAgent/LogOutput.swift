@@ -35,7 +35,7 @@ public final class LogOutput: Sendable {
                 write: @escaping @Sendable (String) -> Void = LogOutput.standardError) {
         self.format = format
         journal = environment["JOURNAL_STREAM"].map { !$0.isEmpty } ?? false
-        self.isTerminal = isTerminal && environment["JOURNAL_STREAM"] == nil
+        self.isTerminal = isTerminal && !journal
         self.write = write
     }
 

@@ -18,7 +18,7 @@ public enum ResponseJudge {
             if status == 429 || status == 503, let header = response.header("Retry-After") {
                 retryAfter = RetryAfter.parse(header)
             }
-            return .failed(AttemptFailure(status: status, retryAfter: retryAfter, reason: "HTTP \(status)"))
+            return .failed(.http(status, retryAfter: retryAfter))
         }
         if method.uppercased() != "HEAD", status != 204, let problem = bodyProblem(response) {
             return .failed(AttemptFailure(status: status, retryAfter: nil, reason: "HTTP \(status), but \(problem)"))
@@ -55,10 +55,9 @@ public enum ResponseJudge {
             let plausible = kind == .json ? Array("{[\"-0123456789tfn".utf8).contains(firstByte) : firstByte == UInt8(ascii: "<")
             return plausible ? nil : "the body does not start like \(name)"
         }
-        let text = String(decoding: response.body, as: UTF8.self)
         switch kind {
         case .json:
-            return JSONValidator.problem(in: text).map { "the body is not valid JSON (\($0))" }
+            return JSONValidator.problem(in: response.body).map { "the body is not valid JSON (\($0))" }
         case .xml:
             return XMLChecker.problem(in: response.body).map { "the body is not well-formed XML (\($0))" }
         case .other:

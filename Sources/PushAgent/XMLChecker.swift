@@ -27,9 +27,14 @@ enum XMLChecker {
 
         func fail(_ reason: String) -> Failure { Failure(reason: reason, at: index) }
 
-        func looking(at text: String) -> Bool {
-            let needle = Array(text.utf8)
-            return bytes.count - index >= needle.count && bytes[index..<(index + needle.count)].elementsEqual(needle)
+        /// Whether the input continues with `text` (no allocation: it is called at every byte of
+        /// comments and text).
+        func looking(at text: StaticString) -> Bool {
+            let count = text.utf8CodeUnitCount
+            guard bytes.count - index >= count else { return false }
+            return text.withUTF8Buffer { expected in
+                expected.indices.allSatisfy { expected[$0] == bytes[index + $0] }
+            }
         }
 
         mutating func skipSpace() {
@@ -37,10 +42,10 @@ enum XMLChecker {
         }
 
         /// Moves past the next `terminator`; fails with `reason` when there is none.
-        mutating func skip(past terminator: String, _ reason: String) throws(Failure) {
+        mutating func skip(past terminator: StaticString, _ reason: String) throws(Failure) {
             while index < bytes.count {
                 if looking(at: terminator) {
-                    index += terminator.utf8.count
+                    index += terminator.utf8CodeUnitCount
                     return
                 }
                 index += 1

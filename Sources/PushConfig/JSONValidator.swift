@@ -2,7 +2,12 @@
 public enum JSONValidator {
     /// nil when valid, else a short reason with the byte offset.
     public static func problem(in text: String) -> String? {
-        var scanner = Scanner(bytes: Array(text.utf8))
+        problem(in: Array(text.utf8))
+    }
+
+    /// nil when `bytes` hold one valid JSON value, else a short reason with the byte offset.
+    public static func problem(in bytes: [UInt8]) -> String? {
+        var scanner = Scanner(bytes: bytes)
         scanner.skipSpace()
         do throws(Failure) {
             try scanner.value(depth: 0)
