@@ -153,12 +153,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     // MARK: Scheduling
 
     private func makeScheduler() -> ReportScheduler<String, C> {
-        let retry = settings.retry
-        let policy = BackoffPolicy(initial: retry.initial, multiplier: retry.multiplier, maximum: retry.max,
-                                   maxRetryAfter: retry.maxRetryAfter)
         let wallClock = self.wallClock
         return ReportScheduler(
-            policy: policy, concurrency: settings.concurrency, perHostConcurrency: settings.perHostConcurrency,
+            policy: BackoffPolicy(settings.retry), concurrency: settings.concurrency, perHostConcurrency: settings.perHostConcurrency,
             clock: clock, random: SystemRandomNumberGenerator(), wallClock: { wallClock() / 1000 },
             perform: { [weak self] id, _ in
                 guard let self, let report = self.book.withLock({ $0.beginAttempt(id) }) else { return .delivered }

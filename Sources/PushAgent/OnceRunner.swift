@@ -77,20 +77,17 @@ public struct OnceRunner<C: Clock>: Sendable where C.Duration == Duration {
 
     private func makeScheduler(tally: RunTally, finish: AsyncStream<Void>.Continuation)
         -> ReportScheduler<Int, C> {
-        let retry = settings.retry
-        let policy = BackoffPolicy(initial: retry.initial, multiplier: retry.multiplier, maximum: retry.max,
-                                   maxRetryAfter: retry.maxRetryAfter)
         let reports = self.reports
         let transport = self.transport
         let logger = self.logger
         return ReportScheduler(
-            policy: policy, concurrency: settings.concurrency, perHostConcurrency: settings.perHostConcurrency,
+            policy: BackoffPolicy(settings.retry), concurrency: settings.concurrency, perHostConcurrency: settings.perHostConcurrency,
             clock: clock, random: SystemRandomNumberGenerator(), wallClock: wallClock,
             perform: { index, _ in
                 await reports[index].send(using: transport)
             },
             onEvent: { event in
-                let allDelivered = tally.record(event, reports: reports, logger: logger)
+                let allDelivered = tally.record(event, logger: logger)
                 if allDelivered { finish.yield() }
             })
     }
@@ -156,7 +153,6 @@ final class RunTally: Sendable {
     private struct State {
         var entries: [Entry]
         var delivered = 0
-        var failedOnce = 0
     }
 
     private let state: Mutex<State>
@@ -168,7 +164,7 @@ final class RunTally: Sendable {
     }
 
     /// Records `event`, logs it, and says whether every report is now delivered.
-    func record(_ event: SchedulerEvent<Int>, reports: [PlannedReport], logger: Logger) -> Bool {
+    func record(_ event: SchedulerEvent<Int>, logger: Logger) -> Bool {
         switch event {
         case .started:
             return false
@@ -190,7 +186,6 @@ final class RunTally: Sendable {
             if failure.isCancellation { return false }
             let report = reports[index]
             state.withLock { state in
-                if state.entries[index].attempts == 0 { state.failedOnce += 1 }
                 state.entries[index].attempts = attempt
                 state.entries[index].lastReason = failure.reason
             }

@@ -11,7 +11,6 @@ final class CurlLoop: @unchecked Sendable {
         var cancelled: [UInt64] = []
         /// Cancellations that arrived before their transfer (a task cancelled while submitting).
         var cancelledEarly: Set<UInt64> = []
-        var nextID: UInt64 = 1
         var stopping = false
         /// True while the thread sleeps in `curl_multi_poll`: only then does a submission need
         /// `curl_multi_wakeup` (a syscall); otherwise the thread sees the inbox on its next turn.
@@ -19,6 +18,7 @@ final class CurlLoop: @unchecked Sendable {
     }
 
     private let inbox = Mutex(Inbox())
+    private let lastID = Atomic<UInt64>(0)
     private let multi: UnsafeMutableRawPointer
     private let settings: TransportSettings
     private let caBundle: [UInt8]?
@@ -33,11 +33,9 @@ final class CurlLoop: @unchecked Sendable {
         self.caBundle = caBundle
     }
 
+    /// A new transfer id (from 1), without taking the inbox's lock.
     func nextID() -> UInt64 {
-        inbox.withLock { state in
-            defer { state.nextID += 1 }
-            return state.nextID
-        }
+        lastID.wrappingAdd(1, ordering: .relaxed).newValue
     }
 
     /// Hands `transfer` to the thread, or fails it at once when the transport has stopped.
@@ -84,10 +82,12 @@ final class CurlLoop: @unchecked Sendable {
     func run() {
         var stillRunning: Int32 = 0
         while true {
+            // Take the queues whole (their buffers go with them): emptying them in place while a
+            // copy is held would copy the buffer every turn.
             let (submitted, cancelled, stopping) = inbox.withLock { state in
                 defer {
-                    state.submitted.removeAll(keepingCapacity: true)
-                    state.cancelled.removeAll(keepingCapacity: true)
+                    state.submitted = []
+                    state.cancelled = []
                     state.polling = false
                 }
                 return (state.submitted, state.cancelled, state.stopping)
