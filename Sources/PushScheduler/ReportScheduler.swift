@@ -28,13 +28,6 @@ import Synchronization
 /// await scheduler.run()   // until the task is cancelled or shutdown() is called
 /// ```
 public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable where C.Duration == Duration {
-    /// The backoff policy of every report.
-    public let policy: BackoffPolicy
-    /// The most attempts in flight at once, all hosts together.
-    public let concurrency: Int
-    /// The most attempts in flight at once to one host.
-    public let perHostConcurrency: Int
-
     private let clock: C
     private let wallClock: @Sendable () -> Int64
     private let perform: @Sendable (_ key: Key, _ attempt: Int) async -> AttemptResult
@@ -64,16 +57,13 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
         perform: @escaping @Sendable (_ key: Key, _ attempt: Int) async -> AttemptResult,
         onEvent: @escaping @Sendable (SchedulerEvent<Key>) -> Void = { _ in }
     ) {
-        self.policy = policy
-        self.concurrency = Swift.max(concurrency, 1)
-        self.perHostConcurrency = Swift.max(perHostConcurrency, 1)
         self.clock = clock
         self.wallClock = wallClock
         self.perform = perform
         self.onEvent = onEvent
         self.state = Mutex(State(
             queue: SchedulerQueue(
-                policy: policy, concurrency: self.concurrency, perHostConcurrency: self.perHostConcurrency
+                policy: policy, concurrency: Swift.max(concurrency, 1), perHostConcurrency: Swift.max(perHostConcurrency, 1)
             ),
             random: AnySendableGenerator(random)
         ))

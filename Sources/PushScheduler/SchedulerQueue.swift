@@ -12,7 +12,6 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
     /// A report to start now.
     struct Start {
         var key: Key
-        var host: String
         var attempt: Int
         var token: UInt64
     }
@@ -174,7 +173,6 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         let attempt = attempts.nextAttempt
         switch result {
         case .delivered:
-            attempts.attemptSucceeded()
             return .delivered(key, attempts: attempt)
         case .failed(let failure):
             let delay = attempts.attemptFailed(failure, nowEpochSeconds: nowEpochSeconds, using: &generator)
@@ -193,7 +191,7 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         let record = pending.removeValue(forKey: entry.key)!
         inFlight[entry.key] = InFlight(host: record.host, token: record.token, attempts: record.attempts, isDiscarded: false)
         inFlightPerHost[record.host, default: 0] += 1
-        return Start(key: entry.key, host: record.host, attempt: record.attempts.nextAttempt, token: record.token)
+        return Start(key: entry.key, attempt: record.attempts.nextAttempt, token: record.token)
     }
 
     private static func isLive(_ entry: Entry, in pending: [Key: Pending]) -> Bool {

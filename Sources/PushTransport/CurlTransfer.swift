@@ -213,15 +213,12 @@ final class CurlTransfer: @unchecked Sendable {
         self.continuation = nil
         if result == CURLE_OK || (result == CURLE_WRITE_ERROR && bodyTruncated) {
             var status = 0
-            var version = 0
             var effective: UnsafeMutablePointer<CChar>?
             _ = pr_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
-            _ = pr_easy_getinfo_long(handle, CURLINFO_HTTP_VERSION, &version)
             _ = pr_easy_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &effective)
             continuation.resume(returning: TransportResponse(
                 status: status, headers: responseHeaders, body: body, bodyTruncated: bodyTruncated,
-                effectiveURL: effective.map { String(cString: $0) } ?? request.url,
-                httpVersion: Self.versionText(version)))
+                effectiveURL: effective.map { String(cString: $0) } ?? request.url))
         } else {
             let detail = String(cString: errorBuffer)
             continuation.resume(throwing: TransportError.curl(result, detail: detail))
@@ -238,15 +235,6 @@ final class CurlTransfer: @unchecked Sendable {
     private static func milliseconds(_ duration: Duration) -> Int {
         let (seconds, attoseconds) = duration.components
         return max(1, Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
-    }
-
-    private static func versionText(_ version: Int) -> String {
-        switch version {
-        case CURL_HTTP_VERSION_1_0: return "1.0"
-        case CURL_HTTP_VERSION_2_0: return "2"
-        case CURL_HTTP_VERSION_3: return "3"
-        default: return "1.1"
-        }
     }
 }
 

@@ -13,17 +13,14 @@ public struct TransportResponse: Sendable {
     public var bodyTruncated: Bool
     /// The URL that answered, after redirects.
     public var effectiveURL: String
-    /// `"1.1"`, `"2"`, …
-    public var httpVersion: String
 
     public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = [],
-                bodyTruncated: Bool = false, effectiveURL: String = "", httpVersion: String = "1.1") {
+                bodyTruncated: Bool = false, effectiveURL: String = "") {
         self.status = status
         self.headers = headers
         self.body = body
         self.bodyTruncated = bodyTruncated
         self.effectiveURL = effectiveURL
-        self.httpVersion = httpVersion
     }
 
     /// The value of the first header called `name` (case-insensitive).
