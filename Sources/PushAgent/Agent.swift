@@ -42,7 +42,6 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     private let book: Mutex<AgentBook>
     private let startup: Mutex<(plans: [AccountPlan], records: [AccountRecord])?>
-    private let schedulerSlot = Mutex<ReportScheduler<String, C>?>(nil)
     private let statusNote = Mutex<String?>(nil)
     private let isStopping = Mutex(false)
     /// Set at start and by each reload: log "all … reported" once the work is done.
@@ -83,8 +82,6 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// reports' removal requests must be in the state before any report is sent.
     public func run() async throws {
         let scheduler = makeScheduler()
-        schedulerSlot.withLock { $0 = scheduler }
-        defer { schedulerSlot.withLock { $0 = nil } }
 
         if let (plans, records) = startup.withLock({ startup in defer { startup = nil }; return startup }) {
             // The scheduler does not run yet, so nothing is sent before the flush.
@@ -161,7 +158,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 guard let self, let report = self.book.withLock({ $0.beginAttempt(id) }) else { return .delivered }
                 return await report.send(using: self.transport)
             },
-            onEvent: { [weak self] event in self?.handle(event) })
+            onEvent: { [weak self] event, scheduler in self?.handle(event, scheduler: scheduler) })
     }
 
     /// Applies the book's actions in order; called with the book locked so that they keep it.
@@ -176,8 +173,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         }
     }
 
-    private func handle(_ event: SchedulerEvent<String>) {
-        guard let scheduler = schedulerSlot.withLock({ $0 }) else { return }
+    private func handle(_ event: SchedulerEvent<String>, scheduler: ReportScheduler<String, C>) {
         switch event {
         case .started:
             return

@@ -34,8 +34,7 @@ public struct OnceRunner<C: Clock>: Sendable where C.Duration == Duration {
         let start = clock.now
         let tally = RunTally(reports: reports)
         guard !reports.isEmpty else { return tally.outcome(elapsed: .zero, deadline: deadline) }
-        let (finished, finish) = AsyncStream<Void>.makeStream()
-        let scheduler = makeScheduler(tally: tally, finish: finish)
+        let scheduler = makeScheduler(tally: tally)
         for (index, report) in reports.enumerated() {
             scheduler.submit(index, host: report.host)
         }
@@ -44,13 +43,6 @@ public struct OnceRunner<C: Clock>: Sendable where C.Duration == Duration {
             group.addTask {
                 await scheduler.run()
                 return .allDelivered
-            }
-            group.addTask {
-                for await _ in finished {
-                    scheduler.shutdown()
-                    break
-                }
-                return .other
             }
             group.addTask {
                 do {
@@ -75,8 +67,7 @@ public struct OnceRunner<C: Clock>: Sendable where C.Duration == Duration {
         return tally.outcome(elapsed: start.duration(to: clock.now), deadline: deadline)
     }
 
-    private func makeScheduler(tally: RunTally, finish: AsyncStream<Void>.Continuation)
-        -> ReportScheduler<Int, C> {
+    private func makeScheduler(tally: RunTally) -> ReportScheduler<Int, C> {
         let reports = self.reports
         let transport = self.transport
         let logger = self.logger
@@ -86,9 +77,9 @@ public struct OnceRunner<C: Clock>: Sendable where C.Duration == Duration {
             perform: { index, _ in
                 await reports[index].send(using: transport)
             },
-            onEvent: { event in
-                let allDelivered = tally.record(event, logger: logger)
-                if allDelivered { finish.yield() }
+            onEvent: { event, scheduler in
+                // Once all are delivered, run() returns (nothing is in flight any more).
+                if tally.record(event, logger: logger) { scheduler.shutdown() }
             })
     }
 

@@ -15,7 +15,7 @@ import Synchronization
 /// - Time: waits use only the injected `clock`, jitter only the injected generator, and
 ///   `Retry-After` dates are read against the injected `wallClock`, so a test drives it all.
 /// - Events: `onEvent` is called from the task running `run()`, in order, one at a time, and
-///   outside the scheduler's lock (so it may call `submit` or `cancel`); it should return quickly.
+///   outside the scheduler's lock (so it may call `submit`, `cancel` or `shutdown` on the scheduler it is given); it should return quickly.
 ///
 /// ```swift
 /// let scheduler = ReportScheduler<String, ContinuousClock>(
@@ -31,7 +31,7 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
     private let clock: C
     private let wallClock: @Sendable () -> Int64
     private let perform: @Sendable (_ key: Key, _ attempt: Int) async -> AttemptResult
-    private let onEvent: @Sendable (SchedulerEvent<Key>) -> Void
+    private let onEvent: @Sendable (SchedulerEvent<Key>, ReportScheduler) -> Void
     private let state: Mutex<State>
 
     /// Creates a scheduler; nothing runs until ``run()`` is called.
@@ -46,7 +46,8 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
     ///   - perform: makes attempt number `attempt` (from 1) to deliver the report `key`. It is
     ///     called in a child task of `run()` and is cancelled when `run()`'s task is; it should
     ///     then return promptly (any result; a failure is rescheduled as usual).
-    ///   - onEvent: told of every start, delivery and failure; see ``SchedulerEvent``.
+    ///   - onEvent: told of every start, delivery and failure (see ``SchedulerEvent``), with the
+    ///     scheduler itself, so that it can submit, cancel or shut down in answer.
     public init(
         policy: BackoffPolicy,
         concurrency: Int,
@@ -55,7 +56,7 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
         random: some RandomNumberGenerator & Sendable,
         wallClock: @escaping @Sendable () -> Int64,
         perform: @escaping @Sendable (_ key: Key, _ attempt: Int) async -> AttemptResult,
-        onEvent: @escaping @Sendable (SchedulerEvent<Key>) -> Void = { _ in }
+        onEvent: @escaping @Sendable (SchedulerEvent<Key>, ReportScheduler) -> Void = { _, _ in }
     ) {
         self.clock = clock
         self.wallClock = wallClock
@@ -137,9 +138,9 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
                 let step = state.withLock { state in
                     state.step(now: now, nowEpochSeconds: nowEpochSeconds, isCancelled: isCancelled)
                 }
-                for event in step.events { onEvent(event) }
+                for event in step.events { onEvent(event, self) }
                 for start in step.starts {
-                    onEvent(.started(start.key, attempt: start.attempt))
+                    onEvent(.started(start.key, attempt: start.attempt), self)
                     group.addTask {
                         let result = await self.perform(start.key, start.attempt)
                         self.finished(Completion(key: start.key, token: start.token, result: result))
@@ -219,7 +220,7 @@ extension ReportScheduler where C == ContinuousClock {
         random: some RandomNumberGenerator & Sendable,
         wallClock: @escaping @Sendable () -> Int64,
         perform: @escaping @Sendable (_ key: Key, _ attempt: Int) async -> AttemptResult,
-        onEvent: @escaping @Sendable (SchedulerEvent<Key>) -> Void = { _ in }
+        onEvent: @escaping @Sendable (SchedulerEvent<Key>, ReportScheduler) -> Void = { _, _ in }
     ) {
         self.init(
             policy: policy, concurrency: concurrency, perHostConcurrency: perHostConcurrency,

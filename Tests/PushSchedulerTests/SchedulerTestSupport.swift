@@ -213,7 +213,7 @@ func makeScheduler(
         random: SeededGenerator(seed: seed),
         wallClock: wallClock,
         perform: perform,
-        onEvent: { log.record($0) }
+        onEvent: { event, _ in log.record(event) }
     )
     return (scheduler, log, clock)
 }
