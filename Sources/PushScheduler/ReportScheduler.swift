@@ -15,7 +15,8 @@ import Synchronization
 /// - Time: waits use only the injected `clock`, jitter only the injected generator, and
 ///   `Retry-After` dates are read against the injected `wallClock`, so a test drives it all.
 /// - Events: `onEvent` is called from the task running `run()`, in order, one at a time, and
-///   outside the scheduler's lock (so it may call `submit`, `cancel` or `shutdown` on the scheduler it is given); it should return quickly.
+///   outside the scheduler's lock (so it may call `submit`, `cancel` or `shutdown` on the
+///   scheduler it is given); it should return quickly.
 ///
 /// ```swift
 /// let scheduler = ReportScheduler<String, ContinuousClock>(
