@@ -16,12 +16,15 @@ final class CurlTransfer: @unchecked Sendable {
     /// The URL of this hop: the request's, then each redirect's.
     private var currentURL: String
     private var redirects = 0
+    /// The request's method, upper-cased once.
+    private let method: String
 
     init(id: UInt64, request: TransportRequest, continuation: CheckedContinuation<TransportResponse, any Error>) {
         self.id = id
         self.request = request
         self.continuation = continuation
         currentURL = request.url
+        method = request.method.uppercased()
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
     }
@@ -34,8 +37,7 @@ final class CurlTransfer: @unchecked Sendable {
     /// Sets every option of `request` on `handle` (a fresh or reset easy handle).
     func configure(_ handle: UnsafeMutableRawPointer, settings: TransportSettings, caBundle: [UInt8]?) -> CURLcode {
         self.handle = handle
-        let method = request.method.uppercased()
-        let isHTTPS = currentURL.lowercased().hasPrefix("https://")
+        let isHTTPS = Self.hasScheme(currentURL, "https://")
         var result = CURLE_OK
         func set(_ code: CURLcode) { if result == CURLE_OK { result = code } }
 
@@ -113,7 +115,7 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// Keeps the header lines of the latest response (a redirect or a 401 starts a new block).
     func receiveHeader(_ data: UnsafeBufferPointer<UInt8>) {
-        if data.starts(with: Array("HTTP/".utf8)) {
+        if data.starts(with: Self.statusLinePrefix) {
             responseHeaders.removeAll(keepingCapacity: true)
             return
         }
@@ -152,7 +154,6 @@ final class CurlTransfer: @unchecked Sendable {
     /// next hop, or the error that ends the exchange. Only GET and HEAD follow, at most 5 hops,
     /// only to http or https, and never from https to http.
     func redirect(result: CURLcode) -> Result<String, TransportError>? {
-        let method = request.method.uppercased()
         guard result == CURLE_OK, method == "GET" || method == "HEAD", let handle else { return nil }
         var status = 0
         var location: UnsafeMutablePointer<CChar>?
@@ -160,14 +161,14 @@ final class CurlTransfer: @unchecked Sendable {
         guard [301, 302, 303, 307, 308].contains(status),
               pr_easy_getinfo_string(handle, CURLINFO_REDIRECT_URL, &location) == CURLE_OK, let location else { return nil }
         let next = String(cString: location)
-        let lower = next.lowercased()
         guard redirects < 5 else {
             return .failure(TransportError(.tooManyRedirects, "more than 5 redirects (the last to \(Self.authority(of: next)))"))
         }
-        guard lower.hasPrefix("http://") || lower.hasPrefix("https://") else {
+        let toHTTP = Self.hasScheme(next, "http://")
+        guard toHTTP || Self.hasScheme(next, "https://") else {
             return .failure(TransportError(.refusedRedirect, "refused a redirect to a URL that is not http or https"))
         }
-        if currentURL.lowercased().hasPrefix("https://"), lower.hasPrefix("http://") {
+        if Self.hasScheme(currentURL, "https://"), toHTTP {
             return .failure(TransportError(.refusedRedirect, "refused a redirect from https to plain http (\(Self.authority(of: next)))"))
         }
         return .success(next)
@@ -230,6 +231,20 @@ final class CurlTransfer: @unchecked Sendable {
         guard let continuation else { return }
         self.continuation = nil
         continuation.resume(throwing: error)
+    }
+
+    private static let statusLinePrefix = Array("HTTP/".utf8)
+
+    /// Whether `url` starts with `scheme` (written in lower case), in any case, without
+    /// lower-casing the whole URL.
+    private static func hasScheme(_ url: String, _ scheme: StaticString) -> Bool {
+        let count = scheme.utf8CodeUnitCount
+        guard url.utf8.count >= count else { return false }
+        return scheme.withUTF8Buffer { expected in
+            zip(url.utf8.prefix(count), expected).allSatisfy { byte, wanted in
+                (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == wanted
+            }
+        }
     }
 
     private static func milliseconds(_ duration: Duration) -> Int {
