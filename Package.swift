@@ -12,7 +12,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
-        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
@@ -86,6 +86,13 @@ let package = Package(
                 "PushState",
                 "PushTemplates",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            linkerSettings: [
+                // The shipped build is linked for a small resident size (bench/README.md, part d):
+                // lld packs its relative relocations (RELR, glibc 2.36+), where gold's 2 MB table
+                // of them was read in full at every start; and the 10,000 Swift symbols the static
+                // stdlib's flags export (-export-dynamic) stay private, as nothing looks them up.
+                .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"], .when(configuration: .release)),
             ]
         ),
         // Benchmark and fuzzing tools (bench/README.md, fuzz/README.md); not part of the product.
@@ -125,3 +132,9 @@ let package = Package(
         ),
     ]
 )
+
+// A module uses only what it imports: an extension member of a module imported only indirectly
+// (through swift-crypto, say) is an error, so nothing links corelibs Foundation by accident.
+for target in package.targets where target.type == .regular || target.type == .executable {
+    target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("MemberImportVisibility")]
+}

@@ -1,4 +1,6 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 
 /// A swift-log handler that writes to a `LogOutput` in its format (text, journald, JSON).

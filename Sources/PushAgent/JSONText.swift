@@ -27,8 +27,10 @@ public enum JSONText {
 
     public static func array(_ items: [String]) -> String {
         guard !items.isEmpty else { return "[]" }
-        return "[\n" + items.map { "  " + $0.replacingOccurrences(of: "\n", with: "\n  ") }.joined(separator: ",\n") + "\n]"
+        return "[\n" + items.map { "  " + $0.replacing("\n", with: "\n  ") }.joined(separator: ",\n") + "\n]"
     }
 }
 
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif

@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 
 /// Where log lines and the terminal's progress line go: standard error, one writer at a time.
@@ -44,7 +47,7 @@ public final class LogOutput: Sendable {
         text.withUTF8 { bytes in
             var offset = 0
             while offset < bytes.count {
-                let written = Foundation.write(STDERR_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
+                let written = Glibc.write(STDERR_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
                 if written <= 0 { break }
                 offset += written
             }

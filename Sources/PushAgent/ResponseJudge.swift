@@ -1,6 +1,6 @@
-import Foundation
 import PushConfig
 import PushScheduler
+import PushTemplates
 import PushTransport
 
 /// The success rule of SPEC §4: a 2xx whose body matches its Content-Type.
@@ -35,7 +35,7 @@ public enum ResponseJudge {
 
     static func kind(ofContentType contentType: String) -> BodyKind {
         let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map {
-            $0.trimmingCharacters(in: .whitespaces).lowercased()
+            $0.trimmingASCIIWhitespace().lowercased()
         } ?? ""
         if mediaType == "application/json" || mediaType == "text/json" || mediaType.hasSuffix("+json") { return .json }
         if mediaType == "application/xml" || mediaType == "text/xml" || mediaType.hasSuffix("+xml") { return .xml }

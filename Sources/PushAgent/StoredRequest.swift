@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import PushConfig
 
 /// A rendered request as the state directory keeps it: the removal request of an account,

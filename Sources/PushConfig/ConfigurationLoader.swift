@@ -432,7 +432,7 @@ struct LoadSession {
             var output = ""
             var secret: ConfigValue?
             var rest = Substring(value.text)
-            while let open = rest.range(of: "${") {
+            while let open = rest.firstRange(of: "${") {
                 output += rest[..<open.lowerBound]
                 guard let close = rest[open.upperBound...].firstIndex(of: "}") else {
                     output += rest[open.lowerBound...]

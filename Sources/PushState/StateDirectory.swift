@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The state directory (SPEC §6): created mode 0700, its files 0600. It holds the generated
 /// `installid` and the state database (``StateStore``).
@@ -14,9 +17,9 @@ public struct StateDirectory: Sendable {
     /// missing directory is an error instead (for readers such as `status`).
     public init(path: String, create: Bool = true) throws(Problem) {
         self.path = path
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
-            guard isDirectory.boolValue else { throw Problem(description: "the state directory \(path) is not a directory") }
+        var status = stat()
+        if stat(path, &status) == 0 {
+            guard status.st_mode & S_IFMT == S_IFDIR else { throw Problem(description: "the state directory \(path) is not a directory") }
             if !create { return }
         } else if !create {
             throw Problem(description: "there is no state directory \(path): the agent has not run with it; give --state-dir DIR")
@@ -35,14 +38,19 @@ public struct StateDirectory: Sendable {
     /// The `%installid%` of this installation: read from `installid`, or generated and written
     /// there (0600) on first use.
     public func installID() throws(Problem) -> String {
-        let file = path + "/installid"
-        if let text = try? String(contentsOfFile: file, encoding: .utf8) {
-            let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-            if !trimmed.isEmpty { return trimmed }
-        }
+        if let id = Self.storedInstallID(in: path) { return id }
         let id = UUID().uuidString.lowercased()
         try writeFile("installid", id + "\n")
         return id
+    }
+
+    /// The `installid` that `directory` holds, if the agent has made one (read without
+    /// creating anything, for `preview`).
+    public static func storedInstallID(in directory: String) -> String? {
+        guard let text = try? String(contentsOfFile: directory + "/installid", encoding: .utf8),
+              let first = text.firstIndex(where: { !$0.isWhitespace }),
+              let last = text.lastIndex(where: { !$0.isWhitespace }) else { return nil }
+        return String(text[first...last])
     }
 
     /// Writes `name` atomically (a temporary file renamed over it), mode 0600.
@@ -52,7 +60,7 @@ public struct StateDirectory: Sendable {
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw Problem(description: "cannot write \(target) (\(String(cString: strerror(errno))))") }
         let bytes = Array(text.utf8)
-        let written = bytes.withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }
+        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
         let synced = fsync(fd) == 0
         close(fd)
         guard written == bytes.count, synced, rename(temporary, target) == 0 else {

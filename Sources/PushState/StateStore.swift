@@ -1,5 +1,5 @@
 import CSQLite
-import Foundation
+import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif

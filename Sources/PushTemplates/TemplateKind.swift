@@ -50,7 +50,8 @@ public enum BodyFormat: Sendable, Hashable {
 }
 
 extension Substring {
-    func trimmingASCIIWhitespace() -> Substring {
+    /// Without the spaces and tabs at either end.
+    public func trimmingASCIIWhitespace() -> Substring {
         var s = self
         while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
         while let l = s.last, l == " " || l == "\t" { s.removeLast() }

@@ -1,5 +1,5 @@
 import CCurl
-import Foundation
+import Dispatch
 import Synchronization
 
 /// The transport thread: the multi handle, the idle easy handles and the running transfers.

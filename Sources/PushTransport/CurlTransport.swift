@@ -1,5 +1,8 @@
 import CCurl
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 
 /// Transport-wide settings.
@@ -41,9 +44,24 @@ public final class CurlTransport: Sendable {
         _ = pr_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.connectionCacheSize)
         let loop = CurlLoop(multi: multi, settings: settings, caBundle: bundle)
         self.loop = loop
-        let thread = Thread { loop.run() }
-        thread.name = "pushreporter-curl"
-        thread.start()
+        try Self.startThread(running: loop)
+    }
+
+    /// Runs `loop` on a detached thread of its own, named `pushreporter-curl`.
+    private static func startThread(running loop: CurlLoop) throws {
+        var thread = pthread_t()
+        let retained = Unmanaged.passRetained(loop)
+        let status = pthread_create(&thread, nil, { argument in
+            let loop = Unmanaged<CurlLoop>.fromOpaque(argument!).takeRetainedValue()
+            loop.run()
+            return nil
+        }, retained.toOpaque())
+        guard status == 0 else {
+            retained.release()
+            throw TransportError(.other, "cannot start the transport thread (\(String(cString: strerror(status))))")
+        }
+        _ = nameThread(thread, "pushreporter-curl")
+        pthread_detach(thread)
     }
 
     deinit {
@@ -91,3 +109,8 @@ enum CurlGlobal {
     private static let once: Void = { _ = curl_global_init(PR_CURL_GLOBAL_DEFAULT) }()
     static func initialize() { _ = once }
 }
+
+/// glibc's `pthread_setname_np` (declared only under `_GNU_SOURCE`, so not by the Glibc module):
+/// names the thread for `top -H`, `ps -L` and debuggers.
+@_silgen_name("pthread_setname_np")
+private func nameThread(_ thread: pthread_t, _ name: UnsafePointer<CChar>) -> Int32

@@ -1,5 +1,10 @@
 import ArgumentParser
+#if canImport(Glibc)
+import Glibc
+#endif
+import PushAgent
 import PushConfig
+import PushState
 
 /// `--config PATH`, repeatable, shared by every command that reads configuration.
 struct ConfigOptions: ParsableArguments {
@@ -30,7 +35,7 @@ struct LoadedConfiguration {
         let paths = options.resolvedPaths(environment: environment)
         result = ConfigurationLoader(environment: environment).load(paths: paths)
         if options.paths.isEmpty, environment.variables["PUSHREPORTER_CONFIG"] == nil,
-           !FileManager.default.fileExists(atPath: paths[0]) {
+           access(paths[0], F_OK) != 0 {
             // The default place is empty: say how to name a configuration instead.
             var hinted = DiagnosticList()
             hinted.error("no configuration here (the default); give --config PATH or set PUSHREPORTER_CONFIG", file: paths[0])
@@ -39,25 +44,13 @@ struct LoadedConfiguration {
         diagnostics = result.diagnostics
         let stateDirectory = result.configuration.agent.resolvedStateDirectory(environment: environment.variables)
         builder = RequestBuilder(configuration: result.configuration, sources: result.sources,
-                                 installID: StateFiles.installID(in: stateDirectory), hostname: environment.hostname)
+                                 installID: StateDirectory.storedInstallID(in: stateDirectory), hostname: environment.hostname)
     }
 }
-
-/// Reads of the state directory that need no database.
-enum StateFiles {
-    /// The generated installation id, when the agent has made one.
-    static func installID(in directory: String) -> String? {
-        guard let text = try? String(contentsOfFile: directory + "/installid", encoding: .utf8) else { return nil }
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        return trimmed.isEmpty ? nil : trimmed
-    }
-}
-
-import Foundation
 
 /// Writes to standard error, for diagnostics and notes a person reads.
 func printError(_ text: String) {
-    FileHandle.standardError.write(Data((text + "\n").utf8))
+    LogOutput.standardError(text + "\n")
 }
 
 /// Ends the process at once with `code`, after flushing standard output, without tearing down

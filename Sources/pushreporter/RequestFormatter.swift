@@ -54,7 +54,7 @@ enum RequestFormatter {
 
     /// Host and request target of an absolute URL.
     static func split(_ url: String) -> (host: String, target: String) {
-        guard let schemeEnd = url.range(of: "://") else { return ("", url) }
+        guard let schemeEnd = url.firstRange(of: "://") else { return ("", url) }
         let rest = url[schemeEnd.upperBound...]
         let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
         var host = rest[..<authorityEnd]
@@ -73,11 +73,9 @@ enum RequestFormatter {
             if index % 2 == 1 {
                 out += "\"$" + piece + "\""
             } else if !piece.isEmpty || pieces.count == 1 {
-                out += "'" + piece.replacingOccurrences(of: "'", with: "'\\''") + "'"
+                out += "'" + piece.replacing("'", with: "'\\''") + "'"
             }
         }
         return out
     }
 }
-
-import Foundation
