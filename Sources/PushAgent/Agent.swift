@@ -281,6 +281,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 logger.info("all \(counts.accounts) \(counts.accounts == 1 ? "account is" : "accounts are") reported")
                 // Loading, rendering and the first burst of requests are over: give the memory
                 // they freed back to the system, so an idle agent stays small.
+                recorder.releaseMemory()
                 _ = releaseFreedMemory(0)
             }
             try? await clock.sleep(for: statusInterval)

@@ -82,10 +82,11 @@ struct AgentBook {
     mutating func start(plans: [AccountPlan], records: [AccountRecord]) -> [Action] {
         var actions: [Action] = []
         actions.reserveCapacity(2 * plans.count + records.count)
-        entries.reserveCapacity(plans.count + records.count)
         var planned = Set<String>()
         planned.reserveCapacity(plans.count)
         for plan in plans { planned.insert(plan.id) }
+        // Room for every account once: the stored ones are mostly the planned ones again.
+        entries.reserveCapacity(plans.count + records.lazy.filter { !planned.contains($0.id) }.count)
         var stored: [String: AccountRecord] = [:]
         stored.reserveCapacity(records.count)
         for record in records {

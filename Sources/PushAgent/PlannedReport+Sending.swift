@@ -1,3 +1,4 @@
+import PushConfig
 import PushScheduler
 import PushTransport
 
@@ -6,7 +7,7 @@ extension PlannedReport {
     /// attempt whose task is cancelled ends as ``AttemptFailure/cancelled``.
     func send(using transport: any HTTPTransport) async -> AttemptResult {
         do {
-            return ResponseJudge.judge(try await transport.send(request), method: request.method)
+            return ResponseJudge.judge(try await transport.send(request), method: rendered.method)
         } catch let error as TransportError where !error.isCancellation {
             return .failed(ResponseJudge.failure(error))
         } catch {

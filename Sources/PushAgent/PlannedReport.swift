@@ -6,8 +6,8 @@ public struct PlannedReport: Sendable {
     public var rendered: RenderedRequest
     /// `host:port` of the URL, lowercased: the unit of `perHostConcurrency`.
     public var host: String
-    /// What the transport sends.
-    public var request: TransportRequest
+    /// How long an attempt may take: `<prefix>Timeout`, else `agent.timeout`.
+    public var timeout: Duration
 
     public var account: String { rendered.account }
     public var reporter: Reporter { rendered.reporter }
@@ -16,11 +16,17 @@ public struct PlannedReport: Sendable {
     public init(_ rendered: RenderedRequest, defaultTimeout: Duration) {
         self.rendered = rendered
         host = Self.host(of: rendered.url)
-        request = TransportRequest(
+        timeout = rendered.timeout ?? defaultTimeout
+    }
+
+    /// What the transport sends. Made for each attempt rather than kept: the agent holds a
+    /// report for every account, and this would repeat most of it.
+    public var request: TransportRequest {
+        TransportRequest(
             method: rendered.method, url: rendered.url, headers: rendered.headers,
             body: rendered.body.map { Array($0.utf8) },
             credentials: rendered.credentials.map { .init(username: $0.username, password: $0.password) },
-            timeout: rendered.timeout ?? defaultTimeout)
+            timeout: timeout)
     }
 
     /// `host:port` (the scheme's port when none is written), lowercased; IPv6 in brackets.

@@ -95,6 +95,11 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
         }
     }
 
+    /// Frees the state database's cached pages (``StateStore/releaseMemory()``).
+    public func releaseMemory() {
+        store.releaseMemory()
+    }
+
     /// Flushes a batch shortly after each change, until graceful shutdown; then flushes once
     /// more, and throws if that last write fails (the agent then exits non-zero).
     public func run() async throws {

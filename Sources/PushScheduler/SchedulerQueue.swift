@@ -99,6 +99,7 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         if let removed = pending.removeValue(forKey: key), removed.isQueued { staleEntries += 1 }
         inFlight[key]?.isDiscarded = true
         sweepIfNeeded()
+        releaseRoomIfDrained()
     }
 
     /// Moves every report that may start at `now` to in flight, earliest due first.
@@ -131,7 +132,15 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
                 break
             }
         }
+        releaseRoomIfDrained()
         return starts
+    }
+
+    /// Once nothing waits, lets go of the room a burst made: dictionaries and heaps keep their
+    /// capacity when emptied, and an idle agent should not hold 10,000 accounts' worth of it.
+    private mutating func releaseRoomIfDrained() {
+        if pending.isEmpty && pending.capacity > 64 { pending = [:] }
+        if ready.isEmpty { ready = Heap() }
     }
 
     /// When the next report falls due, if waiting for that time could start something.

@@ -28,6 +28,11 @@ final class SQLiteConnection {
         sqlite3_close_v2(handle)
     }
 
+    /// Frees the page cache's unused pages (they are read back from the file when needed).
+    func releaseMemory() {
+        _ = sqlite3_db_release_memory(handle)
+    }
+
     /// Runs `sql` (one or more statements without parameters).
     func execute(_ sql: String) throws(StateError) {
         var message: UnsafeMutablePointer<CChar>?

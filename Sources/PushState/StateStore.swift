@@ -136,6 +136,11 @@ public final class StateStore: Sendable {
         }
     }
 
+    /// Gives back the memory of the connection's page cache; an idle agent calls it.
+    public func releaseMemory() {
+        connection.withLock { statements in statements.database.releaseMemory() }
+    }
+
     /// SQLite's `PRAGMA integrity_check`: `ok`, or the problems it found.
     public func integrityCheck() throws(StateError) -> String {
         try connection.withLock { (statements: inout Statements) throws(StateError) -> String in

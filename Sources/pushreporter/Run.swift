@@ -58,7 +58,7 @@ struct Run: AsyncParsableCommand {
         if once {
             await runOnce(prepared, records: records, transport: transport, logger: logger, output: output)
         } else {
-            await runAgent(prepared, records: records, transport: transport, logger: logger, hangups: hangups)
+            await runAgent(consume prepared, records: consume records, transport: transport, logger: logger, hangups: hangups)
         }
     }
 
@@ -128,8 +128,8 @@ struct Run: AsyncParsableCommand {
     }
 
     /// The long-running agent, as a group of services that stops on SIGTERM or SIGINT.
-    private func runAgent(_ setup: Prepared, records: [AccountRecord], transport: CurlTransport, logger: Logger,
-                          hangups: UnixSignalsSequence?) async -> Never {
+    private func runAgent(_ setup: consuming Prepared, records: consuming [AccountRecord], transport: CurlTransport,
+                          logger: Logger, hangups: UnixSignalsSequence?) async -> Never {
         let environment = LoaderEnvironment.current().variables
         let notifier = SystemdNotifier(environment: environment)
         var reloadSources: [Agent<ContinuousClock>.ReloadSource] = []
@@ -152,6 +152,9 @@ struct Run: AsyncParsableCommand {
                           recorder: recorder, notifier: notifier, logger: logger, clock: ContinuousClock(),
                           load: { AgentSetup.reload(options: options, installID: installID) },
                           reloadSources: reloadSources, gracePeriod: min(settings.timeout, .seconds(10)))
+        // The agent has the plans and records now (`records` went to it); they are not kept
+        // here too for the whole run, since this function never returns.
+        _ = consume setup
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: recorder)]
         if let interval = SystemdNotifier.watchdogInterval(environment: environment) {
             services.append(.init(service: Watchdog(notifier: notifier, interval: interval, clock: ContinuousClock())))
