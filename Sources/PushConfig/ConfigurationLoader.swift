@@ -467,17 +467,19 @@ struct LoadSession {
         }
         return keys
     }()
+    static let knownAccountKeySet = Set(knownAccountKeys)
 
     /// Accounts take any key, but a near-miss of a key the agent acts on is almost always a typo.
     mutating func warnIfMisspelt(_ key: YAMLScalar, file: String, account: String?) {
         let name = key.value
+        // Most keys are ones we act on: answer those before any string work.
+        guard !Self.knownAccountKeySet.contains(name) else { return }
         let lowered = name.lowercased()
         // Accounts take any key, so only names that look like ours are checked: our prefixes,
         // or a near miss of a device value (a misspelt `selctor` silently drops the value).
         let looksLikeOurs = lowered.hasPrefix("push") || lowered.hasPrefix("account") || lowered.hasPrefix("selector")
             || NameSuggester.nearest(to: name, among: DeviceValues.names, maxDistance: 2) != nil
-        guard looksLikeOurs, !Self.knownAccountKeys.contains(name),
-              let nearest = NameSuggester.nearest(to: name, among: Self.knownAccountKeys, maxDistance: 2) else { return }
+        guard looksLikeOurs, let nearest = NameSuggester.nearest(to: name, among: Self.knownAccountKeys, maxDistance: 2) else { return }
         diagnostics.warning("'\(name)' is not a key pushreporter acts on; did you mean '\(nearest)'?", file: file, at: key.start, account: account)
     }
 
