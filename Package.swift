@@ -1,5 +1,22 @@
 // swift-tools-version:6.0
 import PackageDescription
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// True when this machine's glibc loads RELR relocations (2.36 and later; Debian 12 has 2.36).
+/// The binary is built where it runs: it links the system's libcurl, libyaml and SQLite.
+let hostGlibcLoadsRELR: Bool = {
+    #if canImport(Glibc)
+    var buffer = [CChar](repeating: 0, count: 64)
+    guard confstr(Int32(_CS_GNU_LIBC_VERSION), &buffer, buffer.count) > 0 else { return false }
+    // "glibc 2.36"
+    let version = String(cString: buffer).split(separator: " ").last?.split(separator: ".").compactMap { Int($0) } ?? []
+    return version.count >= 2 && (version[0], version[1]) >= (2, 36)
+    #else
+    return false
+    #endif
+}()
 
 // Module split (SPEC §1): the template engine imports nothing of ours; the configuration module
 // owns YAML loading, diagnostics and request building; the CLI is thin. C libraries get their own
@@ -89,10 +106,13 @@ let package = Package(
             ],
             linkerSettings: [
                 // The shipped build is linked for a small resident size (bench/README.md, part d):
-                // lld packs its relative relocations (RELR, glibc 2.36+), where gold's 2 MB table
-                // of them was read in full at every start; and the 10,000 Swift symbols the static
-                // stdlib's flags export (-export-dynamic) stay private, as nothing looks them up.
-                .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"], .when(configuration: .release)),
+                // lld packs its relative relocations (RELR) where glibc can load them, as gold's
+                // 2 MB table of them was read in full at every start; and the 11,000 Swift symbols
+                // the static stdlib's flags export (-export-dynamic) stay private, as nothing
+                // looks them up.
+                .unsafeFlags(["-use-ld=lld", "-Xlinker", "--no-export-dynamic"]
+                             + (hostGlibcLoadsRELR ? ["-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"] : []),
+                             .when(configuration: .release)),
             ]
         ),
         // Benchmark and fuzzing tools (bench/README.md, fuzz/README.md); not part of the product.
@@ -133,8 +153,9 @@ let package = Package(
     ]
 )
 
-// A module uses only what it imports: an extension member of a module imported only indirectly
-// (through swift-crypto, say) is an error, so nothing links corelibs Foundation by accident.
+// A file uses only the modules it imports: a method of a module visible only through another one
+// (corelibs Foundation through a package that imports it, say) is a compile error, not a silent
+// link of that module. `make bench` checks the shipped binary has no corelibs Foundation in it.
 for target in package.targets where target.type == .regular || target.type == .executable {
     target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("MemberImportVisibility")]
 }

@@ -36,6 +36,12 @@ done
 BIN=$("$SWIFT" build -c release --static-swift-stdlib --scratch-path "$SCRATCH" --show-bin-path)
 cc -O2 bench/yaml_events.c -lyaml -o "$OUT/yaml_events" || die "cannot compile bench/yaml_events.c (is libyaml-dev installed? make deps)"
 say "   built in $(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }') s"
+# The shipped binary must not carry corelibs Foundation (its start-up code and ICU cost the idle
+# agent megabytes; see "What keeps the idle agent small" in bench/README.md).
+if nm "$BIN/pushreporter" | grep -q __CFInitialize; then
+    die "the release binary links corelibs Foundation (CoreFoundation's __CFInitialize is in it): a module imports Foundation"
+fi
+"$BIN/pushreporter" --version >/dev/null || die "the release binary does not start"
 
 # ---- timing ------------------------------------------------------------------------------------
 # measure NAME CMD...: runs CMD $RUNS times (stdout and stderr to $OUT/NAME.out / .err) and sets

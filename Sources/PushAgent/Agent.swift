@@ -281,8 +281,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 logger.info("all \(counts.accounts) \(counts.accounts == 1 ? "account is" : "accounts are") reported")
                 // Loading, rendering and the first burst of requests are over: give the memory
                 // they freed back to the system, so an idle agent stays small.
-                recorder.releaseMemory()
-                _ = releaseFreedMemory(0)
+                recorder.releaseMemoryOnceWritten()
             }
             try? await clock.sleep(for: statusInterval)
         }
@@ -303,8 +302,3 @@ extension AgentSettings {
         return comparable == self
     }
 }
-
-/// glibc's `malloc_trim` (declared in `<malloc.h>`, which the Glibc module does not import):
-/// returns freed heap memory to the system.
-@_silgen_name("malloc_trim")
-private func releaseFreedMemory(_ padding: Int) -> Int32

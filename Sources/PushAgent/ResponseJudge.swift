@@ -1,6 +1,5 @@
 import PushConfig
 import PushScheduler
-import PushTemplates
 import PushTransport
 
 /// The success rule of SPEC §4: a 2xx whose body matches its Content-Type.
@@ -34,8 +33,12 @@ public enum ResponseJudge {
     enum BodyKind { case json, xml, other }
 
     static func kind(ofContentType contentType: String) -> BodyKind {
-        let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map {
-            $0.trimmingASCIIWhitespace().lowercased()
+        // Around the media type HTTP allows spaces and tabs only (RFC 9110, OWS).
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map { part in
+            guard let first = part.firstIndex(where: { !isSpace($0) }),
+                  let last = part.lastIndex(where: { !isSpace($0) }) else { return "" }
+            return part[first...last].lowercased()
         } ?? ""
         if mediaType == "application/json" || mediaType == "text/json" || mediaType.hasSuffix("+json") { return .json }
         if mediaType == "application/xml" || mediaType == "text/xml" || mediaType.hasSuffix("+xml") { return .xml }

@@ -1,5 +1,6 @@
 import Logging
 import PushState
+import PushTransport
 import ServiceLifecycle
 import Synchronization
 
@@ -29,6 +30,7 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
     /// Held for the whole of a flush, so that a flush that returns has written everything
     /// recorded before it began, including a batch another flush had taken.
     private let flushing = Mutex(())
+    private let releaseAfterWrite = Mutex(false)
     private let signal: AsyncStream<Void>
     private let signalContinuation: AsyncStream<Void>.Continuation
 
@@ -95,9 +97,13 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
         }
     }
 
-    /// Frees the state database's cached pages (``StateStore/releaseMemory()``).
-    public func releaseMemory() {
-        store.releaseMemory()
+    /// Once what is recorded so far is written, frees the state database's page cache and gives
+    /// the heap's free memory back to the system. The agent asks for it when every account is
+    /// reported: loading, rendering and the first burst of requests are over, and the last
+    /// records are still to be written.
+    public func releaseMemoryOnceWritten() {
+        releaseAfterWrite.withLock { $0 = true }
+        signalContinuation.yield()
     }
 
     /// Flushes a batch shortly after each change, until graceful shutdown; then flushes once
@@ -109,6 +115,9 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
                 // Back off before the next try; a later change wakes the loop again.
                 try? await clock.sleep(for: .seconds(1))
                 signalContinuation.yield()
+            } else if releaseAfterWrite.withLock({ release in defer { release = false }; return release }) {
+                store.releaseMemory()
+                returnFreedMemoryToSystem()
             }
         }
         guard flush() else {

@@ -50,8 +50,7 @@ public enum BodyFormat: Sendable, Hashable {
 }
 
 extension Substring {
-    /// Without the spaces and tabs at either end.
-    public func trimmingASCIIWhitespace() -> Substring {
+    func trimmingASCIIWhitespace() -> Substring {
         var s = self
         while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
         while let l = s.last, l == " " || l == "\t" { s.removeLast() }

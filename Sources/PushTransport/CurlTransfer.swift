@@ -247,7 +247,8 @@ final class CurlTransfer: @unchecked Sendable {
         }
     }
 
-    private static func milliseconds(_ duration: Duration) -> Int {
+    /// Whole milliseconds, at least 1 (libcurl reads 0 as "no timeout").
+    static func milliseconds(_ duration: Duration) -> Int {
         let (seconds, attoseconds) = duration.components
         return max(1, Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
     }

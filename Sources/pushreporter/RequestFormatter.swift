@@ -66,14 +66,20 @@ enum RequestFormatter {
     }
 
     /// Single-quotes text for a POSIX shell; secret markers become `"$NAME"`.
+    /// Works on Unicode scalars, not characters: a quote followed by a combining mark is one
+    /// character, and its quote must still be escaped.
     static func shellWord(_ text: String) -> String {
-        let pieces = text.split(separator: "\u{1}", omittingEmptySubsequences: false)
+        let pieces = text.unicodeScalars.split(separator: "\u{1}", omittingEmptySubsequences: false)
         var out = ""
         for (index, piece) in pieces.enumerated() {
             if index % 2 == 1 {
-                out += "\"$" + piece + "\""
+                out += "\"$" + String(piece) + "\""
             } else if !piece.isEmpty || pieces.count == 1 {
-                out += "'" + piece.replacing("'", with: "'\\''") + "'"
+                out += "'"
+                for scalar in piece {
+                    if scalar == "'" { out += "'\\''" } else { out.unicodeScalars.append(scalar) }
+                }
+                out += "'"
             }
         }
         return out

@@ -95,7 +95,7 @@ struct CommandLineTests {
             accounts:
               - id: a
                 password: !env DEMO_PASSWORD
-                pushTokenReporterUrl: https://h.example/t?p=%account[password]%&q=it's
+                pushTokenReporterUrl: https://h.example/t?p=%account[password]%&q=it's&r=x'\u{301}y
                 pushTokenReporterPostData: 'x=%account[password]%'
             """, ["preview", "--format", "curl"], environment: ["DEMO_PASSWORD": "pw 1"])
         #expect(output.status == 0, "\(output.stderr)")
@@ -105,8 +105,9 @@ struct CommandLineTests {
         let url = try #require(output.stdout.split(separator: " ").last.map(String.init))
         let echoed = try ProcessRunner.run("/bin/sh", ["-c", "printf %s " + url.trimmingCharacters(in: .newlines)],
                                            environment: ["DEMO_PASSWORD": "pw"])
-        // Literal template text is kept as written, so the quote survives shell quoting.
-        #expect(echoed.stdout == "https://h.example/t?p=pw&q=it's")
+        // Literal template text is kept as written, so the quotes survive shell quoting, the one
+        // that a combining accent follows (one character, two scalars) too.
+        #expect(echoed.stdout == "https://h.example/t?p=pw&q=it's&r=x'\u{301}y")
     }
 
     @Test("preview with an unknown account says so and suggests the nearest")

@@ -26,6 +26,26 @@ import Testing
         #expect(received.body.isEmpty)
     }
 
+    @Test func idleHandlesAreFreedAfterAQuietSpellAndNewOnesMadeWhenNeeded() async throws {
+        let transport = try CurlTransport(settings: TransportSettings(idleHandleLifetime: .milliseconds(50)))
+        let server = try LoopbackHTTPServer { _, _ in .status(204) }
+        let request = TransportRequest(method: "GET", url: server.baseURL + "/t")
+        /// Waits (at most 5 s) until the transport has freed `count` handles in all.
+        func waitForReleases(_ count: Int) async throws {
+            for _ in 0..<500 where transport.releasedIdleHandles < count {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        #expect(try await transport.send(request).status == 204)
+        try await waitForReleases(1)
+        #expect(transport.releasedIdleHandles == 1)
+        // The next request makes a handle again, and it goes after the next quiet spell too.
+        #expect(try await transport.send(request).status == 204)
+        try await waitForReleases(2)
+        #expect(transport.releasedIdleHandles == 2)
+        #expect(server.requests.count == 2)
+    }
+
     @Test func postSendsTheBodyByteForByteWithoutExpectContinue() async throws {
         let server = try LoopbackHTTPServer { _, _ in .status(200, contentType: "application/json", body: "{}") }
         // Over 1 KiB, where libcurl would otherwise ask for 100-continue first.
