@@ -1,6 +1,5 @@
 import Logging
 import PushState
-import PushTransport
 import ServiceLifecycle
 import Synchronization
 
@@ -117,7 +116,7 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
                 signalContinuation.yield()
             } else if releaseAfterWrite.withLock({ release in defer { release = false }; return release }) {
                 store.releaseMemory()
-                returnFreedMemoryToSystem()
+                _ = releaseFreedMemory(0)
             }
         }
         guard flush() else {
@@ -125,3 +124,8 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
         }
     }
 }
+
+/// glibc's `malloc_trim` (declared in `<malloc.h>`, which the Glibc module does not import):
+/// returns freed heap memory to the system.
+@_silgen_name("malloc_trim")
+private func releaseFreedMemory(_ padding: Int) -> Int32

@@ -26,8 +26,6 @@ final class CurlLoop: @unchecked Sendable {
     // Owned by the transport thread.
     private var idleHandles: [UnsafeMutableRawPointer] = []
     private var running: [UInt64: CurlTransfer] = [:]
-    /// Since when nothing has run (nil while something does).
-    private var quietSince: ContinuousClock.Instant?
     private let releasedHandles = Atomic<Int>(0)
 
     init(multi: UnsafeMutableRawPointer, settings: TransportSettings, caBundle: [UInt8]?) {
@@ -36,7 +34,7 @@ final class CurlLoop: @unchecked Sendable {
         self.caBundle = caBundle
     }
 
-    /// How many idle easy handles were freed after `idleHandleLifetime` of quiet.
+    /// How many easy handles were freed when nothing ran.
     var releasedIdleHandles: Int { releasedHandles.load(ordering: .relaxed) }
 
     /// A new transfer id (from 1), without taking the inbox's lock.
@@ -111,7 +109,7 @@ final class CurlLoop: @unchecked Sendable {
                 guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
                 finish(handle, result: pr_message_result(message))
             }
-            releaseIdleHandlesWhenQuiet()
+            releaseIdleHandlesWhenNothingRuns()
             // Announce the sleep, then look at the inbox once more: a submission that came
             // before the flag was set saw no sleeper and did not wake us.
             let idle = inbox.withLock { state -> Bool in
@@ -137,36 +135,21 @@ final class CurlLoop: @unchecked Sendable {
         var wanted = -1
         curl_multi_timeout(multi, &wanted)
         if wanted >= 0 { return Int32(min(wanted, 1000)) }
-        if !running.isEmpty { return 1000 }
-        if !idleHandles.isEmpty, let quietSince {
-            // Wake once more, to let the idle handles go.
-            let left = settings.idleHandleLifetime - quietSince.duration(to: .now)
-            return Int32(clamping: CurlTransfer.milliseconds(left))
-        }
-        return Int32.max
+        return running.isEmpty ? Int32.max : 1000
     }
 
-    /// Frees the idle easy handles once nothing has run for `settings.idleHandleLifetime`.
-    private func releaseIdleHandlesWhenQuiet() {
-        guard running.isEmpty else {
-            quietSince = nil
-            return
-        }
-        let now = ContinuousClock.now
-        guard let since = quietSince else {
-            quietSince = now
-            return
-        }
-        if !idleHandles.isEmpty && since.duration(to: now) >= settings.idleHandleLifetime {
-            for handle in idleHandles { curl_easy_cleanup(handle) }
-            releasedHandles.wrappingAdd(idleHandles.count, ordering: .relaxed)
-            idleHandles = []
-            returnFreedMemoryToSystem()
-        }
+    /// Frees the idle easy handles when nothing runs. They are reused within a burst; between
+    /// bursts each would hold libcurl's buffers (16 KiB to download, 64 KiB more once it has
+    /// sent a body) for nothing, and making one again costs microseconds. Connections are not
+    /// the handles': they stay in the multi handle's cache and are reused either way.
+    private func releaseIdleHandlesWhenNothingRuns() {
+        guard running.isEmpty, !idleHandles.isEmpty else { return }
+        for handle in idleHandles { curl_easy_cleanup(handle) }
+        releasedHandles.wrappingAdd(idleHandles.count, ordering: .relaxed)
+        idleHandles = []
     }
 
     private func start(_ transfer: CurlTransfer) {
-        quietSince = nil
         guard let handle = idleHandles.popLast() ?? curl_easy_init() else {
             transfer.fail(TransportError(.other, "libcurl could not create an easy handle"))
             return

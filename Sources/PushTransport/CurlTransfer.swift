@@ -247,8 +247,7 @@ final class CurlTransfer: @unchecked Sendable {
         }
     }
 
-    /// Whole milliseconds, at least 1 (libcurl reads 0 as "no timeout").
-    static func milliseconds(_ duration: Duration) -> Int {
+    private static func milliseconds(_ duration: Duration) -> Int {
         let (seconds, attoseconds) = duration.components
         return max(1, Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
     }

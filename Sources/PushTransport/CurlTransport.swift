@@ -13,18 +13,11 @@ public struct TransportSettings: Sendable {
     public var connectTimeout: Duration
     /// Idle connections kept open for reuse.
     public var connectionCacheSize: Int
-    /// How long easy handles are kept for reuse once nothing runs. Each holds libcurl's buffers
-    /// (16 KiB to download, 64 KiB more once it has sent a body), and an agent between bursts
-    /// needs none of them; making one again costs microseconds. Connections stay in the
-    /// connection cache either way.
-    public var idleHandleLifetime: Duration
 
-    public init(caFile: String? = nil, connectTimeout: Duration = .seconds(10), connectionCacheSize: Int = 128,
-                idleHandleLifetime: Duration = .seconds(10)) {
+    public init(caFile: String? = nil, connectTimeout: Duration = .seconds(10), connectionCacheSize: Int = 128) {
         self.caFile = caFile
         self.connectTimeout = connectTimeout
         self.connectionCacheSize = connectionCacheSize
-        self.idleHandleLifetime = idleHandleLifetime
     }
 }
 
@@ -91,8 +84,7 @@ public final class CurlTransport: Sendable {
         }
     }
 
-    /// How many idle easy handles the transport has freed after ``TransportSettings/idleHandleLifetime``
-    /// of quiet (for tests and diagnostics).
+    /// How many easy handles the transport has freed when nothing ran (for tests and diagnostics).
     public var releasedIdleHandles: Int { loop.releasedIdleHandles }
 
     /// Aborts every transfer (their callers get a cancellation error) and stops the thread.
