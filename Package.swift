@@ -8,10 +8,14 @@ import Glibc
 /// The binary is built where it runs: it links the system's libcurl, libyaml and SQLite.
 let hostGlibcLoadsRELR: Bool = {
     #if canImport(Glibc)
-    var buffer = [CChar](repeating: 0, count: 64)
-    guard confstr(Int32(_CS_GNU_LIBC_VERSION), &buffer, buffer.count) > 0 else { return false }
+    var buffer = [UInt8](repeating: 0, count: 64)
+    let length = buffer.withUnsafeMutableBufferPointer { bytes in
+        bytes.withMemoryRebound(to: CChar.self) { confstr(Int32(_CS_GNU_LIBC_VERSION), $0.baseAddress, $0.count) }
+    }
+    guard length > 1, length <= buffer.count else { return false }
     // "glibc 2.36"
-    let version = String(cString: buffer).split(separator: " ").last?.split(separator: ".").compactMap { Int($0) } ?? []
+    let text = String(decoding: buffer[..<(length - 1)], as: UTF8.self)
+    let version = text.split(separator: " ").last?.split(separator: ".").compactMap { Int($0) } ?? []
     return version.count >= 2 && (version[0], version[1]) >= (2, 36)
     #else
     return false
@@ -112,7 +116,7 @@ let package = Package(
                 // looks them up.
                 .unsafeFlags(["-use-ld=lld", "-Xlinker", "--no-export-dynamic"]
                              + (hostGlibcLoadsRELR ? ["-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"] : []),
-                             .when(configuration: .release)),
+                             .when(platforms: [.linux], configuration: .release)),
             ]
         ),
         // Benchmark and fuzzing tools (bench/README.md, fuzz/README.md); not part of the product.

@@ -38,7 +38,7 @@ cc -O2 bench/yaml_events.c -lyaml -o "$OUT/yaml_events" || die "cannot compile b
 say "   built in $(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }') s"
 # The shipped binary must not carry corelibs Foundation (its start-up code and ICU cost the idle
 # agent megabytes; see "What keeps the idle agent small" in bench/README.md).
-if nm "$BIN/pushreporter" | grep -q __CFInitialize; then
+if [ "$(nm "$BIN/pushreporter" | grep -c __CFInitialize)" != 0 ]; then
     die "the release binary links corelibs Foundation (CoreFoundation's __CFInitialize is in it): a module imports Foundation"
 fi
 "$BIN/pushreporter" --version >/dev/null || die "the release binary does not start"

@@ -41,6 +41,9 @@ static inline CURLcode pr_easy_getinfo_string(CURL *handle, CURLINFO info, char 
 static inline CURLMcode pr_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
     return curl_multi_setopt(multi, option, value);
 }
+static inline CURLSHcode pr_share_setopt_data(CURLSH *share, curl_lock_data data) {
+    return curl_share_setopt(share, CURLSHOPT_SHARE, data);
+}
 static inline CURLcode pr_message_result(const CURLMsg *message) { return message->data.result; }
 
 static const long PR_CURLAUTH_BASIC = (long)CURLAUTH_BASIC;

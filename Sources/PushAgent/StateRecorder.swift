@@ -114,7 +114,9 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
                 // Back off before the next try; a later change wakes the loop again.
                 try? await clock.sleep(for: .seconds(1))
                 signalContinuation.yield()
-            } else if releaseAfterWrite.withLock({ release in defer { release = false }; return release }) {
+            } else if pending.withLock({ $0.isEmpty }),
+                      releaseAfterWrite.withLock({ release in defer { release = false }; return release }) {
+                // Only once nothing waits to be written: writing refills the cache.
                 store.releaseMemory()
                 _ = releaseFreedMemory(0)
             }

@@ -20,6 +20,10 @@ final class CurlLoop: @unchecked Sendable {
     private let inbox = Mutex(Inbox())
     private let lastID = Atomic<UInt64>(0)
     private let multi: UnsafeMutableRawPointer
+    /// TLS sessions shared by every easy handle (each would otherwise keep its own, and they
+    /// come and go with bursts), so a new connection to a host resumes the last session.
+    /// Used on the transport thread only, so it needs no lock callbacks.
+    private let share: UnsafeMutableRawPointer?
     private let settings: TransportSettings
     private let caBundle: [UInt8]?
     private let finished = DispatchSemaphore(value: 0)
@@ -30,6 +34,12 @@ final class CurlLoop: @unchecked Sendable {
 
     init(multi: UnsafeMutableRawPointer, settings: TransportSettings, caBundle: [UInt8]?) {
         self.multi = multi
+        var share = curl_share_init()
+        if let created = share, pr_share_setopt_data(created, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK {
+            curl_share_cleanup(created)
+            share = nil
+        }
+        self.share = share
         self.settings = settings
         self.caBundle = caBundle
     }
@@ -127,6 +137,7 @@ final class CurlLoop: @unchecked Sendable {
 
     deinit {
         curl_multi_cleanup(multi)
+        if let share { curl_share_cleanup(share) }
     }
 
     /// How long `curl_multi_poll` may sleep: what libcurl asks for (capped at a second while
@@ -154,7 +165,8 @@ final class CurlLoop: @unchecked Sendable {
             transfer.fail(TransportError(.other, "libcurl could not create an easy handle"))
             return
         }
-        let configured = transfer.configure(handle, settings: settings, caBundle: caBundle)
+        var configured = transfer.configure(handle, settings: settings, caBundle: caBundle)
+        if configured == CURLE_OK, let share { configured = pr_easy_setopt_pointer(handle, CURLOPT_SHARE, share) }
         guard configured == CURLE_OK else {
             transfer.complete(configured)
             recycle(handle)

@@ -154,6 +154,20 @@ struct PreviewFormatTests {
         #expect(output.stdout.hasSuffix("Content-Length: 12\n\nline1\r\nline2\n"))
     }
 
+    @Test("--format curl shows a secret whose name no shell can expand as stars, not as a broken variable")
+    func previewCurlSecretWithoutAShellName() throws {
+        let output = try ProcessRunner.pushreporter(config: """
+            accounts:
+              - id: a
+                password: !env demo-pass
+                pushTokenReporterUrl: https://h.example/t?p=%account[password]%
+            """, ["preview", "--format", "curl"], environment: ["demo-pass": "pw"])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(!output.stdout.contains("pw"))
+        #expect(!output.stdout.contains("$demo"))
+        #expect(output.stdout.contains("'https://h.example/t?p=''********'"))
+    }
+
     @Test("--format curl never turns a secret withheld over plain http into a variable")
     func curlWithheld() throws {
         let output = try ProcessRunner.pushreporter(config: """
