@@ -28,7 +28,7 @@ public final class TemporaryDirectory: @unchecked Sendable {
         let file = path + "/" + name
         let directory = (file as NSString).deletingLastPathComponent
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: file, contents: Data(bytes))
+        precondition(FileManager.default.createFile(atPath: file, contents: Data(bytes)), "cannot write the test file \(file)")
         return file
     }
 
