@@ -59,15 +59,21 @@ public struct Account: Sendable {
     public var file: String
     /// Where the account's mapping starts.
     public var position: SourcePosition
+    /// Keys the account (or `defaults`) wrote whose value could not be read, such as an unset
+    /// `!env`: that is reported where it is written, so a template naming the key is not
+    /// reported again as naming a key the account lacks.
+    public var unreadableKeys: Set<String>
 
     public init(id: String, isEnabled: Bool = true, values: [String: ConfigValue],
-                services: [String: [String: ConfigValue]] = [:], file: String, position: SourcePosition) {
+                services: [String: [String: ConfigValue]] = [:], file: String, position: SourcePosition,
+                unreadableKeys: Set<String> = []) {
         self.id = id
         self.isEnabled = isEnabled
         self.values = values
         self.services = services
         self.file = file
         self.position = position
+        self.unreadableKeys = unreadableKeys
     }
 
     public subscript(key: String) -> String? { values[key]?.text }

@@ -115,8 +115,7 @@ struct LoadSession {
     mutating func loadFile(_ path: String) {
         configuration.files.append(path)
         guard let root = parse(path, what: "configuration file") else { return }
-        var defaults: [String: ConfigValue] = [:]
-        var defaultServices: [String: [String: ConfigValue]] = [:]
+        var defaults = AccountLayer()
         var accountsNode: YAMLNode?
         for (key, value) in root.entries {
             guard let topKey = TopLevelKey(rawValue: key.value) else {
@@ -128,15 +127,12 @@ struct LoadSession {
             case .agent: loadAgent(value, file: path)
             case .globals: loadGlobals(value, file: path)
             case .defaults:
-                if let layer = accountLayer(value, file: path, what: "defaults", account: nil) {
-                    defaults = layer.values
-                    defaultServices = layer.services
-                }
+                if let layer = accountLayer(value, file: path, what: "defaults", account: nil) { defaults = layer }
             case .accounts: accountsNode = value
             case .services: loadServices(value, file: path)
             }
         }
-        if let accountsNode { loadAccounts(accountsNode, file: path, defaults: defaults, defaultServices: defaultServices) }
+        if let accountsNode { loadAccounts(accountsNode, file: path, defaults: defaults) }
     }
 
     // MARK: agent
@@ -301,6 +297,8 @@ struct LoadSession {
     struct AccountLayer {
         var values: [String: ConfigValue] = [:]
         var services: [String: [String: ConfigValue]] = [:]
+        /// Keys written here whose value could not be read (reported already).
+        var unreadable: Set<String> = []
     }
 
     mutating func accountLayer(_ node: YAMLNode, file: String, what: String, account: String?,
@@ -337,7 +335,11 @@ struct LoadSession {
                     continue
                 }
                 warnIfMisspelt(key, file: file, account: account)
-                if let resolved = resolve(scalar, key: key.value, file: file, account: account) { own.append((key.value, resolved)) }
+                if let resolved = resolve(scalar, key: key.value, file: file, account: account) {
+                    own.append((key.value, resolved))
+                } else {
+                    layer.unreadable.insert(key.value)
+                }
             }
         }
         layer.values = base
@@ -374,8 +376,7 @@ struct LoadSession {
         }
     }
 
-    mutating func loadAccounts(_ node: YAMLNode, file: String, defaults: [String: ConfigValue],
-                               defaultServices: [String: [String: ConfigValue]]) {
+    mutating func loadAccounts(_ node: YAMLNode, file: String, defaults: AccountLayer) {
         guard case .sequence(let sequence) = node else {
             diagnostics.error("accounts must be a list (each item starting with '- '), not \(node.kindDescription)", file: file, at: node.start)
             return
@@ -388,13 +389,13 @@ struct LoadSession {
                 continue
             }
             let label = mapping["id"].flatMap(\.scalarValue) ?? mapping["username"].flatMap(\.scalarValue)
-            guard let layer = accountLayer(item, file: file, what: "account", account: label, base: defaults) else { continue }
+            guard let layer = accountLayer(item, file: file, what: "account", account: label, base: defaults.values) else { continue }
             var values = layer.values
             if values.contains(where: { $0.value.template != nil }) {
                 let label = values["id"]?.text ?? values["username"]?.text
                 expandTemplateParameters(&values, file: file, at: mapping.start, account: label)
             }
-            var services = defaultServices
+            var services = defaults.services
             services.merge(layer.services) { _, new in new }
 
             guard let id = values["id"]?.text ?? values["username"]?.text, !id.isEmpty else {
@@ -416,8 +417,11 @@ struct LoadSession {
                 continue
             }
             accountOwners[id] = (file, mapping.start)
+            // A default that could not be read stays unreadable unless the account gives its own.
+            var unreadable = layer.unreadable
+            for key in defaults.unreadable where values[key] == nil { unreadable.insert(key) }
             configuration.accounts.append(Account(id: id, isEnabled: enabled, values: values, services: services,
-                                                  file: file, position: mapping.start))
+                                                  file: file, position: mapping.start, unreadableKeys: unreadable))
         }
     }
 

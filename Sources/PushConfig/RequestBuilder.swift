@@ -50,7 +50,10 @@ public struct RequestBuilder: Sendable {
     private mutating func accountKeys() -> Set<String> {
         if let knownAccountKeys { return knownAccountKeys }
         var keys = Set(DeviceValues.names)
-        for account in configuration.accounts { keys.formUnion(account.values.keys) }
+        for account in configuration.accounts {
+            keys.formUnion(account.values.keys)
+            keys.formUnion(account.unreadableKeys)
+        }
         knownAccountKeys = keys
         return keys
     }
@@ -374,7 +377,8 @@ public struct RequestBuilder: Sendable {
                                                  account: Account, diagnostics: inout DiagnosticList) {
         for placed in templates {
             for reference in placed.references {
-                guard let key = reference.key, account.values[key] == nil, !DeviceValues.names.contains(key) else { continue }
+                guard let key = reference.key, account.values[key] == nil, !account.unreadableKeys.contains(key),
+                      !DeviceValues.names.contains(key) else { continue }
                 let origin = (value: placed.origin, baseOffset: placed.baseOffset)
                 let position = position(of: reference.offset + origin.baseOffset, length: reference.length, in: origin.value)
                 let knownAccountKeys = accountKeys()

@@ -128,6 +128,30 @@ struct DiagnosticsTests {
         #expect(loaded.diagnostics.errorCount == 1)
     }
 
+    @Test("a template naming a key whose !env is unset gets no second error, in the account or from defaults")
+    func unsetEnvIsReportedOnce() {
+        let loaded = Loaded("""
+            defaults:
+              pushTokenReporterUrl: https://h.example/t?p=%account[password]%&k=%account[apiKey]%&s=%selector%
+              apiKey: !env API_KEY
+            accounts:
+              - id: a
+                selector: S
+                password: !env JOHN_PASSWORD
+              - id: b
+                selector: S
+                apiKey: written
+            """, environment: [:])
+        #expect(loaded.lines.filter { $0.contains("error") } == [
+            "config.yaml:3:16: error: environment variable 'API_KEY' is not set (needed by !env for 'apiKey')",
+            "config.yaml:7:20: error: environment variable 'JOHN_PASSWORD' is not set (needed by !env for 'password') [account a]",
+        ])
+        // b wrote no password: that is still worth a warning, and only for b.
+        #expect(loaded.lines.filter { $0.contains("warning") } == [
+            "config.yaml:2:47: warning: the account has no key 'password', so %account[password]% renders empty [account b]",
+        ])
+    }
+
     @Test("a set !env variable is used and secret")
     func setEnv() throws {
         let loaded = Loaded("""
