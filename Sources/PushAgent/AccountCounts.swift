@@ -8,8 +8,6 @@ public struct AccountCounts: Sendable, Equatable {
     public var pending = 0
     public var removing = 0
 
-    public init() {}
-
     /// Counts the phases of `records`.
     public init(_ records: some Sequence<AccountRecord>) {
         for record in records {

@@ -30,7 +30,3 @@ public enum JSONText {
         return "[\n" + items.map { "  " + $0.replacing("\n", with: "\n  ") }.joined(separator: ",\n") + "\n]"
     }
 }
-
-#if canImport(Glibc)
-import Glibc
-#endif

@@ -45,7 +45,6 @@ public final class SystemdNotifier: ServiceManagerNotifier {
     }
 
     /// True when `$NOTIFY_SOCKET` named a socket.
-    public var isActive: Bool { socket >= 0 }
 
     public func notify(_ message: String) {
         guard socket >= 0, var address else { return }

@@ -255,8 +255,6 @@ public struct RequestBuilder: Sendable {
         }
     }
 
-    /// A compiled template with the value it was written in, and its UTF-8 offset there (a
-    /// custom header's value starts inside the CustomHeaders text).
     /// False while ``checkAll(into:)`` runs.
     private var computesFingerprints = true
 
@@ -264,6 +262,8 @@ public struct RequestBuilder: Sendable {
     /// `%account[KEY]%` references are still checked.
     private var failedReferences: [(references: [TemplateReference], origin: ConfigValue, baseOffset: Int)] = []
 
+    /// A compiled template with the value it was written in, and its UTF-8 offset there (a
+    /// custom header's value starts inside the CustomHeaders text).
     private struct PlacedTemplate {
         var template: Template
         var origin: ConfigValue

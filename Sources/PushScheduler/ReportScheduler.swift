@@ -212,24 +212,6 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
     }
 }
 
-extension ReportScheduler where C == ContinuousClock {
-    /// Creates a scheduler on the real monotonic clock; see the designated initializer.
-    public convenience init(
-        policy: BackoffPolicy,
-        concurrency: Int,
-        perHostConcurrency: Int,
-        random: some RandomNumberGenerator & Sendable,
-        wallClock: @escaping @Sendable () -> Int64,
-        perform: @escaping @Sendable (_ key: Key, _ attempt: Int) async -> AttemptResult,
-        onEvent: @escaping @Sendable (SchedulerEvent<Key>, ReportScheduler) -> Void = { _, _ in }
-    ) {
-        self.init(
-            policy: policy, concurrency: concurrency, perHostConcurrency: perHostConcurrency,
-            clock: ContinuousClock(), random: random, wallClock: wallClock, perform: perform, onEvent: onEvent
-        )
-    }
-}
-
 extension ReportScheduler {
     /// The result of an attempt, waiting for the loop to account for it.
     struct Completion: Sendable {

@@ -1,13 +1,8 @@
-/// Why the state database could not be read or written.
-///
-/// ``label`` is stable and short (usable as a metric label); ``description`` is a sentence for
-/// the log that names the file.
+/// Why the state database could not be read or written: ``description`` is a sentence for the
+/// log that names the file.
 public struct StateError: Error, CustomStringConvertible, Sendable {
-    enum Code: String, Sendable {
-        case open = "state_open"
-        case query = "state_query"
-        case schema = "state_schema"
-        case missing = "state_missing"
+    enum Code: Sendable {
+        case open, query, schema, missing
     }
 
     private let code: Code
@@ -17,9 +12,6 @@ public struct StateError: Error, CustomStringConvertible, Sendable {
         self.code = code
         self.description = description
     }
-
-    /// A short, stable name of the kind of failure.
-    public var label: String { code.rawValue }
 
     /// True when the state database does not exist yet (read-only open of a new directory).
     public var isMissing: Bool { code == .missing }
