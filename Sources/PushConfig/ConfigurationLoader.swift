@@ -597,7 +597,7 @@ struct LoadSession {
                 diagnostics.error("environment variable '\(name)' is not set (needed by !env for '\(key)')", file: file, at: scalar.start, account: account)
                 return nil
             }
-            return ConfigValue(text: value, isSecret: true, secretName: name, origin: origin)
+            return ConfigValue(text: value, isSecret: true, secretName: ShellVariable.name(keeping: name), origin: origin)
         case "!file":
             let path = name.hasPrefix("/") ? name : FileSystem.join(FileSystem.directory(of: file), name)
             switch FileSystem.read(path, limit: FileSystem.maximumSecretSize) {
@@ -606,7 +606,7 @@ struct LoadSession {
                 return nil
             case .success(let bytes):
                 return ConfigValue(text: Self.withoutTrailingNewline(bytes), isSecret: true,
-                                   secretName: Self.shellName(String(name.split(separator: "/").last ?? "")), origin: origin)
+                                   secretName: ShellVariable.name(from: String(name.split(separator: "/").last ?? "")), origin: origin)
             }
         case "!credential":
             guard let directory = environment.variables["CREDENTIALS_DIRECTORY"], !directory.isEmpty else {
@@ -623,7 +623,7 @@ struct LoadSession {
                 diagnostics.error("cannot read credential '\(name)' in \(directory): \(error.message)", file: file, at: scalar.start, account: account)
                 return nil
             case .success(let bytes):
-                return ConfigValue(text: Self.withoutTrailingNewline(bytes), isSecret: true, secretName: Self.shellName(name), origin: origin)
+                return ConfigValue(text: Self.withoutTrailingNewline(bytes), isSecret: true, secretName: ShellVariable.name(from: name), origin: origin)
             }
         default:
             diagnostics.error(unknown("tag", tag, among: ["!env", "!file", "!credential"]), file: file, at: scalar.start, account: account)
@@ -636,13 +636,6 @@ struct LoadSession {
         if end > 0, bytes[end - 1] == 0x0A { end -= 1 }
         if end > 0, bytes[end - 1] == 0x0D { end -= 1 }
         return String(decoding: bytes[0..<end], as: UTF8.self)
-    }
-
-    /// A shell-variable-safe name: `db-pass.txt` → `DB_PASS_TXT`.
-    static func shellName(_ name: String) -> String {
-        let mapped = name.uppercased().unicodeScalars.map { ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") ? Character($0) : "_" }
-        let text = String(mapped)
-        return text.first?.isNumber == true ? "_" + text : text
     }
 
     // MARK: Finishing

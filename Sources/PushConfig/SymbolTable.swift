@@ -74,9 +74,9 @@ struct AccountValues: TemplateValues {
     func secretName(at slot: Int) -> String {
         switch table.sources[slot] {
         case .accountKey(let key):
-            return account.values[key]?.secretName ?? LoadSession.shellName(key)
+            return account.values[key]?.secretName ?? ShellVariable.name(from: key)
         case .global(let name):
-            return globals[name]?.secretName ?? LoadSession.shellName(name)
+            return globals[name]?.secretName ?? ShellVariable.name(from: name)
         case .builtin(let builtin):
             return builtin.rawValue.uppercased()
         }

@@ -65,12 +65,6 @@ enum RequestFormatter {
         return (String(host), target)
     }
 
-    /// `[A-Za-z_][A-Za-z0-9_]*`: a name a shell expands as a whole in `"$NAME"`.
-    static func isShellName(_ name: String) -> Bool {
-        guard let first = name.utf8.first, !(0x30...0x39).contains(first) else { return false }
-        return name.utf8.allSatisfy { ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F }
-    }
-
     /// Single-quotes text for a POSIX shell; secret markers become `"$NAME"`.
     /// Works on Unicode scalars, not characters: a quote followed by a combining mark is one
     /// character, and its quote must still be escaped.
@@ -79,9 +73,10 @@ enum RequestFormatter {
         var out = ""
         for (index, piece) in pieces.enumerated() {
             if index % 2 == 1 {
-                // A variable only when the name is one a shell reads as a whole; else stars.
+                // Secret names are shell names (ShellVariable); anything else here means the
+                // markers are out of step (a stray U+0001 in the text), and is never expanded.
                 let name = String(piece)
-                out += Self.isShellName(name) ? "\"$" + name + "\"" : "'********'"
+                out += ShellVariable.isName(name) ? "\"$" + name + "\"" : "'********'"
             } else if !piece.isEmpty || pieces.count == 1 {
                 out += "'"
                 for scalar in piece {
