@@ -35,11 +35,15 @@ public enum ProcessRunner {
         }
     }
 
+    /// What systemd sets for a service that changes how `pushreporter` behaves: a test run from
+    /// a unit (or a shell that inherited them) must not pass them on.
+    static let systemdVariables: Set<String> = ["JOURNAL_STREAM", "NOTIFY_SOCKET", "STATE_DIRECTORY", "CREDENTIALS_DIRECTORY"]
+
     /// This process's environment without what would change how `pushreporter` behaves
-    /// (`PUSHREPORTER_*`, `JOURNAL_STREAM`, `NOTIFY_SOCKET`, `WATCHDOG_*`), plus `environment`.
+    /// (`PUSHREPORTER_*`, `WATCHDOG_*` and ``systemdVariables``), plus `environment`.
     public static func childEnvironment(adding environment: [String: String]) -> [String: String] {
         var env = ProcessInfo.processInfo.environment.filter { key, _ in
-            !key.hasPrefix("PUSHREPORTER_") && !key.hasPrefix("WATCHDOG_") && key != "JOURNAL_STREAM" && key != "NOTIFY_SOCKET"
+            !key.hasPrefix("PUSHREPORTER_") && !key.hasPrefix("WATCHDOG_") && !Self.systemdVariables.contains(key)
         }
         env.merge(environment) { _, new in new }
         return env
