@@ -1,5 +1,6 @@
 import PushConfig
 import PushScheduler
+import PushTemplates
 import PushTransport
 
 /// The success rule of SPEC §4: a 2xx whose body matches its Content-Type.
@@ -30,26 +31,12 @@ public enum ResponseJudge {
         AttemptFailure(status: nil, retryAfter: nil, reason: error.message)
     }
 
-    enum BodyKind { case json, xml, other }
-
-    static func kind(ofContentType contentType: String) -> BodyKind {
-        // Around the media type HTTP allows spaces and tabs only (RFC 9110, OWS).
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map { part in
-            guard let first = part.firstIndex(where: { !isSpace($0) }),
-                  let last = part.lastIndex(where: { !isSpace($0) }) else { return "" }
-            return part[first...last].lowercased()
-        } ?? ""
-        if mediaType == "application/json" || mediaType == "text/json" || mediaType.hasSuffix("+json") { return .json }
-        if mediaType == "application/xml" || mediaType == "text/xml" || mediaType.hasSuffix("+xml") { return .xml }
-        return .other
-    }
-
     /// Why a 2xx body does not match its Content-Type, or nil when it does.
     static func bodyProblem(_ response: TransportResponse) -> String? {
         guard let contentType = response.header("Content-Type") else { return nil }
-        let kind = kind(ofContentType: contentType)
-        guard kind != .other else { return nil }
+        // The JSON and XML types of SPEC §3, read as the templates read a request's type.
+        let kind = BodyFormat(contentType: contentType)
+        guard kind == .json || kind == .xml else { return nil }
         let name = kind == .json ? "JSON" : "XML"
         let firstByte = response.body.first { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }
         guard let firstByte else { return "the body is empty while Content-Type says \(name)" }
@@ -58,13 +45,9 @@ public enum ResponseJudge {
             let plausible = kind == .json ? Array("{[\"-0123456789tfn".utf8).contains(firstByte) : firstByte == UInt8(ascii: "<")
             return plausible ? nil : "the body does not start like \(name)"
         }
-        switch kind {
-        case .json:
+        if kind == .json {
             return JSONValidator.problem(in: response.body).map { "the body is not valid JSON (\($0))" }
-        case .xml:
-            return XMLChecker.problem(in: response.body).map { "the body is not well-formed XML (\($0))" }
-        case .other:
-            return nil
         }
+        return XMLChecker.problem(in: response.body).map { "the body is not well-formed XML (\($0))" }
     }
 }

@@ -31,6 +31,9 @@ import Testing
         #expect(Self.reason(Self.judge(200, "application/json", "")) == "HTTP 200, but the body is empty while Content-Type says JSON")
         #expect(Self.reason(Self.judge(200, "Application/JSON", "  \n")) == "HTTP 200, but the body is empty while Content-Type says JSON")
         #expect(Self.reason(Self.judge(200, "application/json", "<html>")) == "HTTP 200, but the body is not valid JSON (unexpected character at byte 1)")
+        #expect(Self.reason(Self.judge(200, " application/json ;charset=utf-8", "")) == "HTTP 200, but the body is empty while Content-Type says JSON")
+        // Only the JSON types of SPEC §3, the ones a request body is encoded for.
+        #expect(Self.reason(Self.judge(200, "text/json", "")) == nil)
     }
 
     @Test func xmlNeedsAWellFormedBody() {
