@@ -22,8 +22,9 @@ static inline CURLcode pr_easy_setopt_offset(CURL *handle, CURLoption option, cu
 static inline CURLcode pr_easy_setopt_callback(CURL *handle, CURLoption option, pr_curl_data_callback value) {
     return curl_easy_setopt(handle, option, value);
 }
+// The blob is not copied: `data` must outlive every use of the handle.
 static inline CURLcode pr_easy_setopt_blob(CURL *handle, CURLoption option, void *data, size_t length) {
-    struct curl_blob blob = { data, length, CURL_BLOB_COPY };
+    struct curl_blob blob = { data, length, CURL_BLOB_NOCOPY };
     return curl_easy_setopt(handle, option, &blob);
 }
 static inline CURLcode pr_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {

@@ -25,7 +25,9 @@ final class CurlLoop: @unchecked Sendable {
     /// Used on the transport thread only, so it needs no lock callbacks.
     private let share: UnsafeMutableRawPointer?
     private let settings: TransportSettings
-    private let caBundle: [UInt8]?
+    /// The trust store with `caFile` (``CurlTransport``), copied once here and handed to every
+    /// TLS request as is (libcurl copied it per request before).
+    private let caBundle: UnsafeMutableRawBufferPointer?
     private let finished = DispatchSemaphore(value: 0)
     // Owned by the transport thread.
     private var idleHandles: [UnsafeMutableRawPointer] = []
@@ -41,7 +43,11 @@ final class CurlLoop: @unchecked Sendable {
         }
         self.share = share
         self.settings = settings
-        self.caBundle = caBundle
+        self.caBundle = caBundle.map { bytes in
+            let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 1)
+            bytes.withUnsafeBytes { copy.copyMemory(from: $0) }
+            return copy
+        }
     }
 
     /// How many easy handles were freed when nothing ran.
@@ -138,6 +144,8 @@ final class CurlLoop: @unchecked Sendable {
     deinit {
         curl_multi_cleanup(multi)
         if let share { curl_share_cleanup(share) }
+        // No handle is left (the thread cleaned them all up before ending).
+        caBundle?.deallocate()
     }
 
     /// How long `curl_multi_poll` may sleep: what libcurl asks for (capped at a second while

@@ -35,7 +35,8 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     /// Sets every option of `request` on `handle` (a fresh or reset easy handle).
-    func configure(_ handle: UnsafeMutableRawPointer, settings: TransportSettings, caBundle: [UInt8]?) -> CURLcode {
+    /// `caBundle` must outlive the transfer (libcurl does not copy it).
+    func configure(_ handle: UnsafeMutableRawPointer, settings: TransportSettings, caBundle: UnsafeMutableRawBufferPointer?) -> CURLcode {
         self.handle = handle
         let isHTTPS = Self.hasScheme(currentURL, "https://")
         var result = CURLE_OK
@@ -51,10 +52,7 @@ final class CurlTransfer: @unchecked Sendable {
         set(pr_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS,
                                 Self.milliseconds(min(request.timeout, settings.connectTimeout))))
         if let caBundle {
-            set(caBundle.withUnsafeBytes { bytes in
-                pr_easy_setopt_blob(handle, CURLOPT_CAINFO_BLOB, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
-                                    bytes.count)
-            })
+            set(pr_easy_setopt_blob(handle, CURLOPT_CAINFO_BLOB, caBundle.baseAddress, caBundle.count))
         }
 
         // Method and body. A HEAD reads no body; a body goes with any other method that has one.
