@@ -23,8 +23,9 @@ public struct AccountPlan: Sendable {
                                                  diagnostics: &diagnostics) else { continue }
             var removal: String?
             if account.values[Reporter.accountRemovalReporter.key(.url)] != nil {
+                // Kept as text, not compared: it needs no fingerprint.
                 guard let request = builder.request(for: account, reporter: .accountRemovalReporter, display: .asSent,
-                                                    diagnostics: &diagnostics) else { continue }
+                                                    fingerprinted: false, diagnostics: &diagnostics) else { continue }
                 removal = StoredRequest(request).text
             }
             plans.append(AccountPlan(report: PlannedReport(rendered, defaultTimeout: defaultTimeout), removal: removal))

@@ -34,10 +34,15 @@ struct StoredRequest: Codable, Equatable, Sendable {
 
     /// The JSON text kept in the state record.
     var text: String {
+        (try? Self.encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+    }
+
+    /// One encoder for every account's removal, rather than one made per call.
+    private static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? ""
-    }
+        return encoder
+    }()
 
     /// Reads the JSON text of a state record; nil when it is not one (a newer or damaged record).
     init?(text: String) {

@@ -65,14 +65,12 @@ public struct RequestBuilder: Sendable {
 
     /// Compiles and renders every request of every enabled account, reporting each problem once.
     public mutating func checkAll(into diagnostics: inout DiagnosticList) {
-        // Checking needs the rendering, not the fingerprint (a SHA-256 of every request).
-        computesFingerprints = false
-        defer { computesFingerprints = true }
         for account in configuration.accounts where account.isEnabled {
             var reportsSomething = !account.services.isEmpty
             for reporter in Reporter.allCases where account.values[reporter.key(.url)] != nil {
                 if reporter == .pushTokenReporter { reportsSomething = true }
-                _ = request(for: account, reporter: reporter, diagnostics: &diagnostics)
+                // Checking needs the rendering, not the fingerprint (a SHA-256 of every request).
+                _ = request(for: account, reporter: reporter, fingerprinted: false, diagnostics: &diagnostics)
             }
             if !reportsSomething {
                 diagnostics.warning("the account has no pushTokenReporterUrl and no services, so nothing is reported for it",
@@ -89,9 +87,10 @@ public struct RequestBuilder: Sendable {
     // MARK: Rendering
 
     /// The request `reporter` sends for `account`, or nil when the account has no `<reporter>Url`
-    /// or a problem (added to `diagnostics`) prevents it.
+    /// or a problem (added to `diagnostics`) prevents it. Without `fingerprinted`, its
+    /// ``RenderedRequest/fingerprint`` is left empty (it costs a SHA-256 of the request).
     public mutating func request(for account: Account, reporter: Reporter, display: SecretDisplay = .asSent,
-                                 diagnostics: inout DiagnosticList) -> RenderedRequest? {
+                                 fingerprinted: Bool = true, diagnostics: inout DiagnosticList) -> RenderedRequest? {
         guard let urlValue = account.values[reporter.key(.url)] else { return nil }
         let id = account.id
         var failed = false
@@ -244,7 +243,7 @@ public struct RequestBuilder: Sendable {
                        at: postDataValue ?? urlValue, diagnostics: &diagnostics, account: id)
                 return nil
             }
-            if computesFingerprints { sent.fingerprint = Self.fingerprint(of: sent) }
+            if fingerprinted { sent.fingerprint = Self.fingerprint(of: sent) }
             if case .asSent = display { return sent }
             var shown = try renderAll(displayMasking, credentialMasking: displayMasking)
             shown.fingerprint = sent.fingerprint
@@ -255,8 +254,6 @@ public struct RequestBuilder: Sendable {
         }
     }
 
-    /// False while ``checkAll(into:)`` runs.
-    private var computesFingerprints = true
 
     /// The placeholders of the templates of the current request that failed to compile: their
     /// `%account[KEY]%` references are still checked.
