@@ -40,6 +40,11 @@ public final class StateStore: Sendable {
             close(fd)
         }
         let database = try SQLiteConnection(path: path, readOnly: readOnly, create: !readOnly)
+        let version = try Self.schemaVersion(of: database)
+        guard version <= Self.schemaVersion else {
+            throw StateError(.schema, "the state database \(path) was written by a newer pushreporter (schema \(version); "
+                             + "this one reads schema \(Self.schemaVersion)); run that version, or move the state directory aside")
+        }
         if !readOnly {
             try database.execute("""
                 PRAGMA journal_mode = WAL;
@@ -58,19 +63,19 @@ public final class StateStore: Sendable {
                     past_removals TEXT,
                     removing INTEGER NOT NULL
                 ) WITHOUT ROWID;
-                PRAGMA user_version = 1;
+                PRAGMA user_version = \(Self.schemaVersion);
                 """)
         }
-        if !readOnly {
-            // Databases written before `past_removals` existed get the column.
-            let columns = try database.prepare("SELECT name FROM pragma_table_info('accounts')")
-            var names: Set<String> = []
-            while try columns.step() { if let name = columns.text(0) { names.insert(name) } }
-            if !names.contains("past_removals") {
-                try database.execute("ALTER TABLE accounts ADD COLUMN past_removals TEXT")
-            }
-        }
         connection = Mutex(try Statements(database))
+    }
+
+    /// The layout this code reads and writes, kept in SQLite's `user_version`. A later layout
+    /// raises it and migrates from the number it finds; a database with a higher one is refused.
+    static let schemaVersion: Int64 = 1
+
+    private static func schemaVersion(of database: SQLiteConnection) throws(StateError) -> Int64 {
+        let statement = try database.prepare("PRAGMA user_version")
+        return try statement.step() ? statement.int64(0) ?? 0 : 0
     }
 
     /// A list of texts as one column: a JSON array of strings, or NULL when empty.

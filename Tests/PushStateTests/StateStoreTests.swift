@@ -72,6 +72,28 @@ import Testing
         #expect(throws: StateDirectory.Problem.self) { try StateDirectory(path: temporary.path + "/absent", create: false) }
     }
 
+    @Test func aDatabaseOfANewerSchemaIsRefusedAndLeftAsItIs() throws {
+        let temporary = TemporaryDirectory()
+        let directory = try StateDirectory(path: temporary.path + "/state")
+        try StateStore(directory: directory).save([sample("alice")])
+        // Closed, the WAL is checkpointed into the file, whose header holds user_version as a
+        // big-endian 32-bit number at byte 60 (SQLite's file format, section 1.3).
+        let path = directory.path + "/" + StateStore.fileName
+        var bytes = try #require(FileManager.default.contents(atPath: path))
+        #expect(bytes[60..<64].elementsEqual([0, 0, 0, 1]))
+        bytes.replaceSubrange(60..<64, with: [0, 0, 0, 7])
+        try bytes.write(to: URL(fileURLWithPath: path))
+        for readOnly in [false, true] {
+            #expect {
+                try StateStore(directory: directory, readOnly: readOnly)
+            } throws: { error in
+                "\(error)" == "the state database \(path) was written by a newer pushreporter (schema 7; "
+                    + "this one reads schema 1); run that version, or move the state directory aside"
+            }
+        }
+        #expect(try #require(FileManager.default.contents(atPath: path))[60..<64].elementsEqual([0, 0, 0, 7]))
+    }
+
     @Test func phasesFollowTheRecord() {
         #expect(AccountRecord(id: "a", fingerprint: "x").phase == .pending)
         #expect(AccountRecord(id: "a", fingerprint: "x", attempts: 2).phase == .retrying)
