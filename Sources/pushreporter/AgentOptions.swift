@@ -37,7 +37,7 @@ extension AgentSetup.Failure {
     /// Prints why the command cannot go on: configuration errors as the diagnostics they are,
     /// anything else as error log lines.
     func report(output: LogOutput, logger: Logger) {
-        if code == 78 {
+        if code == Exit.configuration {
             for line in lines { output.line(line) }
         } else {
             for line in lines { logger.error("\(line)") }

@@ -1,3 +1,4 @@
+import ArgumentParser
 import PushAgent
 import PushConfig
 import PushState
@@ -8,7 +9,7 @@ struct AgentSetup {
     /// Why the agent cannot start, and the exit code to end with.
     struct Failure: Error {
         var lines: [String]
-        var code: Int32
+        var code: ExitCode
     }
 
     var loaded: LoadedConfiguration
@@ -18,40 +19,51 @@ struct AgentSetup {
     var plans: [AccountPlan]
     var configuration: Configuration { loaded.result.configuration }
 
-    /// Loads everything, or fails with the diagnostics to print (errors only; warnings are in
-    /// `loaded.diagnostics`). With `allowInvalid`, configuration errors do not fail (for `remove`).
-    init(options: ConfigOptions, stateDir: String?, allowInvalid: Bool = false) throws(Failure) {
+    /// Loads everything, or fails with the diagnostics to print (errors only; warnings, those of
+    /// rendering the plans included, are in `loaded.diagnostics`). `remove` asks for no plans,
+    /// and does not fail on configuration errors.
+    init(options: ConfigOptions, stateDir: String?, forRemove: Bool = false) throws(Failure) {
         loaded = LoadedConfiguration(options: options)
         let configuration = loaded.result.configuration
-        if loaded.diagnostics.hasErrors && !allowInvalid {
-            throw Failure(lines: loaded.diagnostics.sorted(fileOrder: configuration.files).map(\.formatted), code: 78)
+        if loaded.diagnostics.hasErrors && !forRemove {
+            throw Failure(lines: loaded.diagnostics.sorted(fileOrder: configuration.files).map(\.formatted), code: Exit.configuration)
         }
         let environment = LoaderEnvironment.current()
         do {
             directory = try StateDirectory(path: stateDir ?? configuration.agent.resolvedStateDirectory(environment: environment.variables))
             installID = try directory.installID()
         } catch {
-            throw Failure(lines: [error.description], code: 1)
+            throw Failure(lines: [error.description], code: Exit.failure)
         }
         do {
             store = try StateStore(directory: directory)
         } catch {
-            throw Failure(lines: [error.description], code: 1)
+            throw Failure(lines: [error.description], code: Exit.failure)
+        }
+        guard !forRemove else {
+            plans = []
+            return
         }
         var problems = DiagnosticList()
         plans = Self.plans(loaded: loaded, installID: installID, diagnostics: &problems)
-        if problems.hasErrors && !allowInvalid {
+        if problems.hasErrors {
             throw Failure(lines: problems.sorted(fileOrder: configuration.files).filter { $0.severity == .error }.map(\.formatted),
-                          code: 78)
+                          code: Exit.configuration)
         }
+        for diagnostic in problems.all { loaded.diagnostics.append(diagnostic) }
+    }
+
+    /// A request builder for the loaded configuration and this installation.
+    static func builder(loaded: LoadedConfiguration, installID: String) -> RequestBuilder {
+        RequestBuilder(configuration: loaded.result.configuration, sources: loaded.result.sources,
+                       installID: installID, hostname: LoaderEnvironment.current().hostname)
     }
 
     /// Renders the plans of a loaded configuration.
     static func plans(loaded: LoadedConfiguration, installID: String, diagnostics: inout DiagnosticList) -> [AccountPlan] {
-        let configuration = loaded.result.configuration
-        var builder = RequestBuilder(configuration: configuration, sources: loaded.result.sources,
-                                     installID: installID, hostname: LoaderEnvironment.current().hostname)
-        return AccountPlan.plans(builder: &builder, defaultTimeout: configuration.agent.timeout, diagnostics: &diagnostics)
+        var builder = builder(loaded: loaded, installID: installID)
+        return AccountPlan.plans(builder: &builder, defaultTimeout: loaded.result.configuration.agent.timeout,
+                                 diagnostics: &diagnostics)
     }
 
     /// Loads the configuration again for a reload: its plans, or why it is invalid.

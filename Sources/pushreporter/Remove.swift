@@ -30,23 +30,30 @@ struct Remove: AsyncParsableCommand {
         let logger = agent.logger(output: output)
         let setup: AgentSetup
         do {
-            setup = try AgentSetup(options: config, stateDir: agent.stateDir, allowInvalid: true)
+            setup = try AgentSetup(options: config, stateDir: agent.stateDir, forRemove: true)
         } catch {
             error.report(output: output, logger: logger)
-            exitNow(ExitCode(error.code))
+            exitNow(error.code)
         }
         let settings = setup.configuration.agent
-        let record = try setup.store.records().first { $0.id == id }
+        let record: AccountRecord?
+        do {
+            record = try setup.store.records().first { $0.id == id }
+        } catch {
+            logger.error("\(error.description)")
+            exitNow(Exit.failure)
+        }
         let configured = setup.configuration.accounts.first { $0.id == id }
         var removals: [PlannedReport] = []
+        var unreadable = 0
         if let record {
             let stored = AccountPlan.removalReports(of: record, defaultTimeout: settings.timeout)
-            if stored.unreadable > 0 { logger.error("\(id): a stored removal request cannot be read, so it is not sent") }
+            unreadable = stored.unreadable
+            if unreadable > 0 { logger.error("\(id): a stored removal request cannot be read, so it is not sent") }
             removals = stored.reports
         }
         if removals.isEmpty, let configured {
-            var builder = RequestBuilder(configuration: setup.configuration, sources: setup.loaded.result.sources,
-                                         installID: setup.installID, hostname: LoaderEnvironment.current().hostname)
+            var builder = AgentSetup.builder(loaded: setup.loaded, installID: setup.installID)
             var problems = DiagnosticList()
             if let rendered = builder.request(for: configured, reporter: .accountRemovalReporter, display: .asSent,
                                               diagnostics: &problems) {
@@ -64,11 +71,16 @@ struct Remove: AsyncParsableCommand {
         }
         guard !removals.isEmpty else {
             if record != nil {
-                try setup.store.save([AccountRecord](), deleting: [id])
-                print("\(id) has no removal request (no accountRemovalReporterUrl), so it was forgotten without one.")
+                forget(in: setup.store, logger: logger)
+                let why = unreadable > 0 ? "its stored removal request cannot be read" : "no accountRemovalReporterUrl"
+                print("\(id) has no removal request to send (\(why)), so it was forgotten without one.")
                 exitNow(.success)
             }
-            printError("remove: no account '\(id)' in the state directory \(setup.directory.path) or in the configuration")
+            if configured != nil {
+                printError("remove: \(id) has no accountRemovalReporterUrl and nothing in the state directory \(setup.directory.path), so there is nothing to send")
+            } else {
+                printError("remove: no account '\(id)' in the state directory \(setup.directory.path) or in the configuration")
+            }
             exitNow(Exit.failure)
         }
         let transport: CurlTransport
@@ -92,9 +104,19 @@ struct Remove: AsyncParsableCommand {
             }
         }
         transport.shutdown()
-        try setup.store.save([AccountRecord](), deleting: [id])
+        forget(in: setup.store, logger: logger)
         let hosts = Set(removals.map { $0.host }).sorted().joined(separator: ", ")
         print("Removal of \(id) delivered to \(hosts); the account is forgotten.")
         exitNow(.success)
+    }
+
+    /// Deletes the account's record; exits 1, saying so, when the state cannot be written.
+    private func forget(in store: StateStore, logger: Logger) {
+        do {
+            try store.save([AccountRecord](), deleting: [id])
+        } catch {
+            logger.error("\(id) could not be forgotten (\(error.description)); the state still holds it")
+            exitNow(Exit.failure)
+        }
     }
 }

@@ -79,10 +79,10 @@ struct Run: AsyncParsableCommand {
             setup = try AgentSetup(options: config, stateDir: agent.stateDir)
         } catch {
             error.report(output: output, logger: logger)
-            if error.code == 78 {
+            if error.code == Exit.configuration {
                 logger.error("the configuration has errors, so nothing was sent; 'pushreporter validate' lists every problem")
             }
-            exitNow(ExitCode(error.code))
+            exitNow(error.code)
         }
         for diagnostic in setup.loaded.diagnostics.sorted(fileOrder: setup.configuration.files) {
             output.line(diagnostic.formatted)

@@ -205,6 +205,14 @@ import Testing
         let unknown = try ProcessRunner.pushreporter(["remove", "zed", "--config", config, "--state-dir", state])
         #expect(unknown.status == 1)
         #expect(unknown.stderr == "remove: no account 'zed' in the state directory \(state) or in the configuration\n")
+
+        // Configured, but with no removal URL and nothing stored: nothing to send, said once.
+        let bare = files.write("bare.yaml", "accounts:\n  - id: carol\n    pushTokenReporterUrl: \(server.baseURL)/r\n")
+        let nothing = try ProcessRunner.pushreporter(["remove", "carol", "--config", bare, "--state-dir", state])
+        #expect(nothing.status == 1)
+        #expect(nothing.stderr.contains("carol is still in the configuration (\(bare):2)"))
+        #expect(nothing.stderr.hasSuffix("remove: carol has no accountRemovalReporterUrl and nothing in the state directory \(state), so there is nothing to send\n"))
+        #expect(!nothing.stderr.contains("no account 'carol'"))
     }
 
     @Test func statusOfADirectoryWithoutStateSaysSo() throws {

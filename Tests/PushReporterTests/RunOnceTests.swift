@@ -77,6 +77,18 @@ import Testing
         #expect(received.header("Expect") == nil)
     }
 
+    @Test func aWarningFromRenderingIsShownAsValidateShowsIt() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(200) }
+        let extra = """
+                pushTokenReporterPostData: 'token=%pushTokenOther%'
+                pushTokenReporterContentType: text/plain
+            """
+        let result = try Self.runOnce(Self.config(url: server.baseURL + "/push", extra: extra))
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("c.yaml:15:35: warning: Content-Type 'text/plain' has no encoding rule, so values go into the body as they are"))
+        #expect(server.requests.first?.bodyText == "token=QVBBOTFiRzlhcVd2bW54bllCWldHOWh4dnRrZ3pUWFNvcGZpdWZ6bWM2dFAzS2J")
+    }
+
     @Test func anEmptyJSONBodyIsRetriedUntilTheServerSendsJSON() throws {
         let server = try LoopbackHTTPServer { _, index in
             index < 2 ? .status(200, contentType: "application/json", body: "") : .status(200, contentType: "application/json", body: "{}")
