@@ -10,20 +10,23 @@ struct AgentOptions: ParsableArguments {
                                valueName: "dir"))
     var stateDir: String?
 
-    @Option(help: ArgumentHelp("How long to keep retrying (run --once, remove), e.g. 60s, 5m.", valueName: "duration"))
-    var deadline: String = "60s"
+    @Option(help: ArgumentHelp("How long to keep retrying (run --once, remove), e.g. 60s, 5m (default: 60s).",
+                               valueName: "duration"))
+    var deadline: String?
 
     @Option(help: "Least severe log level shown: trace, debug, info, notice, warning, error or critical.")
     var logLevel: Logger.Level = .info
 
     func validate() throws {
-        guard let parsed = DurationParser.parse(deadline), parsed > .zero else {
-            throw ValidationError("--deadline must be a duration such as 60s, 5m or 1h, not '\(deadline)'")
+        if let deadline {
+            guard let parsed = DurationParser.parse(deadline), parsed > .zero else {
+                throw ValidationError("--deadline must be a duration such as 60s, 5m or 1h, not '\(deadline)'")
+            }
         }
     }
 
-    /// `--deadline`, checked by `validate()`.
-    var deadlineDuration: Duration { DurationParser.parse(deadline) ?? .seconds(60) }
+    /// `--deadline` (checked by `validate()`), 60 s when not given.
+    var deadlineDuration: Duration { deadline.flatMap(DurationParser.parse) ?? .seconds(60) }
 
     /// The command's logger, writing to `output` at `--log-level`.
     func logger(output: LogOutput) -> Logger {

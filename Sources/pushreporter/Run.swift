@@ -36,6 +36,9 @@ struct Run: AsyncParsableCommand {
 
     func validate() throws {
         if watch && once { throw ValidationError("--watch applies to the long-running agent, not to --once") }
+        if agent.deadline != nil && !once {
+            throw ValidationError("--deadline applies to --once; the long-running agent retries for as long as it runs")
+        }
     }
 
     func run() async throws {

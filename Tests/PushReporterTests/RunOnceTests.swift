@@ -255,6 +255,14 @@ import Testing
         #expect(result.stderr.contains("--watch applies to the long-running agent, not to --once"))
     }
 
+    @Test func deadlineIsNotForTheLongRunningAgent() throws {
+        // A missing configuration: were the option accepted, the agent would end at once (78)
+        // rather than run on.
+        let result = try ProcessRunner.pushreporter(["run", "--deadline", "5s", "--config", "/nonexistent"])
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("--deadline applies to --once; the long-running agent retries for as long as it runs"))
+    }
+
     @Test func theMakeRunDemoDeliversEveryExample() throws {
         let binaries = URL(fileURLWithPath: ProcessRunner.pushreporter).deletingLastPathComponent().path
         let result = try ProcessRunner.run("/bin/bash", ["scripts/demo.sh"], environment: ["BIN": binaries],
