@@ -57,7 +57,7 @@ def main() -> None:
     path = os.path.join(directory, "notify.sock")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     listener.bind(path)
-    listener.settimeout(600)
+    listener.settimeout(1)
     env = dict(os.environ, NOTIFY_SOCKET=path)
     env.pop("JOURNAL_STREAM", None)
     with open(os.path.join(state, "agent.err"), "w") as err:
@@ -69,7 +69,16 @@ def main() -> None:
         want = f"STATUS={accounts} accounts: {accounts} reported, 0 retrying"
         try:
             while ready is None or not settled:
-                message = listener.recv(4096).decode()
+                # In one-second slices, so that an agent that died (or a STATUS= worded otherwise)
+                # ends the wait with a sentence instead of ten silent minutes.
+                try:
+                    message = listener.recv(4096).decode()
+                except socket.timeout:
+                    if agent.poll() is not None:
+                        sys.exit(f"the agent exited {agent.returncode} before it was {'ready' if ready is None else 'settled'}")
+                    if time.monotonic() - start > 600:
+                        sys.exit(f"no {'READY=1' if ready is None else repr(want)} within 10 minutes")
+                    continue
                 if ready is None and message.startswith("READY=1"):
                     ready = time.monotonic() - start
                 for line in message.split("\n"):
