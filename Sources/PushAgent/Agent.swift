@@ -150,10 +150,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     // MARK: Scheduling
 
     private func makeScheduler() -> ReportScheduler<String, C> {
-        let wallClock = self.wallClock
-        return ReportScheduler(
-            policy: BackoffPolicy(settings.retry), concurrency: settings.concurrency, perHostConcurrency: settings.perHostConcurrency,
-            clock: clock, random: SystemRandomNumberGenerator(), wallClock: { wallClock() / 1000 },
+        ReportScheduler(
+            settings: settings, clock: clock, wallClock: wallClock,
             perform: { [weak self] id, _ in
                 guard let self, let report = self.book.withLock({ $0.beginAttempt(id) }) else { return .delivered }
                 return await report.send(using: self.transport)

@@ -84,9 +84,6 @@ public enum WallClock {
         return Time(seconds: Int64(spec.tv_sec), milliseconds: Int(spec.tv_nsec / 1_000_000))
     }
 
-    /// Seconds since 1970, for `Retry-After` HTTP dates.
-    @Sendable public static func epochSeconds() -> Int64 { now().seconds }
-
     /// Milliseconds since 1970, for the state's times.
     @Sendable public static func epochMilliseconds() -> Int64 {
         let time = now()

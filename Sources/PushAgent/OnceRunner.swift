@@ -14,11 +14,11 @@ public struct OnceRunner<C: Clock>: Sendable where C.Duration == Duration {
     public var clock: C
     /// Where the progress line goes (drawn only on a terminal); nil for none.
     public var output: LogOutput?
-    /// Epoch seconds, for `Retry-After` dates.
+    /// Unix time in milliseconds, for `Retry-After` dates (as ``Agent``'s).
     public var wallClock: @Sendable () -> Int64
 
     public init(reports: [PlannedReport], settings: AgentSettings, transport: any HTTPTransport, logger: Logger,
-                clock: C, output: LogOutput? = nil, wallClock: @escaping @Sendable () -> Int64 = WallClock.epochSeconds) {
+                clock: C, output: LogOutput? = nil, wallClock: @escaping @Sendable () -> Int64 = WallClock.epochMilliseconds) {
         self.reports = reports
         self.settings = settings
         self.transport = transport
@@ -72,8 +72,7 @@ public struct OnceRunner<C: Clock>: Sendable where C.Duration == Duration {
         let transport = self.transport
         let logger = self.logger
         return ReportScheduler(
-            policy: BackoffPolicy(settings.retry), concurrency: settings.concurrency, perHostConcurrency: settings.perHostConcurrency,
-            clock: clock, random: SystemRandomNumberGenerator(), wallClock: wallClock,
+            settings: settings, clock: clock, wallClock: wallClock,
             perform: { index, _ in
                 await reports[index].send(using: transport)
             },
