@@ -50,11 +50,9 @@ public struct TransportError: Error, Sendable, CustomStringConvertible, Hashable
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
              CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR:
             return TransportError(.tls, text)
-        case CURLE_TOO_MANY_REDIRECTS:
-            return TransportError(.tooManyRedirects, text)
-        case CURLE_UNSUPPORTED_PROTOCOL:
-            return TransportError(.refusedRedirect, text)
-        case CURLE_URL_MALFORMAT:
+        // libcurl follows no redirect itself (CurlTransfer does, checking the scheme first), so
+        // an unsupported protocol can only be the request's own URL.
+        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:
             return TransportError(.badURL, text)
         case CURLE_WEIRD_SERVER_REPLY, CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_BAD_CONTENT_ENCODING:
             return TransportError(.protocolError, text)
