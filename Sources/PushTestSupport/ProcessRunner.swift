@@ -12,11 +12,12 @@ public struct ProcessOutput: Sendable {
 
 /// Runs the built `pushreporter` binary (or any program) and captures its output.
 public enum ProcessRunner {
+    /// Where the package's executables are built: beside the test bundle.
+    public static let builtProducts: String = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        .deletingLastPathComponent().path
+
     /// The `pushreporter` executable built beside the test bundle.
-    public static let pushreporter: String = {
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        return executable.deletingLastPathComponent().appendingPathComponent("pushreporter").path
-    }()
+    public static let pushreporter = builtProducts + "/pushreporter"
 
     /// Runs `pushreporter` with `arguments`; the environment is ``childEnvironment(adding:)``.
     public static func pushreporter(_ arguments: [String], environment: [String: String] = [:],

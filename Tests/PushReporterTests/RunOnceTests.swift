@@ -264,8 +264,7 @@ import Testing
     }
 
     @Test func theMakeRunDemoDeliversEveryExample() throws {
-        let binaries = URL(fileURLWithPath: ProcessRunner.pushreporter).deletingLastPathComponent().path
-        let result = try ProcessRunner.run("/bin/bash", ["scripts/demo.sh"], environment: ["BIN": binaries],
+        let result = try ProcessRunner.run("/bin/bash", ["scripts/demo.sh"], environment: ["BIN": ProcessRunner.builtProducts],
                                            directory: RepositoryPaths.root)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("\nDelivered 5 of 5 reports in "))

@@ -408,8 +408,7 @@ import Testing
 /// exits with.
 @Suite(.timeLimit(.minutes(1))) struct ReceiverTests {
     /// The receiver built beside this test bundle.
-    static let receiver = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        .deletingLastPathComponent().appendingPathComponent("pushreporter-receiver").path
+    static let receiver = ProcessRunner.builtProducts + "/pushreporter-receiver"
 
     /// Starts the receiver with `arguments` plus `--port-file`, and returns it with its port once it listens.
     static func start(_ arguments: [String], in directory: TemporaryDirectory) throws -> (Process, Pipe, Int) {
