@@ -6,7 +6,9 @@ public final class TemporaryDirectory: @unchecked Sendable {
     public let path: String
 
     public init(prefix: String = "pushreporter-test") {
-        let template = NSTemporaryDirectory() + "/\(prefix)-XXXXXX"
+        // NSTemporaryDirectory() ends in "/" already: paths in messages read /tmp/name, not /tmp//name.
+        let base = NSTemporaryDirectory()
+        let template = (base.hasSuffix("/") ? base : base + "/") + "\(prefix)-XXXXXX"
         var bytes = Array(template.utf8CString)
         guard let created = mkdtemp(&bytes) else { fatalError("mkdtemp failed for \(template)") }
         path = String(cString: created)
