@@ -2,14 +2,15 @@
 public struct ConfigValue: Sendable {
     /// The value exactly as written (after a tag such as `!env` was resolved).
     public var text: String
-    /// Whether the value is secret: tagged, or under a key naming a password, secret or API token.
-    public var isSecret: Bool
     /// The tag's name when the value came from `!env NAME`, `!credential NAME` or `!file PATH`.
     public var secretName: String?
-    /// Where it was written.
-    public var origin: ValueOrigin
     /// The `use:` template the value came from, when it came from one.
     public var template: String?
+    /// Where it was written.
+    public var origin: ValueOrigin
+    /// Whether the value is secret: tagged, or under a key naming a password, secret or API token.
+    /// (Stored last, beside the origin's flag, to keep the value small: every account holds many.)
+    public var isSecret: Bool
 
     public init(text: String, isSecret: Bool = false, secretName: String? = nil, origin: ValueOrigin, template: String? = nil) {
         self.text = text
