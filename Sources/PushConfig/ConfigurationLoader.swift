@@ -1,4 +1,8 @@
+import Dispatch
 import PushTemplates
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What loading produced: the merged configuration (usable only without errors) and every diagnostic.
 public struct LoadResult: Sendable {
@@ -14,6 +18,9 @@ public struct LoadResult: Sendable {
 /// problem so one run shows them all, and one bad file never hides another's diagnostics.
 public struct ConfigurationLoader: Sendable {
     public var environment: LoaderEnvironment
+    /// Into how many runs each file's accounts are cut to be read at once; nil lets the number
+    /// of accounts and processors decide (tests compare other numbers with 1).
+    var accountRuns: Int?
 
     public init(environment: LoaderEnvironment = .current()) {
         self.environment = environment
@@ -22,7 +29,18 @@ public struct ConfigurationLoader: Sendable {
     /// Loads every file named by `paths` (files, or directories of `*.yaml` and `*.yml`).
     public func load(paths: [String]) -> LoadResult {
         var session = LoadSession(environment: environment)
-        for path in paths { session.loadPath(path) }
+        session.accountRuns = accountRuns
+        var files: [String] = []
+        for path in paths { files += session.files(at: path) }
+        // Files are read and parsed a few ahead of the one being loaded, on other threads, and
+        // each tree is freed on another thread once loaded: with several files, loading one
+        // overlaps reading the next.
+        let reader = FileReader(paths: files, ahead: files.count > 1 ? Processors.online : 0)
+        for index in files.indices {
+            let parsed = reader.take(index)
+            session.loadFile(files[index], parsed: parsed)
+            reader.release(parsed)
+        }
         session.finish()
         return LoadResult(configuration: session.configuration, diagnostics: session.diagnostics, sources: session.sources)
     }
@@ -48,6 +66,7 @@ enum ServiceType: String, CaseIterable {
 
 struct LoadSession {
     let environment: LoaderEnvironment
+    var accountRuns: Int?
     var configuration = Configuration()
     var diagnostics = DiagnosticList()
     var sources: [String: SourceText] = [:]
@@ -64,57 +83,65 @@ struct LoadSession {
 
     // MARK: Files and directories
 
-    mutating func loadPath(_ path: String) {
+    /// The configuration files `path` names: itself, or a directory's `*.yaml` and `*.yml`
+    /// files; none (with a diagnostic) when it cannot be read.
+    mutating func files(at path: String) -> [String] {
         switch FileSystem.kind(of: path) {
         case .failure(let error):
             diagnostics.error("cannot read the configuration: \(error.message)", file: path)
+            return []
         case .success(.directory):
             switch FileSystem.list(path) {
             case .failure(let error):
                 diagnostics.error("cannot list the configuration directory: \(error.message)", file: path)
+                return []
             case .success(let names):
                 let yaml = names.filter { ($0.hasSuffix(".yaml") || $0.hasSuffix(".yml")) && !$0.hasPrefix(".") }
                 if yaml.isEmpty {
                     diagnostics.error("the directory holds no *.yaml or *.yml file", file: path)
                 }
-                for name in yaml { loadFile(FileSystem.join(path, name)) }
+                return yaml.map { FileSystem.join(path, $0) }
             }
         case .success(.file), .success(.other):
-            loadFile(path)
+            return [path]
         }
     }
 
     /// Reads and parses one file; nil (with a diagnostic) when it cannot be used.
     mutating func parse(_ path: String, what: String) -> YAMLMapping? {
-        let bytes: [UInt8]
-        switch FileSystem.read(path) {
+        take(ParsedFile(path: path), path: path, what: what)
+    }
+
+    /// The root mapping of a file read and parsed; nil (with a diagnostic) when it cannot be used.
+    mutating func take(_ file: ParsedFile, path: String, what: String) -> YAMLMapping? {
+        let parsed: YAMLParseResult
+        switch file.contents {
         case .failure(let error):
             diagnostics.error("cannot read the \(what): \(error.message)", file: path)
             return nil
-        case .success(let read):
-            bytes = read
-        }
-        let parsed = YAMLParser.parse(bytes)
-        for error in parsed.errors {
-            diagnostics.error(error.message, file: path, at: error.position)
-        }
-        guard let root = parsed.root else {
-            if parsed.errors.isEmpty {
-                diagnostics.error("the file is empty; a \(what) is a YAML mapping", file: path)
+        case .success(let result):
+            parsed = result.parsed
+            for error in parsed.errors {
+                diagnostics.error(error.message, file: path, at: error.position)
             }
-            return nil
+            guard parsed.root != nil else {
+                if parsed.errors.isEmpty {
+                    diagnostics.error("the file is empty; a \(what) is a YAML mapping", file: path)
+                }
+                return nil
+            }
+            sources[path] = result.source
         }
-        sources[path] = SourceText(bytes: bytes)
-        guard case .mapping(let mapping) = root else {
-            diagnostics.error("the file must hold a YAML mapping, not \(root.kindDescription)", file: path, at: root.start)
+        guard case .mapping(let mapping)? = parsed.root else {
+            diagnostics.error("the file must hold a YAML mapping, not \(parsed.root!.kindDescription)", file: path, at: parsed.root!.start)
             return nil
         }
         return mapping
     }
 
-    mutating func loadFile(_ path: String) {
+    mutating func loadFile(_ path: String, parsed: ParsedFile) {
         configuration.files.append(path)
-        guard let root = parse(path, what: "configuration file") else { return }
+        guard let root = take(parsed, path: path, what: "configuration file") else { return }
         var defaults = AccountLayer()
         var accountsNode: YAMLNode?
         for (key, value) in root.entries {
@@ -381,48 +408,120 @@ struct LoadSession {
             diagnostics.error("accounts must be a list (each item starting with '- '), not \(node.kindDescription)", file: file, at: node.start)
             return
         }
-        configuration.accounts.reserveCapacity(configuration.accounts.count + sequence.items.count)
-        accountOwners.reserveCapacity(accountOwners.count + sequence.items.count)
-        for item in sequence.items {
-            guard case .mapping(let mapping) = item else {
-                diagnostics.error("an account must be a mapping of keys, not \(item.kindDescription)", file: file, at: item.start)
-                continue
+        let items = sequence.items
+        configuration.accounts.reserveCapacity(configuration.accounts.count + items.count)
+        accountOwners.reserveCapacity(accountOwners.count + items.count)
+        let runs = min(accountRuns ?? Self.loadingRuns(accounts: items.count), items.count)
+        guard runs > 1 else {
+            for item in items {
+                if let account = readAccount(item, file: file, defaults: defaults) { admit(account) }
             }
-            let label = mapping["id"].flatMap(\.scalarValue) ?? mapping["username"].flatMap(\.scalarValue)
-            guard let layer = accountLayer(item, file: file, what: "account", account: label, base: defaults.values) else { continue }
-            var values = layer.values
-            if values.contains(where: { $0.value.template != nil }) {
-                let label = values["id"]?.text ?? values["username"]?.text
-                expandTemplateParameters(&values, file: file, at: mapping.start, account: label)
-            }
-            var services = defaults.services
-            services.merge(layer.services) { _, new in new }
-
-            guard let id = values["id"]?.text ?? values["username"]?.text, !id.isEmpty else {
-                diagnostics.error("the account has neither an id nor a username; one of them identifies it", file: file, at: mapping.start)
-                continue
-            }
-            var enabled = true
-            if let flag = values["enabled"] {
-                switch flag.text.lowercased() {
-                case "true", "yes", "on": enabled = true
-                case "false", "no", "off": enabled = false
-                default:
-                    diagnostics.error("enabled must be true or false, not '\(flag.shown)'", file: flag.origin.file, at: flag.origin.position, account: id)
-                }
-            }
-            if let owner = accountOwners[id] {
-                diagnostics.error("account id '\(id)' is already used at \(owner.file):\(owner.position.line):\(owner.position.column); ids must be unique across all files",
-                                  file: file, at: mapping.start, account: id)
-                continue
-            }
-            accountOwners[id] = (file, mapping.start)
-            // A default that could not be read stays unreadable unless the account gives its own.
-            var unreadable = layer.unreadable
-            for key in defaults.unreadable where values[key] == nil { unreadable.insert(key) }
-            configuration.accounts.append(Account(id: id, isEnabled: enabled, values: values, services: services,
-                                                  file: file, position: mapping.start, unreadableKeys: unreadable))
+            return
         }
+        // Runs of accounts are read at once, each by a copy of this session that starts with no
+        // diagnostics; what each account produced is then taken in file order, so diagnostics,
+        // duplicate ids and service references come out as they would one account at a time.
+        let size = (items.count + runs - 1) / runs
+        nonisolated(unsafe) let read = UnsafeMutableBufferPointer<AccountRun>.allocate(capacity: runs)
+        read.initialize(repeating: AccountRun())
+        defer { read.deinitialize().deallocate() }
+        var base = self
+        base.diagnostics = DiagnosticList()
+        base.accountServiceReferences = []
+        base.configuration.accounts = []
+        base.accountOwners = [:]
+        let start = base
+        DispatchQueue.concurrentPerform(iterations: runs) { run in
+            var worker = start
+            var accounts: [(account: Account?, diagnostics: Int, references: Int)] = []
+            let range = min(run * size, items.count)..<min((run + 1) * size, items.count)
+            accounts.reserveCapacity(range.count)
+            for item in items[range] {
+                let account = worker.readAccount(item, file: file, defaults: defaults)
+                accounts.append((account, worker.diagnostics.all.count, worker.accountServiceReferences.count))
+            }
+            read[run] = AccountRun(accounts: accounts, session: worker)
+        }
+        for index in read.indices {
+            let run = read[index]
+            var diagnosticsTaken = 0
+            var referencesTaken = 0
+            for (account, diagnosticCount, referenceCount) in run.accounts {
+                for diagnostic in run.session!.diagnostics.all[diagnosticsTaken..<diagnosticCount] { diagnostics.append(diagnostic) }
+                accountServiceReferences += run.session!.accountServiceReferences[referencesTaken..<referenceCount]
+                diagnosticsTaken = diagnosticCount
+                referencesTaken = referenceCount
+                if let account { admit(account) }
+            }
+            // Templates a run read for the first time.
+            sources.merge(run.session!.sources) { mine, _ in mine }
+            templateCache.merge(run.session!.templateCache) { mine, _ in mine }
+            templatePaths.merge(run.session!.templatePaths) { mine, _ in mine }
+            read[index] = AccountRun()
+        }
+    }
+
+    /// What one run of `loadAccounts` read: each account (nil when it could not be used) with the
+    /// number of diagnostics and service references its session had after it.
+    struct AccountRun {
+        var accounts: [(account: Account?, diagnostics: Int, references: Int)] = []
+        var session: LoadSession?
+    }
+
+    /// Into how many runs `loadAccounts` cuts `accounts` accounts: none on one processor or for a
+    /// few thousand accounts, else runs of at least 1,000 accounts, 16 per processor at most.
+    static func loadingRuns(accounts: Int) -> Int {
+        let processors = Processors.online
+        guard processors > 1, accounts >= 4_000 else { return 1 }
+        return max(1, min(processors * 16, accounts / 1_000))
+    }
+
+    /// Reads one item of `accounts:` over the file's `defaults`; nil (with diagnostics) when it
+    /// cannot be used. Ids are checked for uniqueness by ``admit(_:)``.
+    mutating func readAccount(_ item: YAMLNode, file: String, defaults: AccountLayer) -> Account? {
+        guard case .mapping(let mapping) = item else {
+            diagnostics.error("an account must be a mapping of keys, not \(item.kindDescription)", file: file, at: item.start)
+            return nil
+        }
+        let label = mapping["id"].flatMap(\.scalarValue) ?? mapping["username"].flatMap(\.scalarValue)
+        guard let layer = accountLayer(item, file: file, what: "account", account: label, base: defaults.values) else { return nil }
+        var values = layer.values
+        if values.contains(where: { $0.value.template != nil }) {
+            let label = values["id"]?.text ?? values["username"]?.text
+            expandTemplateParameters(&values, file: file, at: mapping.start, account: label)
+        }
+        var services = defaults.services
+        services.merge(layer.services) { _, new in new }
+
+        guard let id = values["id"]?.text ?? values["username"]?.text, !id.isEmpty else {
+            diagnostics.error("the account has neither an id nor a username; one of them identifies it", file: file, at: mapping.start)
+            return nil
+        }
+        var enabled = true
+        if let flag = values["enabled"] {
+            switch flag.text.lowercased() {
+            case "true", "yes", "on": enabled = true
+            case "false", "no", "off": enabled = false
+            default:
+                diagnostics.error("enabled must be true or false, not '\(flag.shown)'", file: flag.origin.file, at: flag.origin.position, account: id)
+            }
+        }
+        // A default that could not be read stays unreadable unless the account gives its own.
+        var unreadable = layer.unreadable
+        for key in defaults.unreadable where values[key] == nil { unreadable.insert(key) }
+        return Account(id: id, isEnabled: enabled, values: values, services: services,
+                       file: file, position: mapping.start, unreadableKeys: unreadable)
+    }
+
+    /// Adds `account` unless its id is taken (ids are unique across all files).
+    mutating func admit(_ account: Account) {
+        if let owner = accountOwners[account.id] {
+            diagnostics.error("account id '\(account.id)' is already used at \(owner.file):\(owner.position.line):\(owner.position.column); ids must be unique across all files",
+                              file: account.file, at: account.position, account: account.id)
+            return
+        }
+        accountOwners[account.id] = (account.file, account.position)
+        configuration.accounts.append(account)
     }
 
     /// Fills `${KEY}` in values that came from a `use:` template with the account's own `KEY`.

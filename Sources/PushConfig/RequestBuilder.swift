@@ -1,4 +1,5 @@
 import Crypto
+import Dispatch
 import PushTemplates
 
 /// How a rendered request shows secrets.
@@ -64,8 +65,47 @@ public struct RequestBuilder: Sendable {
     // MARK: Checking (validate)
 
     /// Compiles and renders every request of every enabled account, reporting each problem once.
+    ///
+    /// Large configurations are checked on every processor: in runs of accounts, each with its
+    /// own copy of the builder, taken by whichever thread is free (accounts differ in cost, so
+    /// halves would not end together). The diagnostics are joined in account order, so the
+    /// result is the same as checking one account after another.
     public mutating func checkAll(into diagnostics: inout DiagnosticList) {
-        for account in configuration.accounts where account.isEnabled {
+        checkAll(into: &diagnostics, runs: Self.checkingRuns(accounts: configuration.accounts.count))
+    }
+
+    /// `checkAll` in `runs` runs (tests compare it with one run).
+    mutating func checkAll(into diagnostics: inout DiagnosticList, runs: Int) {
+        let accounts = configuration.accounts
+        guard runs > 1, !accounts.isEmpty else {
+            check(accounts[...], into: &diagnostics)
+            return
+        }
+        let size = (accounts.count + runs - 1) / runs
+        // Each run writes only its own element.
+        nonisolated(unsafe) let found = UnsafeMutableBufferPointer<DiagnosticList>.allocate(capacity: runs)
+        found.initialize(repeating: DiagnosticList())
+        defer { found.deinitialize().deallocate() }
+        let builder = self
+        DispatchQueue.concurrentPerform(iterations: runs) { run in
+            var copy = builder
+            copy.check(accounts[min(run * size, accounts.count)..<min((run + 1) * size, accounts.count)], into: &found[run])
+        }
+        for run in found {
+            for diagnostic in run.all { diagnostics.append(diagnostic) }
+        }
+    }
+
+    /// Into how many runs `checkAll` cuts `accounts` accounts: none on one processor or for a
+    /// few thousand accounts, else runs of at least 1,000 accounts, 16 per processor at most.
+    static func checkingRuns(accounts: Int) -> Int {
+        let processors = Processors.online
+        guard processors > 1, accounts >= 4_000 else { return 1 }
+        return max(1, min(processors * 16, accounts / 1_000))
+    }
+
+    private mutating func check(_ accounts: ArraySlice<Account>, into diagnostics: inout DiagnosticList) {
+        for account in accounts where account.isEnabled {
             var reportsSomething = !account.services.isEmpty
             for reporter in Reporter.allCases where account.values[reporter.key(.url)] != nil {
                 if reporter == .pushTokenReporter { reportsSomething = true }

@@ -1,0 +1,97 @@
+import Foundation
+@testable import PushConfig
+import PushTestSupport
+import Testing
+
+/// Large configurations are read and checked in runs of accounts on several threads; the result
+/// must be exactly that of one account after another: the same accounts, and the same
+/// diagnostics in the same order.
+@Suite("Reading and checking in runs gives what one run gives")
+struct ParallelLoadingTests {
+    /// Accounts with one problem or another, spread so that the runs split them.
+    static func accounts(prefix: String, count: Int) -> String {
+        var text = "accounts:\n"
+        for index in 0..<count {
+            let id = "\(prefix)\(index)"
+            text += "  - id: \(id)\n    selector: SEL\(index)\n    pushTokenOther: tok+\(index)/=\n"
+            switch index % 11 {
+            case 0: text += "    password: !env UNSET_\(index % 3)\n"
+            case 1: text += "    use: acrobits-jsn\n"
+            case 2: text += "    use: acrobits-get\n    pushTokenReporterBase: https://r.example/t\n"
+            case 3: text += "    use: acrobits-get\n"
+            case 4: text += "    enabled: maybe\n"
+            case 5: text += "    selctor: typo\n"
+            case 6: text += "    services: {nowhere: {x: 1}}\n"
+            case 7: text += "    pushToken: a\n    pushTokenOther: b\n"
+            case 8: text += "    pushTokenReporterMethod: FETCH\n    pushTokenReporterUrl: https://h.example/%account[nokey]%\n"
+            case 9: text += "    pushTokenReporterUrl: https://h.example/?p=%account[password]%\n"
+            default: text += "    pushTokenReporterUrl: [not, a, scalar]\n"
+            }
+            if index % 5 == 0 { text += "    secret: s\(index)\n" }
+            if index % 17 == 0 { text += "  - id: \(prefix)\(index / 2)\n" }
+            if index % 23 == 0 { text += "  - selector: no-id\n  - just a scalar\n" }
+        }
+        return text
+    }
+
+    static let files: [(String, String)] = [
+        ("10-a.yaml", """
+            defaults:
+              pushTokenReporterUrl: https://h.example/r?u=%account[username]%&s=%selector%&t=%pushTokenOther%&x=%account[secret]%
+            """ + "\n" + accounts(prefix: "a", count: 140)),
+        ("20-b.yaml", """
+            defaults:
+              pushTokenReporterUrl: https://h.example/json
+              pushTokenReporterPostData: '{"s": "%selector%", "t": "%pushTokenOther%"}'
+              pushTokenReporterContentType: application/json
+            """ + "\n" + accounts(prefix: "b", count: 90)),
+    ]
+
+    struct Outcome: Equatable {
+        var accounts: [String]
+        var diagnostics: [String]
+    }
+
+    static func outcome(accountRuns: Int, checkingRuns: Int) -> Outcome {
+        let directory = TemporaryDirectory()
+        for (name, text) in files { directory.write(name, text) }
+        var loader = ConfigurationLoader(environment: LoaderEnvironment(variables: [:], templateSearchPath: [RepositoryPaths.templates]))
+        loader.accountRuns = accountRuns
+        let result = loader.load(paths: [directory.path])
+        var diagnostics = result.diagnostics
+        var builder = RequestBuilder(configuration: result.configuration, sources: result.sources, installID: "i", hostname: "h")
+        builder.checkAll(into: &diagnostics, runs: checkingRuns)
+        let accounts = result.configuration.accounts.map { account in
+            "\(account.id) \(account.isEnabled) " + account.values.keys.sorted().map { "\($0)=\(account.values[$0]!.text)" }.joined(separator: ",")
+                + " services=\(account.services.keys.sorted()) unreadable=\(account.unreadableKeys.sorted())"
+        }
+        return Outcome(accounts: accounts,
+                       diagnostics: diagnostics.all.map { $0.formatted.replacingOccurrences(of: directory.path, with: "DIR") })
+    }
+
+    @Test("accounts and diagnostics, in order, whatever the number of runs", arguments: [(2, 2), (7, 3), (64, 13), (500, 500)])
+    func sameAsOneRun(accountRuns: Int, checkingRuns: Int) {
+        let one = Self.outcome(accountRuns: 1, checkingRuns: 1)
+        // The configuration really has problems of every kind, or the comparison shows little.
+        #expect(one.accounts.count > 150)
+        for expected in ["already used", "neither an id nor a username", "environment variable 'UNSET_0' is not set",
+                         "no template named 'acrobits-jsn'", "needs 'pushTokenReporterBase'", "enabled must be true or false",
+                         "did you mean 'selector'", "unknown service 'nowhere'", "two names of one value",
+                         "must be GET, POST", "no account has a key 'nokey'", "must be a single value",
+                         "an account must be a mapping", "the account has no key 'secret'"] {
+            #expect(one.diagnostics.contains { $0.contains(expected) }, "no diagnostic says \(expected)")
+        }
+        let many = Self.outcome(accountRuns: accountRuns, checkingRuns: checkingRuns)
+        #expect(many.accounts == one.accounts)
+        #expect(many.diagnostics == one.diagnostics)
+    }
+
+    @Test("runs are used only with several processors and thousands of accounts")
+    func runsNeedWork() {
+        #expect(LoadSession.loadingRuns(accounts: 3_999) == 1)
+        #expect(RequestBuilder.checkingRuns(accounts: 100) == 1)
+        let processors = Processors.online
+        #expect(LoadSession.loadingRuns(accounts: 100_000) == (processors > 1 ? min(processors * 16, 100) : 1))
+        #expect(RequestBuilder.checkingRuns(accounts: 8_000) == (processors > 1 ? min(processors * 16, 8) : 1))
+    }
+}
