@@ -32,14 +32,13 @@ public struct ConfigurationLoader: Sendable {
         session.accountRuns = accountRuns
         var files: [String] = []
         for path in paths { files += session.files(at: path) }
-        // Files are read and parsed a few ahead of the one being loaded, on other threads, and
-        // each tree is freed on another thread once loaded: with several files, loading one
-        // overlaps reading the next.
-        let reader = FileReader(paths: files, ahead: files.count > 1 ? Processors.online : 0)
+        // With several files, the next ones are read and parsed on another thread while one is
+        // loaded, and a large file's tree is freed on another thread once loaded.
+        let reader = FileReader(paths: files, ahead: Processors.online > 1 ? 2 : 0)
         for index in files.indices {
             let parsed = reader.take(index)
             session.loadFile(files[index], parsed: parsed)
-            reader.release(parsed)
+            FileReader.release(parsed)
         }
         session.finish()
         return LoadResult(configuration: session.configuration, diagnostics: session.diagnostics, sources: session.sources)

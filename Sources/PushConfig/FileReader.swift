@@ -1,4 +1,3 @@
-import Dispatch
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -18,53 +17,100 @@ struct ParsedFile: Sendable {
             Contents(parsed: YAMLParser.parse(bytes), source: SourceText(bytes: bytes))
         }
     }
+
+    /// The size of the file's text (0 when it could not be read).
+    var byteCount: Int {
+        (try? contents.get().source.bytes.count) ?? 0
+    }
 }
 
-/// Reads and parses files on other threads, at most `ahead` files beyond the one asked for, and
-/// frees loaded files on other threads. Used from one thread; `ahead` 0 reads on that thread.
+/// Reads and parses the files of a load in order on a thread of its own, staying at most
+/// `ahead` files beyond the one the loader takes, so that loading one file overlaps reading the
+/// next. Taken from one thread, each file once, in order. Without a second processor, or when the
+/// thread cannot start, files are read when taken.
 final class FileReader: @unchecked Sendable {
-    /// One file's result, handed from the thread that parsed it to the one that takes it.
-    private final class Slot: @unchecked Sendable {
-        let path: String
-        var file: ParsedFile?
-        let done = DispatchSemaphore(value: 0)
-
-        init(path: String) {
-            self.path = path
-        }
-    }
-
-    private let slots: [Slot]
+    private let paths: [String]
     private let ahead: Int
-    private var started = 0
+    /// Guarded by `lock`: files read and not yet taken, and the index of the next one to take.
+    private var files: [ParsedFile?]
+    private var next = 0
+    private var threaded = false
+    private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
     init(paths: [String], ahead: Int) {
-        slots = paths.map(Slot.init)
+        self.paths = paths
         self.ahead = ahead
+        files = Array(repeating: nil, count: paths.count)
+        pthread_mutex_init(lock, nil)
+        pthread_cond_init(changed, nil)
+        if ahead > 0, paths.count > 1 { threaded = start() }
     }
 
-    /// The file at `index` of the paths, read and parsed (taken once, in order).
-    func take(_ index: Int) -> ParsedFile {
-        guard ahead > 0 else { return ParsedFile(path: slots[index].path) }
-        while started < min(slots.count, index + 1 + ahead) {
-            let slot = slots[started]
-            DispatchQueue.global().async {
-                slot.file = ParsedFile(path: slot.path)
-                slot.done.signal()
-            }
-            started += 1
+    deinit {
+        pthread_cond_destroy(changed)
+        pthread_mutex_destroy(lock)
+        changed.deallocate()
+        lock.deallocate()
+    }
+
+    /// Starts the reading thread; false when it cannot start.
+    private func start() -> Bool {
+        var thread = pthread_t()
+        let retained = Unmanaged.passRetained(self)
+        let status = pthread_create(&thread, nil, { argument in
+            Unmanaged<FileReader>.fromOpaque(argument!).takeRetainedValue().readAll()
+            return nil
+        }, retained.toOpaque())
+        guard status == 0 else {
+            retained.release()
+            return false
         }
-        let slot = slots[index]
-        slot.done.wait()
-        defer { slot.file = nil }
-        return slot.file!
+        pthread_detach(thread)
+        return true
     }
 
-    /// Frees `file` on another thread (a large file's tree takes a while to free).
-    func release(_ file: consuming ParsedFile) {
-        guard ahead > 0 else { return }
-        let file = file
-        DispatchQueue.global().async { withExtendedLifetime(file) {} }
+    private func readAll() {
+        for index in paths.indices {
+            pthread_mutex_lock(lock)
+            while index >= next + ahead { pthread_cond_wait(changed, lock) }
+            pthread_mutex_unlock(lock)
+            let file = ParsedFile(path: paths[index])
+            pthread_mutex_lock(lock)
+            files[index] = file
+            pthread_cond_broadcast(changed)
+            pthread_mutex_unlock(lock)
+        }
+    }
+
+    /// The file at `index` of the paths, read and parsed.
+    func take(_ index: Int) -> ParsedFile {
+        guard threaded else { return ParsedFile(path: paths[index]) }
+        pthread_mutex_lock(lock)
+        defer { pthread_mutex_unlock(lock) }
+        while files[index] == nil { pthread_cond_wait(changed, lock) }
+        let file = files[index]!
+        files[index] = nil
+        next = index + 1
+        pthread_cond_broadcast(changed)
+        return file
+    }
+
+    /// Frees a loaded `file`: a large one on a thread of its own, as a tree of tens of thousands
+    /// of accounts takes a while to free.
+    static func release(_ file: consuming ParsedFile) {
+        guard Processors.online > 1, file.byteCount >= 4 << 20 else { return }
+        final class Box: @unchecked Sendable {
+            var file: ParsedFile?
+            init(_ file: ParsedFile) { self.file = file }
+        }
+        let box = Unmanaged.passRetained(Box(file))
+        var thread = pthread_t()
+        let status = pthread_create(&thread, nil, { argument in
+            Unmanaged<Box>.fromOpaque(argument!).takeRetainedValue().file = nil
+            return nil
+        }, box.toOpaque())
+        if status == 0 { pthread_detach(thread) } else { box.release() }
     }
 }
 
