@@ -122,6 +122,20 @@ public enum WebServiceKey: String, CaseIterable, Sendable {
     case authUsername = "AuthUsername"
     case authPassword = "AuthPassword"
     case timeout = "Timeout"
+
+    /// The position in `allCases`.
+    var index: Int {
+        switch self {
+        case .url: 0
+        case .postData: 1
+        case .contentType: 2
+        case .method: 3
+        case .customHeaders: 4
+        case .authUsername: 5
+        case .authPassword: 6
+        case .timeout: 7
+        }
+    }
 }
 
 /// The web services the agent acts on.
@@ -131,13 +145,13 @@ public enum Reporter: String, CaseIterable, Sendable, Codable {
     /// Reports that an account is gone (SPEC §5).
     case accountRemovalReporter
 
-    /// The account key `<prefix><suffix>`, e.g. `pushTokenReporterUrl` (precomputed: it is looked
-    /// up for every account).
+    /// The account key `<prefix><suffix>`, e.g. `pushTokenReporterUrl` (precomputed, in arrays:
+    /// it is looked up several times for every account).
     public func key(_ suffix: WebServiceKey) -> String {
-        Self.keys[self]?[suffix] ?? rawValue + suffix.rawValue
+        Self.keys[self == .pushTokenReporter ? 0 : 1][suffix.index]
     }
 
-    private static let keys: [Reporter: [WebServiceKey: String]] = Dictionary(uniqueKeysWithValues: allCases.map { reporter in
-        (reporter, Dictionary(uniqueKeysWithValues: WebServiceKey.allCases.map { ($0, reporter.rawValue + $0.rawValue) }))
-    })
+    private static let keys: [[String]] = [pushTokenReporter, accountRemovalReporter].map { reporter in
+        WebServiceKey.allCases.map { reporter.rawValue + $0.rawValue }
+    }
 }

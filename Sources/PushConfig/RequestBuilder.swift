@@ -21,6 +21,11 @@ public struct RequestBuilder: Sendable {
     private var table: SymbolTable
     private let builtins: [BuiltinVariable: String]
     private var cache: [CacheKey: TemplateCompilation] = [:]
+    /// The last templates compiled or found in `cache`. Accounts of one file share their
+    /// `defaults:` templates, and comparing a text with the very same text is cheaper than
+    /// hashing it (URLs and bodies run to hundreds of bytes).
+    private var recentCompilations: [(key: CacheKey, compilation: TemplateCompilation)] = []
+    private static let recentCompilationCount = 8
     private var reportedOrigins: Set<OriginKey> = []
     /// Every key some account has, to tell a misspelt `%account[KEY]%` from one only some lack.
     private var knownAccountKeys: Set<String>?
@@ -58,6 +63,9 @@ public struct RequestBuilder: Sendable {
         knownAccountKeys = keys
         return keys
     }
+
+    /// The `User-Agent` of every request (SPEC §4).
+    static let userAgent = "pushreporter/\(PushReporterVersion.current)"
 
     /// The text standing for a secret in `.shellVariables` display: `\u{1}NAME\u{1}`.
     public static func secretMarker(_ name: String) -> String { "\u{1}" + name + "\u{1}" }
@@ -243,7 +251,7 @@ public struct RequestBuilder: Sendable {
             /// password on the wire, so a request as sent fills it even over plain http).
             func renderAll(_ masking: SecretMasking, credentialMasking: SecretMasking,
                            renderedURL: String? = nil) throws(RenderFailure) -> RenderedRequest {
-                var headers: [(name: String, value: String)] = [("User-Agent", "pushreporter/\(PushReporterVersion.current)")]
+                var headers: [(name: String, value: String)] = [("User-Agent", Self.userAgent)]
                 var renderedBody: String?
                 if let body, let postDataValue { renderedBody = try render(body, values, masking, origin: postDataValue) }
                 if renderedBody != nil { headers.append(("Content-Type", contentType)) }
@@ -329,11 +337,17 @@ public struct RequestBuilder: Sendable {
         let source = text ?? value.text
         let key = CacheKey(text: source, kind: kind)
         let compilation: TemplateCompilation
-        if let cached = cache[key] {
-            compilation = cached
+        if let recent = recentCompilations.first(where: { $0.key.kind == kind && $0.key.text == source }) {
+            compilation = recent.compilation
         } else {
-            compilation = Template.compile(source, kind: kind, scope: &table)
-            cache[key] = compilation
+            if let cached = cache[key] {
+                compilation = cached
+            } else {
+                compilation = Template.compile(source, kind: kind, scope: &table)
+                cache[key] = compilation
+            }
+            if recentCompilations.count == Self.recentCompilationCount { recentCompilations.removeFirst() }
+            recentCompilations.append((key, compilation))
         }
         if !compilation.issues.isEmpty,
            reportedOrigins.insert(OriginKey(file: value.origin.file, position: value.origin.position, baseOffset: baseOffset,
