@@ -10,6 +10,8 @@ public struct LoadResult: Sendable {
     public var diagnostics: DiagnosticList
     /// Source texts of the files read (configs and templates), to place template problems.
     public var sources: [String: SourceText]
+    /// The configuration files whose accounts were read while they were parsed (for tests).
+    var streamedFiles = 0
 }
 
 /// Loads YAML configuration files and directories (SPEC §2) into a ``Configuration``.
@@ -21,6 +23,10 @@ public struct ConfigurationLoader: Sendable {
     /// Into how many runs each file's accounts are cut to be read at once; nil lets the number
     /// of accounts and processors decide (tests compare other numbers with 1).
     var accountRuns: Int?
+    /// How many files are parsed ahead on a thread of their own, which also streams each file's
+    /// accounts to the loader while it is parsed; 0 parses each file when it is loaded. nil:
+    /// 2 with several processors, else 0 (tests set it to compare).
+    var readAhead: Int?
 
     public init(environment: LoaderEnvironment = .current()) {
         self.environment = environment
@@ -32,16 +38,16 @@ public struct ConfigurationLoader: Sendable {
         session.accountRuns = accountRuns
         var files: [String] = []
         for path in paths { files += session.files(at: path) }
-        // With several files, the next ones are read and parsed on another thread while one is
-        // loaded, and a large file's tree is freed on another thread once loaded.
-        let reader = FileReader(paths: files, ahead: Processors.online > 1 ? 2 : 0)
+        // With a second processor, files are parsed on another thread, a couple ahead of the one
+        // being loaded, whose accounts are read while it is parsed; a large file's tree is freed
+        // on another thread once loaded.
+        let reader = FileReader(paths: files, ahead: readAhead ?? (Processors.online > 1 ? 2 : 0))
         for index in files.indices {
-            let parsed = reader.take(index)
-            session.loadFile(files[index], parsed: parsed)
-            FileReader.release(parsed)
+            FileReader.release(session.loadFile(files[index], from: reader, index: index))
         }
         session.finish()
-        return LoadResult(configuration: session.configuration, diagnostics: session.diagnostics, sources: session.sources)
+        return LoadResult(configuration: session.configuration, diagnostics: session.diagnostics, sources: session.sources,
+                          streamedFiles: session.streamedFiles)
     }
 }
 
@@ -66,6 +72,7 @@ enum ServiceType: String, CaseIterable {
 struct LoadSession {
     let environment: LoaderEnvironment
     var accountRuns: Int?
+    var streamedFiles = 0
     var configuration = Configuration()
     var diagnostics = DiagnosticList()
     var sources: [String: SourceText] = [:]
@@ -142,8 +149,66 @@ struct LoadSession {
         configuration.files.append(path)
         guard let root = take(parsed, path: path, what: "configuration file") else { return }
         var defaults = AccountLayer()
+        if let accountsNode = loadRootEntries(root.entries[...], file: path, defaults: &defaults) {
+            loadAccounts(accountsNode, file: path, defaults: defaults)
+        }
+    }
+
+    /// Loads the file at `index` of `reader`, reading its accounts while it is parsed when the
+    /// reader streams them. Returns the file, for the caller to free.
+    mutating func loadFile(_ path: String, from reader: FileReader, index: Int) -> ParsedFile {
+        guard let stream = reader.stream(index), case .streaming(let before) = stream.start() else {
+            let parsed = reader.take(index)
+            loadFile(path, parsed: parsed)
+            return parsed
+        }
+        // What is read here is kept only if the finished file is what was read: after a YAML
+        // error further on, or a `defaults:` after `accounts:`, the file is loaded again from
+        // its tree, as without streaming.
+        let checkpoint = self
+        configuration.files.append(path)
+        var defaults = AccountLayer()
+        _ = loadRootEntries(before[...], file: path, defaults: &defaults)
+        var streamed = 0
+        while true {
+            let (items, isLast) = stream.next()
+            streamed += items.count
+            if isLast {
+                // The parser is done: what remains is read on every processor.
+                readAccounts(items[...], file: path, defaults: defaults)
+                break
+            }
+            for item in items {
+                if let account = readAccount(item, file: path, defaults: defaults) { admit(account) }
+            }
+        }
+        let parsed = reader.take(index)
+        guard case .success(let contents) = parsed.contents, case .mapping(let root)? = contents.parsed.root,
+              root.entries.count > before.count,
+              zip(root.entries, before).allSatisfy({ $0.key.value == $1.key.value }),
+              root.entries[before.count].key.value == TopLevelKey.accounts.rawValue,
+              case .sequence(let sequence) = root.entries[before.count].value, sequence.items.count == streamed,
+              !root.entries[(before.count + 1)...].contains(where: { $0.key.value == TopLevelKey.defaults.rawValue })
+        else {
+            self = checkpoint
+            loadFile(path, parsed: parsed)
+            return parsed
+        }
+        for error in contents.parsed.errors {
+            diagnostics.error(error.message, file: path, at: error.position)
+        }
+        sources[path] = contents.source
+        _ = loadRootEntries(root.entries[(before.count + 1)...], file: path, defaults: &defaults)
+        streamedFiles += 1
+        return parsed
+    }
+
+    /// Loads top-level entries, except the value of `accounts:`, which it returns; a
+    /// `defaults:` goes to `defaults`.
+    mutating func loadRootEntries(_ entries: ArraySlice<(key: YAMLScalar, value: YAMLNode)>, file path: String,
+                                  defaults: inout AccountLayer) -> YAMLNode? {
         var accountsNode: YAMLNode?
-        for (key, value) in root.entries {
+        for (key, value) in entries {
             guard let topKey = TopLevelKey(rawValue: key.value) else {
                 diagnostics.error(unknownKey(key.value, among: TopLevelKey.allCases.map(\.rawValue), context: "at the top level"),
                                   file: path, at: key.start)
@@ -158,7 +223,7 @@ struct LoadSession {
             case .services: loadServices(value, file: path)
             }
         }
-        if let accountsNode { loadAccounts(accountsNode, file: path, defaults: defaults) }
+        return accountsNode
     }
 
     // MARK: agent
@@ -407,9 +472,13 @@ struct LoadSession {
             diagnostics.error("accounts must be a list (each item starting with '- '), not \(node.kindDescription)", file: file, at: node.start)
             return
         }
-        let items = sequence.items
-        configuration.accounts.reserveCapacity(configuration.accounts.count + items.count)
-        accountOwners.reserveCapacity(accountOwners.count + items.count)
+        configuration.accounts.reserveCapacity(configuration.accounts.count + sequence.items.count)
+        accountOwners.reserveCapacity(accountOwners.count + sequence.items.count)
+        readAccounts(sequence.items[...], file: file, defaults: defaults)
+    }
+
+    /// Reads `items` of `accounts:` and admits them; in runs on every processor when there are many.
+    mutating func readAccounts(_ items: ArraySlice<YAMLNode>, file: String, defaults: AccountLayer) {
         let runs = min(accountRuns ?? Self.loadingRuns(accounts: items.count), items.count)
         guard runs > 1 else {
             for item in items {
@@ -421,6 +490,7 @@ struct LoadSession {
         // diagnostics; what each account produced is then taken in file order, so diagnostics,
         // duplicate ids and service references come out as they would one account at a time.
         let size = (items.count + runs - 1) / runs
+        let first = items.startIndex
         nonisolated(unsafe) let read = UnsafeMutableBufferPointer<AccountRun>.allocate(capacity: runs)
         read.initialize(repeating: AccountRun())
         defer { read.deinitialize().deallocate() }
@@ -433,7 +503,7 @@ struct LoadSession {
         DispatchQueue.concurrentPerform(iterations: runs) { run in
             var worker = start
             var accounts: [(account: Account?, diagnostics: Int, references: Int)] = []
-            let range = min(run * size, items.count)..<min((run + 1) * size, items.count)
+            let range = first + min(run * size, items.count)..<first + min((run + 1) * size, items.count)
             accounts.reserveCapacity(range.count)
             for item in items[range] {
                 let account = worker.readAccount(item, file: file, defaults: defaults)

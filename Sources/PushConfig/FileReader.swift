@@ -12,9 +12,12 @@ struct ParsedFile: Sendable {
 
     var contents: Result<Contents, FileError>
 
-    init(path: String) {
+    /// Reads and parses `path`, handing the items of its root's `stream.key` sequence to
+    /// `stream` as they are parsed; `stream` is always ended on return.
+    init(path: String, streaming stream: SequenceStream? = nil) {
+        defer { stream?.end() }
         contents = FileSystem.read(path).map { bytes in
-            Contents(parsed: YAMLParser.parse(bytes), source: SourceText(bytes: bytes))
+            Contents(parsed: YAMLParser.parse(bytes, streaming: stream), source: SourceText(bytes: bytes))
         }
     }
 
@@ -26,14 +29,17 @@ struct ParsedFile: Sendable {
 
 /// Reads and parses the files of a load in order on a thread of its own, staying at most
 /// `ahead` files beyond the one the loader takes, so that loading one file overlaps reading the
-/// next. Taken from one thread, each file once, in order. Without a second processor, or when the
-/// thread cannot start, files are read when taken.
+/// next, and the accounts of a file can be read while it is parsed (``stream(_:)``). Taken from
+/// one thread, each file once, in order. Without a second processor, or when the thread cannot
+/// start, files are read when taken.
 final class FileReader: @unchecked Sendable {
     private let paths: [String]
     private let ahead: Int
     /// Guarded by `lock`: files read and not yet taken, and the index of the next one to take.
     private var files: [ParsedFile?]
     private var next = 0
+    /// Each file's `accounts:` items, as they are parsed.
+    private let streams: [SequenceStream]
     private var threaded = false
     private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
@@ -42,9 +48,10 @@ final class FileReader: @unchecked Sendable {
         self.paths = paths
         self.ahead = ahead
         files = Array(repeating: nil, count: paths.count)
+        streams = paths.map { _ in SequenceStream(key: TopLevelKey.accounts.rawValue) }
         pthread_mutex_init(lock, nil)
         pthread_cond_init(changed, nil)
-        if ahead > 0, paths.count > 1 { threaded = start() }
+        if ahead > 0, !paths.isEmpty { threaded = start() }
     }
 
     deinit {
@@ -75,12 +82,18 @@ final class FileReader: @unchecked Sendable {
             pthread_mutex_lock(lock)
             while index >= next + ahead { pthread_cond_wait(changed, lock) }
             pthread_mutex_unlock(lock)
-            let file = ParsedFile(path: paths[index])
+            let file = ParsedFile(path: paths[index], streaming: streams[index])
             pthread_mutex_lock(lock)
             files[index] = file
             pthread_cond_broadcast(changed)
             pthread_mutex_unlock(lock)
         }
+    }
+
+    /// The items of the `accounts:` sequence of the file at `index` as they are parsed, or nil
+    /// when files are read only when taken.
+    func stream(_ index: Int) -> SequenceStream? {
+        threaded ? streams[index] : nil
     }
 
     /// The file at `index` of the paths, read and parsed.

@@ -22,7 +22,7 @@ struct ParallelLoadingTests {
             case 4: text += "    enabled: maybe\n"
             case 5: text += "    selctor: typo\n"
             case 6: text += "    services: {nowhere: {x: 1}}\n"
-            case 7: text += "    pushToken: a\n    pushTokenOther: b\n"
+            case 7: text += "    pushToken: a\n"
             case 8: text += "    pushTokenReporterMethod: FETCH\n    pushTokenReporterUrl: https://h.example/%account[nokey]%\n"
             case 9: text += "    pushTokenReporterUrl: https://h.example/?p=%account[password]%\n"
             default: text += "    pushTokenReporterUrl: [not, a, scalar]\n"
@@ -52,12 +52,15 @@ struct ParallelLoadingTests {
         var diagnostics: [String]
     }
 
-    static func outcome(accountRuns: Int, checkingRuns: Int) -> Outcome {
+    static func outcome(accountRuns: Int, checkingRuns: Int, readAhead: Int = 0,
+                        files: [(String, String)] = files, streamed: Int? = nil) -> Outcome {
         let directory = TemporaryDirectory()
         for (name, text) in files { directory.write(name, text) }
         var loader = ConfigurationLoader(environment: LoaderEnvironment(variables: [:], templateSearchPath: [RepositoryPaths.templates]))
         loader.accountRuns = accountRuns
+        loader.readAhead = readAhead
         let result = loader.load(paths: [directory.path])
+        if let streamed { #expect(result.streamedFiles == streamed, "files streamed") }
         var diagnostics = result.diagnostics
         var builder = RequestBuilder(configuration: result.configuration, sources: result.sources, installID: "i", hostname: "h")
         builder.checkAll(into: &diagnostics, runs: checkingRuns)
@@ -84,6 +87,59 @@ struct ParallelLoadingTests {
         let many = Self.outcome(accountRuns: accountRuns, checkingRuns: checkingRuns)
         #expect(many.accounts == one.accounts)
         #expect(many.diagnostics == one.diagnostics)
+    }
+
+    /// Files whose accounts cannot be kept as streamed, or not all: the loader must notice.
+    static let awkward: [(String, String)] = [
+        // `defaults:` after `accounts:` applies to the accounts before it.
+        ("10-defaults-last.yaml", accounts(prefix: "d", count: 30) + """
+            defaults:
+              pushTokenReporterUrl: https://late.example/r?s=%selector%
+            """),
+        // A syntax error after some accounts: the file shows only that error.
+        ("20-broken.yaml", accounts(prefix: "e", count: 30) + "  - id: [unclosed\n"),
+        // A merge after the accounts brings a `defaults:` in.
+        ("30-merged.yaml", accounts(prefix: "m", count: 20) + """
+            <<: {defaults: {pushTokenReporterUrl: 'https://merged.example/%selector%'}}
+            """),
+        // A second `accounts:` is dropped as a duplicate; keys after the accounts still count.
+        ("40-twice.yaml", """
+            globals: {g: 1}
+            """ + "\n" + accounts(prefix: "t", count: 20) + """
+            services: {}
+            unknownKey: 1
+            accounts:
+              - id: never
+            """),
+        // A tagged sequence is not streamed.
+        ("50-tagged.yaml", accounts(prefix: "x", count: 12).replacingOccurrences(of: "accounts:\n", with: "accounts: !!seq\n")),
+        // The common case, with the defaults first.
+        ("60-plain.yaml", """
+            defaults:
+              pushTokenReporterUrl: https://plain.example/%selector%
+            """ + "\n" + accounts(prefix: "p", count: 40)),
+    ]
+
+    @Test("reading accounts while the file is parsed gives what reading them from the tree gives",
+          arguments: [1, 3])
+    func streamingIsInvisible(accountRuns: Int) {
+        for files in [Self.files, Self.awkward] {
+            let fromTree = Self.outcome(accountRuns: 1, checkingRuns: 1, readAhead: 0, files: files, streamed: 0)
+            // Streamed: the two plain files, or in the awkward set the ones with a duplicate
+            // `accounts:` and the plain one (the others are loaded again from their tree).
+            let streamed = Self.outcome(accountRuns: accountRuns, checkingRuns: 1, readAhead: 2, files: files,
+                                        streamed: 2)
+            #expect(streamed.accounts == fromTree.accounts)
+            // Diagnostics of a streamed file come in another order; sorted, they are the same.
+            #expect(streamed.diagnostics.sorted() == fromTree.diagnostics.sorted())
+        }
+        let awkward = Self.outcome(accountRuns: 1, checkingRuns: 1, readAhead: 2, files: Self.awkward)
+        #expect(awkward.accounts.contains { $0.hasPrefix("d0 ") && $0.contains("late.example") })
+        #expect(awkward.accounts.contains { $0.hasPrefix("m1 ") && $0.contains("merged.example") })
+        #expect(!awkward.accounts.contains { $0.hasPrefix("e0 ") })
+        #expect(awkward.diagnostics.contains { $0.contains("20-broken.yaml") && $0.contains("YAML syntax error") })
+        #expect(awkward.diagnostics.contains { $0.contains("duplicate key 'accounts'") })
+        #expect(awkward.diagnostics.contains { $0.contains("40-twice.yaml") && $0.contains("'unknownKey'") })
     }
 
     @Test("runs are used only with several processors and thousands of accounts")

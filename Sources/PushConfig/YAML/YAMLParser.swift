@@ -40,6 +40,13 @@ public enum YAMLParser {
 
     /// Parses a whole file's bytes (UTF-8 expected; a leading UTF-8 byte order mark is skipped).
     public static func parse(_ bytes: [UInt8]) -> YAMLParseResult {
+        parse(bytes, streaming: nil)
+    }
+
+    /// Parses `bytes`, handing the items of the root's `stream.key` sequence to `stream` as they
+    /// are read (see ``SequenceStream``); `stream` is always ended on return.
+    static func parse(_ bytes: [UInt8], streaming stream: SequenceStream?) -> YAMLParseResult {
+        defer { stream?.end() }
         if bytes.count >= 2, (bytes[0] == 0xFF && bytes[1] == 0xFE) || (bytes[0] == 0xFE && bytes[1] == 0xFF) {
             return fatal("the file is not valid UTF-8 text (it starts with a UTF-16 byte order mark)",
                          at: SourcePosition(line: 1, column: 1))
@@ -64,7 +71,7 @@ public enum YAMLParser {
             // Non-empty here, so `baseAddress` is non-nil.
             let input = UnsafeBufferPointer(rebasing: buffer[bomLength...])
             yaml_parser_set_input_string(parser, input.baseAddress!, input.count)
-            var builder = TreeBuilder(input: input)
+            var builder = TreeBuilder(input: input, stream: stream)
             defer { builder.deallocate() }
             while true {
                 guard yaml_parser_parse(parser, event) != 0 else {
@@ -217,8 +224,12 @@ private struct TreeBuilder {
     private var cursorIndex = 0
     private var cursorOffset = 0
 
-    init(input: UnsafeBufferPointer<UInt8>) {
+    /// Where the items of the root's `stream.key` sequence go as they are read, if anywhere.
+    private let stream: SequenceStream?
+
+    init(input: UnsafeBufferPointer<UInt8>, stream: SequenceStream?) {
         self.input = input
+        self.stream = stream
     }
 
     var result: YAMLParseResult {
@@ -476,7 +487,18 @@ private struct TreeBuilder {
             itemBuffers.append(ScratchBuffer())
             entryBuffers.append(ScratchBuffer())
         }
-        stack.append(Frame(kind: kind, tag: tag.map { String(cString: $0) }, anchor: anchorName, start: start))
+        var frame = Frame(kind: kind, tag: tag.map { String(cString: $0) }, anchor: anchorName, start: start)
+        if let stream, kind == .sequence, depth == 1, tag == nil, anchorName == nil, documentCount == 1,
+           stack[0].kind == .mapping, stack[0].tag == nil, stack[0].merges.isEmpty, stack[0].anchor == nil,
+           stack[0].pendingKey?.value == stream.key, stack[0].pendingKey?.tag == nil, !stream.hasBegun {
+            let entries = entryBuffers[0]
+            // A second `accounts:` is dropped as a duplicate: only the first is streamed.
+            if !(0..<entries.count).contains(where: { entries.base[$0].key.value == stream.key }) {
+                frame.streams = true
+                stream.begin(before: (0..<entries.count).map { entries.base[$0] })
+            }
+        }
+        stack.append(frame)
         return true
     }
 
@@ -487,6 +509,7 @@ private struct TreeBuilder {
         let node: YAMLNode
         switch frame.kind {
         case .sequence:
+            if frame.streams { stream?.end() }
             node = .sequence(YAMLSequence(items: itemBuffers[depth].takeAll(), tag: frame.tag, start: frame.start))
         case .mapping:
             var entries = entryBuffers[depth].takeAll()
@@ -539,6 +562,7 @@ private struct TreeBuilder {
         stack[top].size += size
         switch stack[top].kind {
         case .sequence:
+            if stack[top].streams { stream?.add(copy node) }
             itemBuffers[top].append(node)
         case .mapping:
             if let key = stack[top].pendingKey.take() {
@@ -668,6 +692,8 @@ private struct Frame {
     /// The keys of a mapping's entries, filled only once it outgrows `linearScanLimit`.
     var keySet: Set<String> = []
     var merges: [Merge] = []
+    /// In a sequence, whether its items also go to the builder's stream.
+    var streams = false
     /// Nodes in this subtree so far, this collection included.
     var size = 1
 
