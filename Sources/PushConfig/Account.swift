@@ -123,7 +123,7 @@ public enum WebServiceKey: String, CaseIterable, Sendable {
     case authPassword = "AuthPassword"
     case timeout = "Timeout"
 
-    /// The position in `allCases`.
+    /// A distinct index from 0 (a table position; not necessarily the order of `allCases`).
     var index: Int {
         switch self {
         case .url: 0
@@ -148,10 +148,22 @@ public enum Reporter: String, CaseIterable, Sendable, Codable {
     /// The account key `<prefix><suffix>`, e.g. `pushTokenReporterUrl` (precomputed, in arrays:
     /// it is looked up several times for every account).
     public func key(_ suffix: WebServiceKey) -> String {
-        Self.keys[self == .pushTokenReporter ? 0 : 1][suffix.index]
+        Self.keys[index][suffix.index]
     }
 
-    private static let keys: [[String]] = [pushTokenReporter, accountRemovalReporter].map { reporter in
-        WebServiceKey.allCases.map { reporter.rawValue + $0.rawValue }
+    private var index: Int {
+        switch self {
+        case .pushTokenReporter: 0
+        case .accountRemovalReporter: 1
+        }
     }
+
+    /// `keys[reporter.index][suffix.index]`, filled by those indexes so no order is assumed.
+    private static let keys: [[String]] = {
+        var keys = Array(repeating: Array(repeating: "", count: WebServiceKey.allCases.count), count: allCases.count)
+        for reporter in allCases {
+            for suffix in WebServiceKey.allCases { keys[reporter.index][suffix.index] = reporter.rawValue + suffix.rawValue }
+        }
+        return keys
+    }()
 }

@@ -69,6 +69,7 @@ enum ServiceType: String, CaseIterable {
     case adobeCampaign = "adobe-campaign"
 }
 
+/// The state of one load. A stored property added here must also be kept by ``Checkpoint``.
 struct LoadSession {
     let environment: LoaderEnvironment
     var accountRuns: Int?
@@ -165,7 +166,7 @@ struct LoadSession {
         // What is read here is kept only if the finished file is what was read: after a YAML
         // error further on, or a `defaults:` after `accounts:`, the file is loaded again from
         // its tree, as without streaming.
-        let checkpoint = self
+        let checkpoint = Checkpoint(self)
         configuration.files.append(path)
         var defaults = AccountLayer()
         _ = loadRootEntries(before[...], file: path, defaults: &defaults)
@@ -190,7 +191,7 @@ struct LoadSession {
               case .sequence(let sequence) = root.entries[before.count].value, sequence.items.count == streamed,
               !root.entries[(before.count + 1)...].contains(where: { $0.key.value == TopLevelKey.defaults.rawValue })
         else {
-            self = checkpoint
+            checkpoint.restore(&self)
             loadFile(path, parsed: parsed)
             return parsed
         }
@@ -201,6 +202,54 @@ struct LoadSession {
         _ = loadRootEntries(root.entries[(before.count + 1)...], file: path, defaults: &defaults)
         streamedFiles += 1
         return parsed
+    }
+
+    /// What a session was before a file was streamed into it, to go back to. The long lists
+    /// (accounts, their ids, diagnostics, service references) are only appended to while a file
+    /// loads, so their lengths are kept rather than copies: a copy would make every streamed
+    /// file copy everything loaded before it.
+    struct Checkpoint {
+        let accounts: Int
+        let diagnostics: Int
+        let serviceReferences: Int
+        let files: [String]
+        let agent: AgentSettings
+        let globals: [String: ConfigValue]
+        let services: [String: ServiceDefinition]
+        let sources: [String: SourceText]
+        let agentKeyOwners: [String: (file: String, position: SourcePosition)]
+        /// Templates read for the first time report their problems then, so they are read again.
+        let templateCache: [String: [String: ConfigValue]?]
+        let templatePaths: [String: String]
+
+        init(_ session: LoadSession) {
+            accounts = session.configuration.accounts.count
+            diagnostics = session.diagnostics.all.count
+            serviceReferences = session.accountServiceReferences.count
+            files = session.configuration.files
+            agent = session.configuration.agent
+            globals = session.configuration.globals
+            services = session.configuration.services
+            sources = session.sources
+            agentKeyOwners = session.agentKeyOwners
+            templateCache = session.templateCache
+            templatePaths = session.templatePaths
+        }
+
+        func restore(_ session: inout LoadSession) {
+            for account in session.configuration.accounts[accounts...] { session.accountOwners[account.id] = nil }
+            session.configuration.accounts.removeSubrange(accounts...)
+            session.diagnostics.removeAll(after: diagnostics)
+            session.accountServiceReferences.removeSubrange(serviceReferences...)
+            session.configuration.files = files
+            session.configuration.agent = agent
+            session.configuration.globals = globals
+            session.configuration.services = services
+            session.sources = sources
+            session.agentKeyOwners = agentKeyOwners
+            session.templateCache = templateCache
+            session.templatePaths = templatePaths
+        }
     }
 
     /// Loads top-level entries, except the value of `accounts:`, which it returns; a
@@ -479,7 +528,7 @@ struct LoadSession {
 
     /// Reads `items` of `accounts:` and admits them; in runs on every processor when there are many.
     mutating func readAccounts(_ items: ArraySlice<YAMLNode>, file: String, defaults: AccountLayer) {
-        let runs = min(accountRuns ?? Self.loadingRuns(accounts: items.count), items.count)
+        let runs = min(accountRuns ?? Processors.runs(accounts: items.count), items.count)
         guard runs > 1 else {
             for item in items {
                 if let account = readAccount(item, file: file, defaults: defaults) { admit(account) }
@@ -530,19 +579,11 @@ struct LoadSession {
         }
     }
 
-    /// What one run of `loadAccounts` read: each account (nil when it could not be used) with the
+    /// What one run of `readAccounts` read: each account (nil when it could not be used) with the
     /// number of diagnostics and service references its session had after it.
     struct AccountRun {
         var accounts: [(account: Account?, diagnostics: Int, references: Int)] = []
         var session: LoadSession?
-    }
-
-    /// Into how many runs `loadAccounts` cuts `accounts` accounts: none on one processor or for a
-    /// few thousand accounts, else runs of at least 1,000 accounts, 16 per processor at most.
-    static func loadingRuns(accounts: Int) -> Int {
-        let processors = Processors.online
-        guard processors > 1, accounts >= 4_000 else { return 1 }
-        return max(1, min(processors * 16, accounts / 1_000))
     }
 
     /// Reads one item of `accounts:` over the file's `defaults`; nil (with diagnostics) when it

@@ -55,6 +55,12 @@ public struct DiagnosticList: Sendable {
         if seen.insert(diagnostic).inserted { all.append(diagnostic) }
     }
 
+    /// Drops the diagnostics after the first `count`, as if they had never been appended.
+    mutating func removeAll(after count: Int) {
+        for diagnostic in all[count...] { seen.remove(diagnostic) }
+        all.removeSubrange(count...)
+    }
+
     public mutating func error(_ message: String, file: String, at position: SourcePosition? = nil, account: String? = nil) {
         append(Diagnostic(file: file, at: position, severity: .error, message: message, account: account))
     }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Synchronization
 
 /// A configuration or template file read and parsed, ready for a load session to take. Made on
 /// any thread: it touches nothing but the file.
@@ -112,7 +113,10 @@ final class FileReader: @unchecked Sendable {
     /// Frees a loaded `file`: a large one on a thread of its own, as a tree of tens of thousands
     /// of accounts takes a while to free.
     static func release(_ file: consuming ParsedFile) {
-        guard Processors.online > 1, file.byteCount >= 4 << 20 else { return }
+        // One such thread at a time: while one runs, the caller frees the file itself.
+        guard Processors.online > 1, file.byteCount >= 4 << 20,
+              releasing.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return }
         final class Box: @unchecked Sendable {
             var file: ParsedFile?
             init(_ file: ParsedFile) { self.file = file }
@@ -121,13 +125,42 @@ final class FileReader: @unchecked Sendable {
         var thread = pthread_t()
         let status = pthread_create(&thread, nil, { argument in
             Unmanaged<Box>.fromOpaque(argument!).takeRetainedValue().file = nil
+            FileReader.releasing.store(false, ordering: .releasing)
             return nil
         }, box.toOpaque())
-        if status == 0 { pthread_detach(thread) } else { box.release() }
+        if status == 0 {
+            pthread_detach(thread)
+        } else {
+            releasing.store(false, ordering: .releasing)
+            box.release()
+        }
+    }
+
+    /// Whether a thread is freeing a file.
+    private static let releasing = Atomic<Bool>(false)
+}
+
+/// The processors this process may run on, and how work on accounts is cut for them.
+enum Processors {
+    /// The processors in this process's CPU affinity mask (as `taskset` or systemd's
+    /// `CPUAffinity=` set it), else the online ones. A CPU quota (`CPUQuota=`) is not counted.
+    static let online: Int = {
+        // A mask for 1,024 processors, glibc's cpu_set_t.
+        var mask = [UInt64](repeating: 0, count: 16)
+        let status = mask.withUnsafeMutableBytes { schedGetAffinity(0, $0.count, $0.baseAddress!) }
+        let count = mask.reduce(0) { $0 + $1.nonzeroBitCount }
+        return status == 0 && count > 0 ? count : max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    }()
+
+    /// Into how many runs work on `accounts` accounts is cut (reading them, checking them): none
+    /// on one processor or for a few thousand accounts, else runs of at least 1,000 accounts, 16
+    /// per processor at most (accounts differ in cost, so equal halves would not end together).
+    static func runs(accounts: Int) -> Int {
+        guard online > 1, accounts >= 4_000 else { return 1 }
+        return max(1, min(online * 16, accounts / 1_000))
     }
 }
 
-/// The processors this process may run on.
-enum Processors {
-    static let online = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
-}
+/// glibc's `sched_getaffinity`, which Swift's Glibc module does not show (it needs `_GNU_SOURCE`).
+@_silgen_name("sched_getaffinity")
+private func schedGetAffinity(_ pid: pid_t, _ size: Int, _ mask: UnsafeMutableRawPointer) -> Int32

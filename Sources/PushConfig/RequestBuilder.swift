@@ -1,5 +1,6 @@
 import Crypto
 import Dispatch
+import Synchronization
 import PushTemplates
 
 /// How a rendered request shows secrets.
@@ -28,7 +29,8 @@ public struct RequestBuilder: Sendable {
     private static let recentCompilationCount = 8
     private var reportedOrigins: Set<OriginKey> = []
     /// Every key some account has, to tell a misspelt `%account[KEY]%` from one only some lack.
-    private var knownAccountKeys: Set<String>?
+    /// Shared by the copies `checkAll` checks runs with, so it is built once.
+    private let knownAccountKeys = SharedAccountKeys()
 
     private struct CacheKey: Hashable {
         var text: String
@@ -53,15 +55,22 @@ public struct RequestBuilder: Sendable {
     }
 
     /// Every key some account has; built on first need (only when an account lacks a key a template names).
-    private mutating func accountKeys() -> Set<String> {
-        if let knownAccountKeys { return knownAccountKeys }
-        var keys = Set(DeviceValues.names)
-        for account in configuration.accounts {
-            keys.formUnion(account.values.keys)
-            keys.formUnion(account.unreadableKeys)
+    private func accountKeys() -> Set<String> {
+        knownAccountKeys.keys.withLock { keys in
+            if let keys { return keys }
+            var found = Set(DeviceValues.names)
+            for account in configuration.accounts {
+                found.formUnion(account.values.keys)
+                found.formUnion(account.unreadableKeys)
+            }
+            keys = found
+            return found
         }
-        knownAccountKeys = keys
-        return keys
+    }
+
+    /// Every key some account has, once built.
+    private final class SharedAccountKeys: Sendable {
+        let keys = Mutex<Set<String>?>(nil)
     }
 
     /// The `User-Agent` of every request (SPEC §4).
@@ -77,9 +86,11 @@ public struct RequestBuilder: Sendable {
     /// Large configurations are checked on every processor: in runs of accounts, each with its
     /// own copy of the builder, taken by whichever thread is free (accounts differ in cost, so
     /// halves would not end together). The diagnostics are joined in account order, so the
-    /// result is the same as checking one account after another.
+    /// result is the same as checking one account after another. The copies' compiled templates
+    /// are not kept (each copy numbers its variables itself), so a later `request(for:)` compiles
+    /// again and reports a template's problems again.
     public mutating func checkAll(into diagnostics: inout DiagnosticList) {
-        checkAll(into: &diagnostics, runs: Self.checkingRuns(accounts: configuration.accounts.count))
+        checkAll(into: &diagnostics, runs: Processors.runs(accounts: configuration.accounts.count))
     }
 
     /// `checkAll` in `runs` runs (tests compare it with one run).
@@ -102,14 +113,6 @@ public struct RequestBuilder: Sendable {
         for run in found {
             for diagnostic in run.all { diagnostics.append(diagnostic) }
         }
-    }
-
-    /// Into how many runs `checkAll` cuts `accounts` accounts: none on one processor or for a
-    /// few thousand accounts, else runs of at least 1,000 accounts, 16 per processor at most.
-    static func checkingRuns(accounts: Int) -> Int {
-        let processors = Processors.online
-        guard processors > 1, accounts >= 4_000 else { return 1 }
-        return max(1, min(processors * 16, accounts / 1_000))
     }
 
     private mutating func check(_ accounts: ArraySlice<Account>, into diagnostics: inout DiagnosticList) {

@@ -3,9 +3,11 @@ import Foundation
 import PushTestSupport
 import Testing
 
-/// Large configurations are read and checked in runs of accounts on several threads; the result
-/// must be exactly that of one account after another: the same accounts, and the same
-/// diagnostics in the same order.
+/// Large configurations are read and checked in runs of accounts on several threads, and a
+/// file's accounts are read while it is parsed. The result must be that of one account after
+/// another: the same accounts, and the same diagnostics (in the same order for runs; for a
+/// streamed file, whose YAML errors and keys after `accounts:` are reported after its accounts,
+/// the same once sorted by position, as validate prints them).
 @Suite("Reading and checking in runs gives what one run gives")
 struct ParallelLoadingTests {
     /// Accounts with one problem or another, spread so that the runs split them.
@@ -15,7 +17,7 @@ struct ParallelLoadingTests {
             let id = "\(prefix)\(index)"
             text += "  - id: \(id)\n    selector: SEL\(index)\n    pushTokenOther: tok+\(index)/=\n"
             switch index % 11 {
-            case 0: text += "    password: !env UNSET_\(index % 3)\n"
+            case 0: text += "    password: !env UNSET_\(index % 3)\n    use: broken\n"
             case 1: text += "    use: acrobits-jsn\n"
             case 2: text += "    use: acrobits-get\n    pushTokenReporterBase: https://r.example/t\n"
             case 3: text += "    use: acrobits-get\n"
@@ -34,7 +36,11 @@ struct ParallelLoadingTests {
         return text
     }
 
+    /// A template with a problem, reported once, where the first account using it is read.
+    static let brokenTemplate = ("templates/broken.yaml", "pushTokenReporterContentType: [not, a, scalar]\n")
+
     static let files: [(String, String)] = [
+        brokenTemplate,
         ("10-a.yaml", """
             defaults:
               pushTokenReporterUrl: https://h.example/r?u=%account[username]%&s=%selector%&t=%pushTokenOther%&x=%account[secret]%
@@ -81,7 +87,8 @@ struct ParallelLoadingTests {
                          "no template named 'acrobits-jsn'", "needs 'pushTokenReporterBase'", "enabled must be true or false",
                          "did you mean 'selector'", "unknown service 'nowhere'", "two names of one value",
                          "must be GET, POST", "no account has a key 'nokey'", "must be a single value",
-                         "an account must be a mapping", "the account has no key 'secret'"] {
+                         "an account must be a mapping", "the account has no key 'secret'",
+                         "templates/broken.yaml:1:31: error: template key 'pushTokenReporterContentType' must be a single value"] {
             #expect(one.diagnostics.contains { $0.contains(expected) }, "no diagnostic says \(expected)")
         }
         let many = Self.outcome(accountRuns: accountRuns, checkingRuns: checkingRuns)
@@ -91,6 +98,7 @@ struct ParallelLoadingTests {
 
     /// Files whose accounts cannot be kept as streamed, or not all: the loader must notice.
     static let awkward: [(String, String)] = [
+        brokenTemplate,
         // `defaults:` after `accounts:` applies to the accounts before it.
         ("10-defaults-last.yaml", accounts(prefix: "d", count: 30) + """
             defaults:
@@ -140,14 +148,14 @@ struct ParallelLoadingTests {
         #expect(awkward.diagnostics.contains { $0.contains("20-broken.yaml") && $0.contains("YAML syntax error") })
         #expect(awkward.diagnostics.contains { $0.contains("duplicate key 'accounts'") })
         #expect(awkward.diagnostics.contains { $0.contains("40-twice.yaml") && $0.contains("'unknownKey'") })
+        #expect(awkward.diagnostics.count { $0.contains("templates/broken.yaml") } == 1)
     }
 
     @Test("runs are used only with several processors and thousands of accounts")
     func runsNeedWork() {
-        #expect(LoadSession.loadingRuns(accounts: 3_999) == 1)
-        #expect(RequestBuilder.checkingRuns(accounts: 100) == 1)
+        #expect(Processors.runs(accounts: 3_999) == 1)
         let processors = Processors.online
-        #expect(LoadSession.loadingRuns(accounts: 100_000) == (processors > 1 ? min(processors * 16, 100) : 1))
-        #expect(RequestBuilder.checkingRuns(accounts: 8_000) == (processors > 1 ? min(processors * 16, 8) : 1))
+        #expect(Processors.runs(accounts: 100_000) == (processors > 1 ? min(processors * 16, 100) : 1))
+        #expect(Processors.runs(accounts: 8_000) == (processors > 1 ? min(processors * 16, 8) : 1))
     }
 }

@@ -1,7 +1,7 @@
 /// A position in a configuration file, as editors and CI show it.
 ///
 /// `line` and `column` are 1-based; `column` counts Unicode scalars (characters), not bytes.
-/// Stored in 32 bits each (files are at most 50 MB): every scalar and every loaded value keeps
+/// Stored in 32 bits each (files are at most 512 MB): every scalar and every loaded value keeps
 /// two positions, and at 100,000 accounts their size shows in the time to load.
 public struct SourcePosition: Sendable, Hashable, Comparable {
     private var storedLine: Int32
