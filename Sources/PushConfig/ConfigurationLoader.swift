@@ -69,7 +69,7 @@ enum ServiceType: String, CaseIterable {
     case adobeCampaign = "adobe-campaign"
 }
 
-/// The state of one load. A stored property added here must also be kept by ``Checkpoint``.
+/// The state of one load.
 struct LoadSession {
     let environment: LoaderEnvironment
     var accountRuns: Int?
@@ -204,51 +204,41 @@ struct LoadSession {
         return parsed
     }
 
-    /// What a session was before a file was streamed into it, to go back to. The long lists
-    /// (accounts, their ids, diagnostics, service references) are only appended to while a file
-    /// loads, so their lengths are kept rather than copies: a copy would make every streamed
-    /// file copy everything loaded before it.
+    /// What a session was before a file was streamed into it, to go back to: a copy of the
+    /// session without its long lists (accounts, their ids, diagnostics, service references),
+    /// which only grow while a file loads and are kept as lengths. Copies of them would make
+    /// every streamed file copy everything loaded before it. Templates read for the first time
+    /// report their problems then, so the template cache goes back too.
     struct Checkpoint {
-        let accounts: Int
-        let diagnostics: Int
-        let serviceReferences: Int
-        let files: [String]
-        let agent: AgentSettings
-        let globals: [String: ConfigValue]
-        let services: [String: ServiceDefinition]
-        let sources: [String: SourceText]
-        let agentKeyOwners: [String: (file: String, position: SourcePosition)]
-        /// Templates read for the first time report their problems then, so they are read again.
-        let templateCache: [String: [String: ConfigValue]?]
-        let templatePaths: [String: String]
+        private let saved: LoadSession
+        private let accounts: Int
+        private let diagnostics: Int
+        private let serviceReferences: Int
 
         init(_ session: LoadSession) {
+            var saved = session
+            // Emptied in the copy, so the session's own lists stay unshared and grow in place.
+            saved.configuration.accounts = []
+            saved.accountOwners = [:]
+            saved.diagnostics = DiagnosticList()
+            saved.accountServiceReferences = []
+            self.saved = saved
             accounts = session.configuration.accounts.count
             diagnostics = session.diagnostics.all.count
             serviceReferences = session.accountServiceReferences.count
-            files = session.configuration.files
-            agent = session.configuration.agent
-            globals = session.configuration.globals
-            services = session.configuration.services
-            sources = session.sources
-            agentKeyOwners = session.agentKeyOwners
-            templateCache = session.templateCache
-            templatePaths = session.templatePaths
         }
 
         func restore(_ session: inout LoadSession) {
-            for account in session.configuration.accounts[accounts...] { session.accountOwners[account.id] = nil }
-            session.configuration.accounts.removeSubrange(accounts...)
-            session.diagnostics.removeAll(after: diagnostics)
-            session.accountServiceReferences.removeSubrange(serviceReferences...)
-            session.configuration.files = files
-            session.configuration.agent = agent
-            session.configuration.globals = globals
-            session.configuration.services = services
-            session.sources = sources
-            session.agentKeyOwners = agentKeyOwners
-            session.templateCache = templateCache
-            session.templatePaths = templatePaths
+            var restored = saved
+            swap(&restored.configuration.accounts, &session.configuration.accounts)
+            swap(&restored.accountOwners, &session.accountOwners)
+            swap(&restored.diagnostics, &session.diagnostics)
+            swap(&restored.accountServiceReferences, &session.accountServiceReferences)
+            for account in restored.configuration.accounts[accounts...] { restored.accountOwners[account.id] = nil }
+            restored.configuration.accounts.removeSubrange(accounts...)
+            restored.diagnostics.removeAll(after: diagnostics)
+            restored.accountServiceReferences.removeSubrange(serviceReferences...)
+            session = restored
         }
     }
 
