@@ -95,6 +95,9 @@ public struct Configuration: Sendable {
     public var agent = AgentSettings()
     /// `globals:` from every file; usable as `%name%`.
     public var globals: [String: ConfigValue] = [:]
+    /// Globals written whose value could not be read, such as an unset `!env`: reported where
+    /// they are written, and still names templates may use (not "unknown variables" too).
+    public var unreadableGlobals: Set<String> = []
     /// Accounts in file order.
     public var accounts: [Account] = []
     public var services: [String: ServiceDefinition] = [:]

@@ -371,7 +371,11 @@ struct LoadSession {
                 diagnostics.error("global '\(name)' must be a single value, not \(value.kindDescription)", file: file, at: value.start)
                 continue
             }
-            if let resolved = resolve(scalar, key: name, file: file, account: nil) { configuration.globals[name] = resolved }
+            if let resolved = resolve(scalar, key: name, file: file, account: nil) {
+                configuration.globals[name] = resolved
+            } else {
+                configuration.unreadableGlobals.insert(name)
+            }
         }
     }
 

@@ -49,7 +49,7 @@ public struct RequestBuilder: Sendable {
     public init(configuration: Configuration, sources: [String: SourceText], installID: String?, hostname: String) {
         self.configuration = configuration
         self.sources = sources
-        self.table = SymbolTable(globals: configuration.globals.keys)
+        self.table = SymbolTable(globals: Array(configuration.globals.keys) + configuration.unreadableGlobals)
         self.builtins = [.installid: installID ?? "<installid>", .hostname: hostname, .platform: "linux",
                          .version: PushReporterVersion.current]
     }

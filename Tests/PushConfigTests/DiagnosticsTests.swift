@@ -152,6 +152,21 @@ struct DiagnosticsTests {
         ])
     }
 
+    @Test("a template naming a global whose !env is unset gets no second error")
+    func unsetGlobalIsReportedOnce() {
+        let loaded = Loaded("""
+            globals:
+              secret: !env MISSING_SECRET
+            accounts:
+              - id: a
+                selector: S
+                pushTokenReporterUrl: https://h.example/t?s=%selector%&sig=%hmac_sha256(%secret%,%selector%)%
+            """, environment: [:])
+        #expect(loaded.lines == [
+            "config.yaml:2:16: error: environment variable 'MISSING_SECRET' is not set (needed by !env for 'secret')",
+        ])
+    }
+
     @Test("a set !env variable is used and secret")
     func setEnv() throws {
         let loaded = Loaded("""
