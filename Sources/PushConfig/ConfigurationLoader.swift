@@ -532,52 +532,45 @@ struct LoadSession {
         // Runs of accounts are read at once, each by a copy of this session that starts with no
         // diagnostics; what each account produced is then taken in file order, so diagnostics,
         // duplicate ids and service references come out as they would one account at a time.
-        let size = (items.count + runs - 1) / runs
+        var start = self
+        start.diagnostics = DiagnosticList()
+        start.accountServiceReferences = []
+        start.configuration.accounts = []
+        start.accountOwners = [:]
+        let base = start
         let first = items.startIndex
-        nonisolated(unsafe) let read = UnsafeMutableBufferPointer<AccountRun>.allocate(capacity: runs)
-        read.initialize(repeating: AccountRun())
-        defer { read.deinitialize().deallocate() }
-        var base = self
-        base.diagnostics = DiagnosticList()
-        base.accountServiceReferences = []
-        base.configuration.accounts = []
-        base.accountOwners = [:]
-        let start = base
-        DispatchQueue.concurrentPerform(iterations: runs) { run in
-            var worker = start
+        let read = Processors.inRuns(count: items.count, runs: runs) { range in
+            var worker = base
             var accounts: [(account: Account?, diagnostics: Int, references: Int)] = []
-            let range = first + min(run * size, items.count)..<first + min((run + 1) * size, items.count)
             accounts.reserveCapacity(range.count)
-            for item in items[range] {
+            for item in items[(first + range.lowerBound)..<(first + range.upperBound)] {
                 let account = worker.readAccount(item, file: file, defaults: defaults)
                 accounts.append((account, worker.diagnostics.all.count, worker.accountServiceReferences.count))
             }
-            read[run] = AccountRun(accounts: accounts, session: worker)
+            return AccountRun(accounts: accounts, session: worker)
         }
-        for index in read.indices {
-            let run = read[index]
+        for run in read {
             var diagnosticsTaken = 0
             var referencesTaken = 0
             for (account, diagnosticCount, referenceCount) in run.accounts {
-                for diagnostic in run.session!.diagnostics.all[diagnosticsTaken..<diagnosticCount] { diagnostics.append(diagnostic) }
-                accountServiceReferences += run.session!.accountServiceReferences[referencesTaken..<referenceCount]
+                for diagnostic in run.session.diagnostics.all[diagnosticsTaken..<diagnosticCount] { diagnostics.append(diagnostic) }
+                accountServiceReferences += run.session.accountServiceReferences[referencesTaken..<referenceCount]
                 diagnosticsTaken = diagnosticCount
                 referencesTaken = referenceCount
                 if let account { admit(account) }
             }
             // Templates a run read for the first time.
-            sources.merge(run.session!.sources) { mine, _ in mine }
-            templateCache.merge(run.session!.templateCache) { mine, _ in mine }
-            templatePaths.merge(run.session!.templatePaths) { mine, _ in mine }
-            read[index] = AccountRun()
+            sources.merge(run.session.sources) { mine, _ in mine }
+            templateCache.merge(run.session.templateCache) { mine, _ in mine }
+            templatePaths.merge(run.session.templatePaths) { mine, _ in mine }
         }
     }
 
     /// What one run of `readAccounts` read: each account (nil when it could not be used) with the
     /// number of diagnostics and service references its session had after it.
-    struct AccountRun {
-        var accounts: [(account: Account?, diagnostics: Int, references: Int)] = []
-        var session: LoadSession?
+    struct AccountRun: Sendable {
+        var accounts: [(account: Account?, diagnostics: Int, references: Int)]
+        var session: LoadSession
     }
 
     /// Reads one item of `accounts:` over the file's `defaults`; nil (with diagnostics) when it

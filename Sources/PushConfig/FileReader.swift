@@ -1,3 +1,4 @@
+import Dispatch
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -158,6 +159,20 @@ enum Processors {
     static func runs(accounts: Int) -> Int {
         guard online > 1, accounts >= 4_000 else { return 1 }
         return max(1, min(online * 16, accounts / 1_000))
+    }
+
+    /// `body` for each of `runs` consecutive ranges that together cover `0..<count`, on every
+    /// processor (whichever thread is free takes the next run); the results in range order.
+    static func inRuns<Result: Sendable>(count: Int, runs: Int, _ body: @Sendable (Range<Int>) -> Result) -> [Result] {
+        let size = (count + runs - 1) / runs
+        return [Result](unsafeUninitializedCapacity: runs) { buffer, initialized in
+            // Each run initializes only its own element.
+            nonisolated(unsafe) let results = buffer
+            DispatchQueue.concurrentPerform(iterations: runs) { run in
+                (results.baseAddress! + run).initialize(to: body(min(run * size, count)..<min((run + 1) * size, count)))
+            }
+            initialized = runs
+        }
     }
 }
 

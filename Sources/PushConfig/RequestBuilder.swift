@@ -100,15 +100,12 @@ public struct RequestBuilder: Sendable {
             check(accounts[...], into: &diagnostics)
             return
         }
-        let size = (accounts.count + runs - 1) / runs
-        // Each run writes only its own element.
-        nonisolated(unsafe) let found = UnsafeMutableBufferPointer<DiagnosticList>.allocate(capacity: runs)
-        found.initialize(repeating: DiagnosticList())
-        defer { found.deinitialize().deallocate() }
         let builder = self
-        DispatchQueue.concurrentPerform(iterations: runs) { run in
+        let found = Processors.inRuns(count: accounts.count, runs: runs) { range in
             var copy = builder
-            copy.check(accounts[min(run * size, accounts.count)..<min((run + 1) * size, accounts.count)], into: &found[run])
+            var found = DiagnosticList()
+            copy.check(accounts[range], into: &found)
+            return found
         }
         for run in found {
             for diagnostic in run.all { diagnostics.append(diagnostic) }
