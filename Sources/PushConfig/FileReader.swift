@@ -35,60 +35,35 @@ struct ParsedFile: Sendable {
 /// one thread, each file once, in order. Without a second processor, or when the thread cannot
 /// start, files are read when taken.
 final class FileReader: @unchecked Sendable {
+    private struct Shared {
+        /// Files read and not yet taken.
+        var files: [ParsedFile?]
+        /// The index of the next file to take.
+        var next = 0
+    }
+
     private let paths: [String]
     private let ahead: Int
-    /// Guarded by `lock`: files read and not yet taken, and the index of the next one to take.
-    private var files: [ParsedFile?]
-    private var next = 0
-    /// Each file's `accounts:` items, as they are parsed.
+    private let shared: ConditionLock<Shared>
+    /// Each file's `accounts:` items, as they are parsed (only with a reading thread).
     private let streams: [SequenceStream]
+    /// Whether the reading thread runs: set once, in `init`, before anything reads it.
     private var threaded = false
-    private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
     init(paths: [String], ahead: Int) {
         self.paths = paths
         self.ahead = ahead
-        files = Array(repeating: nil, count: paths.count)
-        streams = paths.map { _ in SequenceStream(key: TopLevelKey.accounts.rawValue) }
-        pthread_mutex_init(lock, nil)
-        pthread_cond_init(changed, nil)
-        if ahead > 0, !paths.isEmpty { threaded = start() }
-    }
-
-    deinit {
-        pthread_cond_destroy(changed)
-        pthread_mutex_destroy(lock)
-        changed.deallocate()
-        lock.deallocate()
-    }
-
-    /// Starts the reading thread; false when it cannot start.
-    private func start() -> Bool {
-        var thread = pthread_t()
-        let retained = Unmanaged.passRetained(self)
-        let status = pthread_create(&thread, nil, { argument in
-            Unmanaged<FileReader>.fromOpaque(argument!).takeRetainedValue().readAll()
-            return nil
-        }, retained.toOpaque())
-        guard status == 0 else {
-            retained.release()
-            return false
-        }
-        pthread_detach(thread)
-        return true
+        shared = ConditionLock(Shared(files: Array(repeating: nil, count: paths.count)))
+        let reads = ahead > 0 && !paths.isEmpty
+        streams = reads ? paths.map { _ in SequenceStream(key: TopLevelKey.accounts.rawValue) } : []
+        if reads { threaded = OwnThread(named: "pushrep-read", detached: true) { [self] in readAll() } != nil }
     }
 
     private func readAll() {
         for index in paths.indices {
-            pthread_mutex_lock(lock)
-            while index >= next + ahead { pthread_cond_wait(changed, lock) }
-            pthread_mutex_unlock(lock)
+            shared.wait(until: { index < $0.next + ahead }) { _ in }
             let file = ParsedFile(path: paths[index], streaming: streams[index])
-            pthread_mutex_lock(lock)
-            files[index] = file
-            pthread_cond_broadcast(changed)
-            pthread_mutex_unlock(lock)
+            shared.change { $0.files[index] = file }
         }
     }
 
@@ -101,14 +76,13 @@ final class FileReader: @unchecked Sendable {
     /// The file at `index` of the paths, read and parsed.
     func take(_ index: Int) -> ParsedFile {
         guard threaded else { return ParsedFile(path: paths[index]) }
-        pthread_mutex_lock(lock)
-        defer { pthread_mutex_unlock(lock) }
-        while files[index] == nil { pthread_cond_wait(changed, lock) }
-        let file = files[index]!
-        files[index] = nil
-        next = index + 1
-        pthread_cond_broadcast(changed)
-        return file
+        return shared.wait(until: { $0.files[index] != nil }) { shared in
+            defer {
+                shared.files[index] = nil
+                shared.next = index + 1
+            }
+            return shared.files[index]!
+        }
     }
 
     /// Frees a loaded `file`: a large one on a thread of its own, as a tree of tens of thousands
@@ -122,19 +96,12 @@ final class FileReader: @unchecked Sendable {
             var file: ParsedFile?
             init(_ file: ParsedFile) { self.file = file }
         }
-        let box = Unmanaged.passRetained(Box(file))
-        var thread = pthread_t()
-        let status = pthread_create(&thread, nil, { argument in
-            Unmanaged<Box>.fromOpaque(argument!).takeRetainedValue().file = nil
-            FileReader.releasing.store(false, ordering: .releasing)
-            return nil
-        }, box.toOpaque())
-        if status == 0 {
-            pthread_detach(thread)
-        } else {
+        let box = Box(file)
+        let started = OwnThread(named: "pushrep-free", detached: true) {
+            box.file = nil
             releasing.store(false, ordering: .releasing)
-            box.release()
         }
+        if started == nil { releasing.store(false, ordering: .releasing) }
     }
 
     /// Whether a thread is freeing a file.

@@ -44,9 +44,8 @@ public enum YAMLParser {
     }
 
     /// Parses `bytes`, handing the items of the root's `stream.key` sequence to `stream` as they
-    /// are read (see ``SequenceStream``); `stream` is always ended on return.
+    /// are read (see ``SequenceStream``).
     static func parse(_ bytes: [UInt8], streaming stream: SequenceStream?) -> YAMLParseResult {
-        defer { stream?.end() }
         if bytes.count >= 2, (bytes[0] == 0xFF && bytes[1] == 0xFE) || (bytes[0] == 0xFE && bytes[1] == 0xFF) {
             return fatal("the file is not valid UTF-8 text (it starts with a UTF-16 byte order mark)",
                          at: SourcePosition(line: 1, column: 1))
@@ -490,7 +489,7 @@ private struct TreeBuilder {
         var frame = Frame(kind: kind, tag: tag.map { String(cString: $0) }, anchor: anchorName, start: start)
         if let stream, kind == .sequence, depth == 1, tag == nil, anchorName == nil, documentCount == 1,
            stack[0].kind == .mapping, stack[0].tag == nil, stack[0].merges.isEmpty, stack[0].anchor == nil,
-           stack[0].pendingKey?.value == stream.key, stack[0].pendingKey?.tag == nil, !stream.hasBegun {
+           stack[0].pendingKey?.value == stream.key, stack[0].pendingKey?.tag == nil {
             let entries = entryBuffers[0]
             // A second `accounts:` is dropped as a duplicate: only the first is streamed.
             if !(0..<entries.count).contains(where: { entries.base[$0].key.value == stream.key }) {

@@ -1,0 +1,87 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A thread of its own, for work that blocks (reading files ahead of a load, waiting for
+/// inotify events) and must not hold a thread of Swift's cooperative pool.
+package struct OwnThread: @unchecked Sendable {
+    private let thread: pthread_t
+
+    /// Starts `body` on a new thread named `name` (at most 15 bytes show, in `top -H` and
+    /// debuggers); nil when the system cannot start one. A detached thread cannot be joined.
+    package init?(named name: String, detached: Bool, _ body: @escaping @Sendable () -> Void) {
+        final class Start {
+            let name: String
+            let body: @Sendable () -> Void
+            init(name: String, body: @escaping @Sendable () -> Void) {
+                self.name = name
+                self.body = body
+            }
+        }
+        let start = Unmanaged.passRetained(Start(name: name, body: body))
+        var thread = pthread_t()
+        let status = pthread_create(&thread, nil, { argument in
+            let start = Unmanaged<Start>.fromOpaque(argument!).takeRetainedValue()
+            _ = nameThread(pthread_self(), String(decoding: start.name.utf8.prefix(15), as: UTF8.self))
+            start.body()
+            return nil
+        }, start.toOpaque())
+        guard status == 0 else {
+            start.release()
+            return nil
+        }
+        if detached { pthread_detach(thread) }
+        self.thread = thread
+    }
+
+    /// Waits for a thread started without `detached` to end.
+    package func join() {
+        pthread_join(thread, nil)
+    }
+}
+
+/// State shared by threads that wait for each other's progress: a mutex with a condition
+/// variable. Every change wakes the waiters.
+final class ConditionLock<State>: @unchecked Sendable {
+    private var state: State
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+    init(_ state: State) {
+        self.state = state
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(changed, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(changed)
+        pthread_mutex_destroy(mutex)
+        changed.deallocate()
+        mutex.deallocate()
+    }
+
+    /// Changes the state and wakes the waiters.
+    func change<R>(_ body: (inout State) -> R) -> R {
+        pthread_mutex_lock(mutex)
+        defer {
+            pthread_cond_broadcast(changed)
+            pthread_mutex_unlock(mutex)
+        }
+        return body(&state)
+    }
+
+    /// Waits until `ready` holds, then changes the state with `body` and wakes the waiters.
+    func wait<R>(until ready: (State) -> Bool, then body: (inout State) -> R) -> R {
+        pthread_mutex_lock(mutex)
+        defer {
+            pthread_cond_broadcast(changed)
+            pthread_mutex_unlock(mutex)
+        }
+        while !ready(state) { pthread_cond_wait(changed, mutex) }
+        return body(&state)
+    }
+}
+
+/// glibc's `pthread_setname_np` (declared only under `_GNU_SOURCE`, so not by the Glibc module).
+@_silgen_name("pthread_setname_np")
+private func nameThread(_ thread: pthread_t, _ name: UnsafePointer<CChar>) -> Int32
