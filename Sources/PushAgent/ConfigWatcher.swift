@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PushConfig
 
 /// Watches configuration files and directories with inotify, for `run --watch`.
 ///
@@ -28,7 +29,7 @@ public struct ConfigWatcher: Sendable {
             var status = stat()
             let isDirectory = stat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFDIR
             watches.append(isDirectory ? Watch(directory: path, name: nil)
-                                       : Watch(directory: Self.directory(of: path), name: Self.baseName(of: path)))
+                                       : Watch(directory: FileSystem.directory(of: path), name: Self.baseName(of: path)))
         }
         let quietMilliseconds = Int32(clamping: quietPeriod.milliseconds)
         // A blocking poll on a thread of its own: the cooperative pool is never held, and an idle
@@ -45,7 +46,10 @@ public struct ConfigWatcher: Sendable {
         } finished: {
             continuation.finish()
         }
-        thread.start()
+        guard thread.start() else {
+            close(stopWrite)
+            return
+        }
         await withTaskCancellationHandler {
             for await _ in events { onChange() }
         } onCancel: {
@@ -61,10 +65,6 @@ public struct ConfigWatcher: Sendable {
         return String(path[path.index(after: slash)...])
     }
 
-    static func directory(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        return slash == path.startIndex ? "/" : String(path[..<slash])
-    }
 }
 
 /// A watched directory, and the one file in it that matters (nil: any file but editors' own).
@@ -91,7 +91,7 @@ private final class WatchThread: @unchecked Sendable {
     private let quietMilliseconds: Int32
     private let onBurst: @Sendable () -> Void
     private let finished: @Sendable () -> Void
-    private var thread = pthread_t()
+    private var thread: OwnThread?
 
     init(inotify: Int32, watches: [Watch], stop: Int32, quietMilliseconds: Int32, onBurst: @escaping @Sendable () -> Void,
          finished: @escaping @Sendable () -> Void) {
@@ -103,17 +103,14 @@ private final class WatchThread: @unchecked Sendable {
         self.finished = finished
     }
 
-    func start() {
-        let unmanaged = Unmanaged.passRetained(self)
-        pthread_create(&thread, nil, { argument in
-            let watcher = Unmanaged<WatchThread>.fromOpaque(argument!).takeRetainedValue()
-            watcher.loop()
-            return nil
-        }, unmanaged.toOpaque())
+    /// Starts watching on a thread of its own; false when the thread cannot start.
+    func start() -> Bool {
+        thread = OwnThread(named: "pushrep-watch", detached: false) { [self] in loop() }
+        return thread != nil
     }
 
     func join() {
-        pthread_join(thread, nil)
+        thread?.join()
     }
 
     /// Watches the directory of `watches[index]` (again, after it was replaced or removed).

@@ -46,7 +46,7 @@ public struct LoaderEnvironment: Sendable {
 }
 
 /// Small POSIX file helpers with messages people can read.
-enum FileSystem {
+package enum FileSystem {
     enum Kind { case file, directory, other }
 
     /// What is at `path`, or the reason it cannot be looked at.
@@ -109,7 +109,7 @@ enum FileSystem {
         return .success(names.sorted())
     }
 
-    static func directory(of path: String) -> String {
+    package static func directory(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
