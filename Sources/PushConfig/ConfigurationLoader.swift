@@ -353,7 +353,7 @@ struct LoadSession {
         let reserved = Set(DeviceValues.names + BuiltinVariable.allCases.map(\.rawValue) + ["account"])
         for (key, value) in mapping.entries {
             let name = key.value
-            guard isVariableName(name) else {
+            guard Template.isVariableName(name) else {
                 diagnostics.error("global '\(name)' cannot be used as %\(name)%: a name is letters, digits and '_', not starting with a digit",
                                   file: file, at: key.start)
                 continue
@@ -897,10 +897,6 @@ struct LoadSession {
         return message
     }
 
-    func isVariableName(_ name: String) -> Bool {
-        guard let first = name.unicodeScalars.first, first == "_" || (first.isASCII && first.properties.isAlphabetic) else { return false }
-        return name.unicodeScalars.allSatisfy { $0 == "_" || ($0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil)) }
-    }
 }
 
 extension YAMLNode {

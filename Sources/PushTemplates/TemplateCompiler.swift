@@ -110,8 +110,8 @@ struct TemplateCompiler<S: TemplateScope> {
     mutating func parsePlaceholder(depth: Int) -> Parsed {
         let start = position
         var cursor = start + 1
-        guard cursor < bytes.count, Self.isNameStart(bytes[cursor]) else { return .literal }
-        while cursor < bytes.count, Self.isNameContinue(bytes[cursor]) { cursor += 1 }
+        guard cursor < bytes.count, Template.isNameStart(bytes[cursor]) else { return .literal }
+        while cursor < bytes.count, Template.isNameContinue(bytes[cursor]) { cursor += 1 }
         let name = String(decoding: bytes[(start + 1)..<cursor], as: UTF8.self)
         guard cursor < bytes.count else {
             warnIfUnclosed(name, at: start, length: cursor - start)
@@ -270,14 +270,6 @@ struct TemplateCompiler<S: TemplateScope> {
 
     // MARK: Characters
 
-    @inline(__always) static func isNameStart(_ b: UInt8) -> Bool {
-        (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x5F
-    }
-
-    @inline(__always) static func isNameContinue(_ b: UInt8) -> Bool {
-        isNameStart(b) || (b >= 0x30 && b <= 0x39)
-    }
-
     @inline(__always) static func isHexDigit(_ b: UInt8) -> Bool {
         (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66)
     }
@@ -383,5 +375,22 @@ struct PositionTracker {
 
     struct PlaceError: Error, CustomStringConvertible {
         var description: String
+    }
+}
+
+extension Template {
+    /// Whether `name` can be written as `%name%`: ASCII letters, digits and `_`, not starting
+    /// with a digit (what the compiler reads as a name).
+    public static func isVariableName(_ name: String) -> Bool {
+        guard let first = name.utf8.first, isNameStart(first) else { return false }
+        return name.utf8.allSatisfy(isNameContinue)
+    }
+
+    @inline(__always) static func isNameStart(_ b: UInt8) -> Bool {
+        (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x5F
+    }
+
+    @inline(__always) static func isNameContinue(_ b: UInt8) -> Bool {
+        isNameStart(b) || (b >= 0x30 && b <= 0x39)
     }
 }
