@@ -15,6 +15,17 @@ struct LoaderTests {
         #expect(loaded.account("b1")?["x"] == nil)
     }
 
+    @Test("a global is accepted exactly when %name% can name it")
+    func globalNames() {
+        let loaded = Loaded("globals:\n  app_Id2: a\n  _x: b\n  2fa: c\n  x-y: d\n  é: e\naccounts:\n  - id: a\n")
+        #expect(loaded.configuration.globals.keys.sorted() == ["_x", "app_Id2"])
+        #expect(loaded.lines.filter { $0.contains("cannot be used as") } == [
+            "config.yaml:4:3: error: global '2fa' cannot be used as %2fa%: a name is letters, digits and '_', not starting with a digit",
+            "config.yaml:5:3: error: global 'x-y' cannot be used as %x-y%: a name is letters, digits and '_', not starting with a digit",
+            "config.yaml:6:3: error: global 'é' cannot be used as %é%: a name is letters, digits and '_', not starting with a digit",
+        ])
+    }
+
     @Test("pushToken and pushTokenOther, pushappid and pushappid_other fill each other")
     func aliases() throws {
         let loaded = Loaded("""
