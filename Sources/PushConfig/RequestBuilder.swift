@@ -142,7 +142,7 @@ public struct RequestBuilder: Sendable {
         guard let urlValue = account.values[reporter.key(.url)] else { return nil }
         let id = account.id
         var failed = false
-        failedReferences.removeAll(keepingCapacity: true)
+        requestReferences.removeAll(keepingCapacity: true)
 
         let contentTypeValue = account.values[reporter.key(.contentType)]
         let contentType = contentTypeValue?.text ?? "application/x-www-form-urlencoded"
@@ -156,14 +156,12 @@ public struct RequestBuilder: Sendable {
         }
 
         /// Each compiled template with the value it was written in and its offset there.
-        var placed: [PlacedTemplate] = []
-        if let url { placed.append(PlacedTemplate(template: url, origin: urlValue)) }
 
         var body: Template?
         let postDataValue = account.values[reporter.key(.postData)]
         if let postData = postDataValue, !postData.text.isEmpty {
             body = compile(postData, kind: .body(bodyFormat), account: account, diagnostics: &diagnostics)
-            if let body { placed.append(PlacedTemplate(template: body, origin: postData)) } else { failed = true }
+            if body == nil { failed = true }
             if bodyFormat == .raw, let contentTypeValue {
                 report(.warning, "Content-Type '\(contentType)' has no encoding rule, so values go into the body as they are",
                        at: contentTypeValue, diagnostics: &diagnostics)
@@ -191,7 +189,6 @@ public struct RequestBuilder: Sendable {
         if let custom = account.values[reporter.key(.customHeaders)] {
             if let parsed = customHeaders(custom, account: account, diagnostics: &diagnostics) {
                 headerTemplates = parsed
-                placed += parsed.map(\.value)
             } else {
                 failed = true
             }
@@ -209,7 +206,6 @@ public struct RequestBuilder: Sendable {
                 if authPassword == nil { failed = true }
             }
         }
-        placed += [authUsername, authPassword].compactMap { $0 }
 
         var timeout: Duration?
         if let timeoutValue = account.values[reporter.key(.timeout)] {
@@ -222,9 +218,7 @@ public struct RequestBuilder: Sendable {
             }
         }
         // Checked before giving up on a failed request, so one run reports every problem.
-        checkAccountReferences(placed.map { ($0.template.references, $0.origin, $0.baseOffset) } + failedReferences,
-                               account: account, diagnostics: &diagnostics)
-        failedReferences.removeAll()
+        checkAccountReferences(account: account, diagnostics: &diagnostics)
         guard !failed, let url else { return nil }
 
         let values = AccountValues(account: account, table: table, globals: configuration.globals, builtins: builtins)
@@ -303,9 +297,10 @@ public struct RequestBuilder: Sendable {
     }
 
 
-    /// The placeholders of the templates of the current request that failed to compile: their
-    /// `%account[KEY]%` references are still checked.
-    private var failedReferences: [(references: [TemplateReference], origin: ConfigValue, baseOffset: Int)] = []
+    /// The placeholders of every template of the current request, compiled or not, with the
+    /// value each was written in: their `%account[KEY]%` references are checked once all are
+    /// compiled, even when one failed.
+    private var requestReferences: [(references: [TemplateReference], origin: ConfigValue, baseOffset: Int)] = []
 
     /// A compiled template with the value it was written in, and its UTF-8 offset there (a
     /// custom header's value starts inside the CustomHeaders text).
@@ -358,9 +353,7 @@ public struct RequestBuilder: Sendable {
                                               severity: issue.severity == .error ? .error : .warning, message: issue.message))
             }
         }
-        if compilation.template == nil {
-            failedReferences.append((compilation.references, value, baseOffset))
-        }
+        requestReferences.append((compilation.references, value, baseOffset))
         return compilation.template
     }
 
@@ -424,9 +417,8 @@ public struct RequestBuilder: Sendable {
     }
 
     /// `%account[KEY]%` naming a key no account has is an error; one this account lacks, a warning.
-    private mutating func checkAccountReferences(_ templates: [(references: [TemplateReference], origin: ConfigValue, baseOffset: Int)],
-                                                 account: Account, diagnostics: inout DiagnosticList) {
-        for placed in templates {
+    private mutating func checkAccountReferences(account: Account, diagnostics: inout DiagnosticList) {
+        for placed in requestReferences {
             for reference in placed.references {
                 guard let key = reference.key, account.values[key] == nil, !account.unreadableKeys.contains(key),
                       !DeviceValues.names.contains(key) else { continue }

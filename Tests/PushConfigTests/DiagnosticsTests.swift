@@ -167,6 +167,23 @@ struct DiagnosticsTests {
         ])
     }
 
+    @Test("a custom header naming a key no account has is reported even when another header line is wrong")
+    func headerReferencesBesideABadLine() {
+        let loaded = Loaded("""
+            accounts:
+              - id: a
+                selector: S
+                pushTokenReporterUrl: https://h.example/t?s=%selector%
+                pushTokenReporterCustomHeaders: |
+                  no colon here
+                  X-Key: %account[nokey]%
+            """)
+        #expect(loaded.lines == [
+            "config.yaml:6:7: error: a custom header line must read 'Name: value', not 'no colon here'",
+            "config.yaml:7:14: error: no account has a key 'nokey'",
+        ])
+    }
+
     @Test("a set !env variable is used and secret")
     func setEnv() throws {
         let loaded = Loaded("""
