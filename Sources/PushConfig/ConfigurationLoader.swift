@@ -83,6 +83,8 @@ struct LoadSession {
     /// Where a template name beside a config folder was found, so accounts do not search again.
     private var templatePaths: [String: String] = [:]
     private var accountServiceReferences: [(service: String, file: String, position: SourcePosition, account: String)] = []
+    /// What `warnIfMisspelt` found for each key name that is not one we act on (nil: no warning).
+    private var keySuggestions: [String: String?] = [:]
 
     init(environment: LoaderEnvironment) {
         self.environment = environment
@@ -674,12 +676,20 @@ struct LoadSession {
         let name = key.value
         // Most keys are ones we act on: answer those before any string work.
         guard !Self.knownAccountKeySet.contains(name) else { return }
-        let lowered = name.lowercased()
-        // Accounts take any key, so only names that look like ours are checked: our prefixes,
-        // or a near miss of a device value (a misspelt `selctor` silently drops the value).
-        let looksLikeOurs = lowered.hasPrefix("push") || lowered.hasPrefix("account") || lowered.hasPrefix("selector")
-            || NameSuggester.nearest(to: name, among: DeviceValues.names, maxDistance: 2) != nil
-        guard looksLikeOurs, let nearest = NameSuggester.nearest(to: name, among: Self.knownAccountKeys, maxDistance: 2) else { return }
+        // Other keys repeat in every account: each name is looked at once.
+        let suggestion: String?
+        if let known = keySuggestions[name] {
+            suggestion = known
+        } else {
+            let lowered = name.lowercased()
+            // Accounts take any key, so only names that look like ours are checked: our prefixes,
+            // or a near miss of a device value (a misspelt `selctor` silently drops the value).
+            let looksLikeOurs = lowered.hasPrefix("push") || lowered.hasPrefix("account") || lowered.hasPrefix("selector")
+                || NameSuggester.nearest(to: name, among: DeviceValues.names, maxDistance: 2) != nil
+            suggestion = looksLikeOurs ? NameSuggester.nearest(to: name, among: Self.knownAccountKeys, maxDistance: 2) : nil
+            keySuggestions[name] = .some(suggestion)
+        }
+        guard let nearest = suggestion else { return }
         diagnostics.warning("'\(name)' is not a key pushreporter acts on; did you mean '\(nearest)'?", file: file, at: key.start, account: account)
     }
 
