@@ -172,7 +172,9 @@ struct AgentBook {
             schedule(entry, actions: &actions)
             held.insert(plan.id)
         }
-        for (id, entry) in entries where !planned.contains(id) && !entry.record.isRemoving {
+        // Taken out first: changing `entries` while iterating it would copy the whole book.
+        let leaving = entries.filter { !planned.contains($0.key) && !$0.value.record.isRemoving }
+        for (id, entry) in leaving {
             summary.removed += 1
             if entry.job != nil { actions.append(.cancel(id)) }
             entries[id] = nil
