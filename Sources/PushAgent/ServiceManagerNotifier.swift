@@ -44,8 +44,7 @@ public final class SystemdNotifier: ServiceManagerNotifier {
         if socket >= 0 { close(socket) }
     }
 
-    /// True when `$NOTIFY_SOCKET` named a socket.
-
+    /// Sends `message` to the service manager; does nothing when `$NOTIFY_SOCKET` named no socket.
     public func notify(_ message: String) {
         guard socket >= 0, var address else { return }
         let bytes = Array(message.utf8)
