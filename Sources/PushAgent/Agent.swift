@@ -93,7 +93,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 throw StateRecorder<C>.Failure(description: "the state cannot be written, so nothing is sent; see the error above")
             }
             for id in book.withLock({ $0.takeUnreadableRemovals() }) {
-                logger.error("\(id): a stored removal request cannot be read, so it is not sent")
+                logger.unreadableRemoval(of: id)
             }
             let removals = owedRemovals > 0 ? ", sending \(owedRemovals) owed \(owedRemovals == 1 ? "removal" : "removals")" : ""
             logger.info("started: reporting \(plans.count) \(plans.count == 1 ? "account" : "accounts")\(removals)")
@@ -227,7 +227,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 return (submits, summary)
             }
             for id in book.withLock({ $0.takeUnreadableRemovals() }) {
-                logger.error("\(id): a stored removal request cannot be read, so it is not sent")
+                logger.unreadableRemoval(of: id)
             }
             guard await flushUntilWritten() else { return }
             book.withLock { book in

@@ -26,4 +26,10 @@ extension Logger {
             """
         if attempt & (attempt - 1) == 0 { warning(message) } else { debug(message) }
     }
+
+    /// A stored removal request that cannot be read (written by another version, say): it is
+    /// dropped, so the web service never hears of the removal.
+    package func unreadableRemoval(of account: String) {
+        error("\(account): a stored removal request cannot be read, so it is not sent")
+    }
 }

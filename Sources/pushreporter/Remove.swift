@@ -49,7 +49,7 @@ struct Remove: AsyncParsableCommand {
         if let record {
             let stored = AccountPlan.removalReports(of: record, defaultTimeout: settings.timeout)
             unreadable = stored.unreadable
-            if unreadable > 0 { logger.error("\(id): a stored removal request cannot be read, so it is not sent") }
+            if unreadable > 0 { logger.unreadableRemoval(of: id) }
             removals = stored.reports
         }
         if removals.isEmpty, let configured {

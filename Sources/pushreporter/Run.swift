@@ -105,7 +105,7 @@ struct Run: AsyncParsableCommand {
         let settings = setup.settings
         var batch = OnceBatch(plans: setup.plans, records: records, defaultTimeout: settings.timeout)
         for id in batch.unreadableRemovals {
-            logger.error("\(id): the stored removal request cannot be read, so the account is forgotten without one")
+            logger.unreadableRemoval(of: id)
         }
         do {
             let before = batch.recordsBeforeSending
