@@ -69,6 +69,12 @@ public struct DiagnosticList: Sendable {
         append(Diagnostic(file: file, at: position, severity: .warning, message: message, account: account))
     }
 
+    /// The errors, ordered as ``sorted(fileOrder:)`` orders them: what a command that stops on
+    /// errors prints (validate prints everything).
+    public func errors(fileOrder: [String]) -> [Diagnostic] {
+        sorted(fileOrder: fileOrder).filter { $0.severity == .error }
+    }
+
     /// Diagnostics ordered by file (in load order), then position.
     public func sorted(fileOrder: [String]) -> [Diagnostic] {
         let rank = Dictionary(fileOrder.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })

@@ -26,9 +26,10 @@ struct AgentSetup {
         loaded = LoadedConfiguration(options: options)
         let configuration = loaded.result.configuration
         if loaded.diagnostics.hasErrors && !forRemove {
-            throw Failure(lines: loaded.diagnostics.sorted(fileOrder: configuration.files).map(\.formatted), code: Exit.configuration)
+            throw Failure(lines: loaded.diagnostics.errors(fileOrder: configuration.files).map(\.formatted), code: Exit.configuration)
         }
         let environment = LoaderEnvironment.current()
+        // Two blocks: the directory and the store throw different error types.
         do {
             directory = try StateDirectory(path: stateDir ?? configuration.agent.resolvedStateDirectory(environment: environment.variables))
             installID = try directory.installID()
@@ -47,8 +48,7 @@ struct AgentSetup {
         var problems = DiagnosticList()
         plans = Self.plans(loaded: loaded, installID: installID, diagnostics: &problems)
         if problems.hasErrors {
-            throw Failure(lines: problems.sorted(fileOrder: configuration.files).filter { $0.severity == .error }.map(\.formatted),
-                          code: Exit.configuration)
+            throw Failure(lines: problems.errors(fileOrder: configuration.files).map(\.formatted), code: Exit.configuration)
         }
         for diagnostic in problems.all { loaded.diagnostics.append(diagnostic) }
     }
@@ -74,7 +74,7 @@ struct AgentSetup {
         if !problems.hasErrors {
             plans = Self.plans(loaded: loaded, installID: installID, diagnostics: &problems)
         }
-        let errors = problems.sorted(fileOrder: loaded.result.configuration.files).filter { $0.severity == .error }
+        let errors = problems.errors(fileOrder: loaded.result.configuration.files)
         guard let first = errors.first else { return .loaded(plans: plans, settings: loaded.result.configuration.agent) }
         let more = errors.count > 1 ? " (and \(errors.count - 1) more; 'pushreporter validate' lists them)" : ""
         return .invalid(reason: first.formatted + more)

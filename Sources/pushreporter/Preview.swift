@@ -36,7 +36,7 @@ struct Preview: ParsableCommand {
         var loaded = LoadedConfiguration(options: config)
         let configuration = loaded.result.configuration
         if loaded.result.diagnostics.hasErrors {
-            for diagnostic in loaded.result.diagnostics.sorted(fileOrder: configuration.files) where diagnostic.severity == .error {
+            for diagnostic in loaded.result.diagnostics.errors(fileOrder: configuration.files) {
                 printError(diagnostic.formatted)
             }
             printError("preview: the configuration has errors; run 'pushreporter validate' for every problem")
@@ -64,7 +64,7 @@ struct Preview: ParsableCommand {
             }
         }
         if problems.hasErrors {
-            for diagnostic in problems.sorted(fileOrder: configuration.files) where diagnostic.severity == .error {
+            for diagnostic in problems.errors(fileOrder: configuration.files) {
                 printError(diagnostic.formatted)
             }
             throw Exit.configuration

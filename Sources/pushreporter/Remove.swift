@@ -59,7 +59,7 @@ struct Remove: AsyncParsableCommand {
                                               diagnostics: &problems) {
                 removals = [PlannedReport(rendered, defaultTimeout: settings.timeout)]
             } else if problems.hasErrors {
-                for diagnostic in problems.sorted(fileOrder: setup.configuration.files) where diagnostic.severity == .error {
+                for diagnostic in problems.errors(fileOrder: setup.configuration.files) {
                     output.line(diagnostic.formatted)
                 }
                 exitNow(Exit.configuration)
