@@ -106,7 +106,11 @@ let package = Package(
                 "PushConfig",
                 "PushState",
                 "PushTemplates",
+                "PushTransport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             linkerSettings: [
                 // The shipped build is linked for a small resident size (bench/README.md, part d):
@@ -119,9 +123,9 @@ let package = Package(
                              .when(platforms: [.linux], configuration: .release)),
             ]
         ),
-        // Benchmark and fuzzing tools (bench/README.md, fuzz/README.md); not part of the product.
         // The demo receiver of `make run`: prints what it is sent (built on the test-support server).
         .executableTarget(name: "pushreporter-receiver", dependencies: ["PushTestSupport"], path: "Sources/PushReceiver"),
+        // Benchmark and fuzzing tools (bench/README.md, fuzz/README.md); not part of the product.
         .executableTarget(name: "pushreporter-bench", dependencies: ["PushTemplates"], path: "Sources/PushBench"),
         .target(name: "FuzzSupport"),
         .executableTarget(name: "FuzzTemplate", dependencies: ["FuzzSupport", "PushTemplates"]),

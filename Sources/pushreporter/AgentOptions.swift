@@ -30,9 +30,7 @@ struct AgentOptions: ParsableArguments {
 
     /// The command's logger, writing to `output` at `--log-level`.
     func logger(output: LogOutput) -> Logger {
-        var logger = Logger(label: "pushreporter") { _ in AgentLogHandler(output: output, level: logLevel) }
-        logger.logLevel = logLevel
-        return logger
+        Logger(label: "pushreporter") { _ in AgentLogHandler(output: output, level: logLevel) }
     }
 }
 
