@@ -33,6 +33,7 @@ line=$(python3 bench/idle.py "$BIN/pushreporter" "$IDLE_DIR/100000/config.yaml" 
     || die "the READY measurement failed (agent log: $IDLE_DIR/100000/state/agent.err)"
 eval "$line"
 R100K=$ready_ms
+[ "$exit" = 0 ] || die "the agent exited $exit on SIGTERM (log: $IDLE_DIR/100000/state/agent.err)"
 stop_receiver
 trap - EXIT
 

@@ -9,7 +9,8 @@
 #   BENCH_PARTS=abcd        which parts to run (a validate, b render, c run --once, d idle agent)
 #
 # Exit status: 0 when every figure was measured (a missed goal is printed, not an error);
-# 1 when something could not be built or run, validate did not exit 0, or rendering was wrong.
+# 1 when something could not be built or run, validate did not exit 0, rendering was wrong, the
+# release binary links corelibs Foundation, or the agent did not exit 0 on SIGTERM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
