@@ -12,7 +12,7 @@ struct Run: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Report every enabled account's push tokens, retrying failures with backoff.",
         discussion: """
-            Without --once the agent runs until SIGTERM: it reports every account on start, retries failures \
+            Without --once the agent runs until SIGTERM or SIGINT: it reports every account on start, retries failures \
             for as long as it runs, reloads the configuration on SIGHUP (or on file changes with --watch), \
             reports new and changed accounts at once, sends the removal report of accounts that left, and \
             keeps systemd told (READY, STATUS, WATCHDOG, RELOADING, STOPPING). With --once: report every \

@@ -9,7 +9,8 @@ struct Status: ParsableCommand {
         abstract: "Show every account's last outcome, attempts, next attempt and last success.",
         discussion: """
             Reads the state directory, also while the agent runs. --format prometheus writes the text \
-            exposition format, for node_exporter's textfile collector.
+            exposition format, for node_exporter's textfile collector. A state directory without state \
+            yet prints no accounts (exit 0); one that does not exist exits 1.
             """
     )
 
