@@ -28,7 +28,7 @@ struct AgentSetup {
         if loaded.diagnostics.hasErrors && !forRemove {
             throw Failure(lines: loaded.diagnostics.errors(fileOrder: configuration.files).map(\.formatted), code: Exit.configuration)
         }
-        let environment = LoaderEnvironment.current()
+        let environment = loaded.environment
         // Two blocks: the directory and the store throw different error types.
         do {
             directory = try StateDirectory(path: stateDir ?? configuration.agent.resolvedStateDirectory(environment: environment.variables))
@@ -53,15 +53,9 @@ struct AgentSetup {
         for diagnostic in problems.all { loaded.diagnostics.append(diagnostic) }
     }
 
-    /// A request builder for the loaded configuration and this installation.
-    static func builder(loaded: LoadedConfiguration, installID: String) -> RequestBuilder {
-        RequestBuilder(configuration: loaded.result.configuration, sources: loaded.result.sources,
-                       installID: installID, hostname: LoaderEnvironment.current().hostname)
-    }
-
     /// Renders the plans of a loaded configuration.
     static func plans(loaded: LoadedConfiguration, installID: String, diagnostics: inout DiagnosticList) -> [AccountPlan] {
-        var builder = builder(loaded: loaded, installID: installID)
+        var builder = loaded.builder(installID: installID)
         return AccountPlan.plans(builder: &builder, defaultTimeout: loaded.result.configuration.agent.timeout,
                                  diagnostics: &diagnostics)
     }

@@ -24,14 +24,15 @@ struct ConfigOptions: ParsableArguments {
     }
 }
 
-/// Loading shared by `validate` and `preview`.
+/// Loading shared by every command that reads configuration.
 struct LoadedConfiguration {
     var result: LoadResult
-    var builder: RequestBuilder
     var diagnostics: DiagnosticList
+    /// What it was loaded with: environment variables, template path and hostname.
+    let environment: LoaderEnvironment
 
     init(options: ConfigOptions) {
-        let environment = LoaderEnvironment.current()
+        environment = LoaderEnvironment.current()
         let paths = options.resolvedPaths(environment: environment)
         result = ConfigurationLoader(environment: environment).load(paths: paths)
         if options.paths.isEmpty, environment.variables["PUSHREPORTER_CONFIG"] == nil,
@@ -42,9 +43,19 @@ struct LoadedConfiguration {
             result.diagnostics = hinted
         }
         diagnostics = result.diagnostics
-        let stateDirectory = result.configuration.agent.resolvedStateDirectory(environment: environment.variables)
-        builder = RequestBuilder(configuration: result.configuration, sources: result.sources,
-                                 installID: StateDirectory.storedInstallID(in: stateDirectory), hostname: environment.hostname)
+    }
+
+    /// A request builder for the configuration; a nil `installID` shows `%installid%` as
+    /// `<installid>`.
+    func builder(installID: String?) -> RequestBuilder {
+        RequestBuilder(configuration: result.configuration, sources: result.sources, installID: installID,
+                       hostname: environment.hostname)
+    }
+
+    /// The installation id kept in the configuration's state directory, for `validate` and
+    /// `preview` (which take no `--state-dir`); nil when the agent has not run with it.
+    var storedInstallID: String? {
+        StateDirectory.storedInstallID(in: result.configuration.agent.resolvedStateDirectory(environment: environment.variables))
     }
 }
 

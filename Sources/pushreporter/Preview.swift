@@ -33,7 +33,7 @@ struct Preview: ParsableCommand {
     var showSecrets = false
 
     func run() throws {
-        var loaded = LoadedConfiguration(options: config)
+        let loaded = LoadedConfiguration(options: config)
         let configuration = loaded.result.configuration
         if loaded.result.diagnostics.hasErrors {
             for diagnostic in loaded.result.diagnostics.errors(fileOrder: configuration.files) {
@@ -49,6 +49,7 @@ struct Preview: ParsableCommand {
             throw ValidationError(message)
         }
         let display: SecretDisplay = showSecrets ? .asSent : (format == .curl ? .shellVariables : .stars)
+        var builder = loaded.builder(installID: loaded.storedInstallID)
         var requests: [RenderedRequest] = []
         var problems = DiagnosticList()
         var disabled = 0
@@ -58,7 +59,7 @@ struct Preview: ParsableCommand {
                 continue
             }
             for candidate in Reporter.allCases where reporter == nil || reporter == candidate {
-                if let request = loaded.builder.request(for: account, reporter: candidate, display: display, diagnostics: &problems) {
+                if let request = builder.request(for: account, reporter: candidate, display: display, diagnostics: &problems) {
                     requests.append(request)
                 }
             }

@@ -53,7 +53,7 @@ struct Remove: AsyncParsableCommand {
             removals = stored.reports
         }
         if removals.isEmpty, let configured {
-            var builder = AgentSetup.builder(loaded: setup.loaded, installID: setup.installID)
+            var builder = setup.loaded.builder(installID: setup.installID)
             var problems = DiagnosticList()
             if let rendered = builder.request(for: configured, reporter: .accountRemovalReporter, display: .asSent,
                                               diagnostics: &problems) {

@@ -26,7 +26,8 @@ struct Validate: ParsableCommand {
 
     func run() throws {
         var loaded = LoadedConfiguration(options: config)
-        loaded.builder.checkAll(into: &loaded.diagnostics)
+        var builder = loaded.builder(installID: loaded.storedInstallID)
+        builder.checkAll(into: &loaded.diagnostics)
         let diagnostics = loaded.diagnostics.sorted(fileOrder: loaded.result.configuration.files)
         let errors = loaded.diagnostics.errorCount
         let warnings = loaded.diagnostics.warningCount
