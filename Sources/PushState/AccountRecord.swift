@@ -4,7 +4,7 @@
 /// ones in batches; ``StateStore`` only stores and loads them.
 public struct AccountRecord: Sendable, Equatable {
     /// Where the account stands, derived from the record.
-    public enum Phase: String, Sendable, CaseIterable {
+    public enum Phase: String, Sendable {
         /// The current report was delivered.
         case delivered
         /// The current report failed at least once and is being retried.

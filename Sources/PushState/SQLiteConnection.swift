@@ -7,13 +7,13 @@ final class SQLiteConnection {
     private let handle: OpaquePointer
     let path: String
 
-    /// Opens (and with `create`, creates) the database at `path`.
-    init(path: String, readOnly: Bool, create: Bool) throws(StateError) {
+    /// Opens the database at `path`, creating it unless `readOnly`.
+    init(path: String, readOnly: Bool) throws(StateError) {
         self.path = path
         var handle: OpaquePointer?
         var flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
         flags |= readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE
-        if create && !readOnly { flags |= SQLITE_OPEN_CREATE }
+        if !readOnly { flags |= SQLITE_OPEN_CREATE }
         let status = sqlite3_open_v2(path, &handle, flags, nil)
         guard status == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(status))
@@ -49,12 +49,13 @@ final class SQLiteConnection {
         var statement: OpaquePointer?
         let status = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
         guard status == SQLITE_OK, let statement else {
-            throw StateError(.query, "the state database \(path) failed (\(String(cString: sqlite3_errmsg(handle))))")
+            throw failure()
         }
         return Statement(handle: statement, connection: self)
     }
 
-    fileprivate func failure(_ status: Int32) -> StateError {
+    /// The error of the call that just failed on this connection.
+    fileprivate func failure() -> StateError {
         StateError(.query, "the state database \(path) failed (\(String(cString: sqlite3_errmsg(handle))))")
     }
 
@@ -102,7 +103,7 @@ final class SQLiteConnection {
         func run() throws(StateError) {
             defer { reset() }
             let status = sqlite3_step(handle)
-            guard status == SQLITE_DONE || status == SQLITE_ROW else { throw connection.failure(status) }
+            guard status == SQLITE_DONE || status == SQLITE_ROW else { throw connection.failure() }
         }
 
         /// Steps to the next row: true while there is one.
@@ -111,7 +112,7 @@ final class SQLiteConnection {
             switch status {
             case SQLITE_ROW: return true
             case SQLITE_DONE: return false
-            default: throw connection.failure(status)
+            default: throw connection.failure()
             }
         }
 

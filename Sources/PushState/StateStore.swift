@@ -39,7 +39,7 @@ public final class StateStore: Sendable {
             }
             close(fd)
         }
-        let database = try SQLiteConnection(path: path, readOnly: readOnly, create: !readOnly)
+        let database = try SQLiteConnection(path: path, readOnly: readOnly)
         let version = try Self.schemaVersion(of: database)
         guard version <= Self.schemaVersion else {
             throw StateError(.schema, "the state database \(path) was written by a newer pushreporter (schema \(version); "
