@@ -34,12 +34,18 @@ public struct OnceBatch: Sendable {
     }
 
     /// The records to save and the accounts to forget before anything is sent (the removal
-    /// requests of the reports about to be sent among them).
-    public var recordsBeforeSending: (save: [AccountRecord], forget: [String]) {
-        (Array(saved.values), Array(forgotten))
+    /// requests of the reports about to be sent among them). Taken: `records(after:now:)`
+    /// then gives only what sending changed.
+    public mutating func takeRecordsBeforeSending() -> (save: [AccountRecord], forget: [String]) {
+        defer {
+            saved = [:]
+            forgotten = []
+        }
+        return (Array(saved.values), Array(forgotten))
     }
 
-    /// The records to save and the accounts to forget once `outcome` is known.
+    /// The records to save and the accounts to forget once `outcome` is known (since
+    /// `takeRecordsBeforeSending()`, when it was called).
     public mutating func records(after outcome: OnceOutcome, now: Int64) -> (save: [AccountRecord], forget: [String]) {
         var undelivered: [Int: OnceOutcome.Undelivered] = [:]
         for failure in outcome.undelivered { undelivered[failure.index] = failure }

@@ -108,7 +108,7 @@ struct Run: AsyncParsableCommand {
             logger.unreadableRemoval(of: id)
         }
         do {
-            let before = batch.recordsBeforeSending
+            let before = batch.takeRecordsBeforeSending()
             try setup.store.save(before.save, deleting: before.forget)
         } catch {
             logger.error("\(error.description)")
