@@ -166,8 +166,8 @@ struct LoadSession {
             return parsed
         }
         // What is read here is kept only if the finished file is what was read: after a YAML
-        // error further on, or a `defaults:` after `accounts:`, the file is loaded again from
-        // its tree, as without streaming.
+        // error further on, or a `defaults:` after `accounts:`, the file is parsed again and
+        // loaded from its tree, as without streaming.
         let checkpoint = Checkpoint(self)
         configuration.files.append(path)
         var defaults = AccountLayer()
@@ -190,12 +190,19 @@ struct LoadSession {
               root.entries.count > before.count,
               zip(root.entries, before).allSatisfy({ $0.key.value == $1.key.value }),
               root.entries[before.count].key.value == TopLevelKey.accounts.rawValue,
-              case .sequence(let sequence) = root.entries[before.count].value, sequence.items.count == streamed,
+              contents.parsed.streamedItemCount == streamed,
               !root.entries[(before.count + 1)...].contains(where: { $0.key.value == TopLevelKey.defaults.rawValue })
         else {
             checkpoint.restore(&self)
-            loadFile(path, parsed: parsed)
-            return parsed
+            // The tree lacks the streamed items: a file that has them is parsed again.
+            let whole = if case .success(let contents) = parsed.contents, contents.parsed.root != nil,
+                           contents.parsed.streamedItemCount != nil {
+                ParsedFile(reparsing: contents)
+            } else {
+                parsed
+            }
+            loadFile(path, parsed: whole)
+            return whole
         }
         for error in contents.parsed.errors {
             diagnostics.error(error.message, file: path, at: error.position)

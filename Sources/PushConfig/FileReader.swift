@@ -23,6 +23,11 @@ struct ParsedFile: Sendable {
         }
     }
 
+    /// `contents` parsed again, without streaming, for the whole tree.
+    init(reparsing contents: Contents) {
+        self.contents = .success(Contents(parsed: YAMLParser.parse(contents.source.bytes), source: contents.source))
+    }
+
     /// The size of the file's text (0 when it could not be read).
     var byteCount: Int {
         (try? contents.get().source.bytes.count) ?? 0

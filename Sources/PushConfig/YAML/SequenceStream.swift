@@ -6,8 +6,10 @@
 /// tag or an anchor, with no `<<` merge in the root before it; it then calls `begin` with the
 /// root entries before the sequence, `add` for each item, and `end` when the sequence closes.
 /// ``ParsedFile`` ends the stream too once the file is parsed, or could not be read, so a
-/// loader waiting on it always wakes. The items are kept in the tree as well: the loader checks
-/// the finished tree against what it read before it relies on it.
+/// loader waiting on it always wakes. The items are not kept in the tree, whose sequence stays
+/// empty (``YAMLParseResult/streamedItemCount`` says how many went): the loader checks the
+/// finished tree against what it read before it relies on it, and parses the file again when it
+/// cannot.
 final class SequenceStream: @unchecked Sendable {
     /// How the file starts, as far as the loader needs to know.
     enum Start {

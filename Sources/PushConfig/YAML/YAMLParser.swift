@@ -9,6 +9,9 @@ public struct YAMLParseResult: Sendable {
     /// structural ones (duplicate keys, non-scalar keys, bad merge values, extra documents),
     /// in the order they were found.
     public var errors: [YAMLError]
+    /// When the items of a sequence were handed to a ``SequenceStream``, how many: they are not
+    /// in `root`, where that sequence is empty (nil when nothing was streamed).
+    var streamedItemCount: Int?
 
     public init(root: YAMLNode? = nil, errors: [YAMLError] = []) {
         self.root = root
@@ -231,8 +234,13 @@ private struct TreeBuilder {
         self.stream = stream
     }
 
+    /// The items handed to `stream`, once its sequence began.
+    private var streamedItemCount: Int?
+
     var result: YAMLParseResult {
-        YAMLParseResult(root: failed ? nil : root, errors: errors)
+        var result = YAMLParseResult(root: failed ? nil : root, errors: errors)
+        result.streamedItemCount = streamedItemCount
+        return result
     }
 
     /// Frees the buffers, with any nodes still in them (after a fatal error).
@@ -494,6 +502,7 @@ private struct TreeBuilder {
             // A second `accounts:` is dropped as a duplicate: only the first is streamed.
             if !(0..<entries.count).contains(where: { entries.base[$0].key.value == stream.key }) {
                 frame.streams = true
+                streamedItemCount = 0
                 stream.begin(before: (0..<entries.count).map { entries.base[$0] })
             }
         }
@@ -561,8 +570,14 @@ private struct TreeBuilder {
         stack[top].size += size
         switch stack[top].kind {
         case .sequence:
-            if stack[top].streams { stream?.add(copy node) }
-            itemBuffers[top].append(node)
+            if stack[top].streams {
+                // Handed over, not kept: the loader drops each item once read, so a file of
+                // 100,000 accounts never holds them all twice.
+                streamedItemCount! += 1
+                stream?.add(node)
+            } else {
+                itemBuffers[top].append(node)
+            }
         case .mapping:
             if let key = stack[top].pendingKey.take() {
                 stack[top].expectsKey = true
@@ -691,7 +706,7 @@ private struct Frame {
     /// The keys of a mapping's entries, filled only once it outgrows `linearScanLimit`.
     var keySet: Set<String> = []
     var merges: [Merge] = []
-    /// In a sequence, whether its items also go to the builder's stream.
+    /// In a sequence, whether its items go to the builder's stream (and not into the tree).
     var streams = false
     /// Nodes in this subtree so far, this collection included.
     var size = 1
