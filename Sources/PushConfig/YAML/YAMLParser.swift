@@ -226,6 +226,9 @@ private struct TreeBuilder {
     private var cursorIndex = 0
     private var cursorOffset = 0
 
+    /// Mapping keys, shared between the mappings that repeat them.
+    private var keys = KeyInterner()
+
     /// Where the items of the root's `stream.key` sequence go as they are read, if anywhere.
     private let stream: SequenceStream?
 
@@ -307,8 +310,9 @@ private struct TreeBuilder {
             // An empty scalar libyaml placed past the last line (`key:` ending the file).
             return YAMLScalar(value: "", style: .plain, tag: data.tag.map { String(cString: $0) }, start: end, end: end)
         }
-        let value = data.length == 0 ? "" :
-            String(decoding: UnsafeBufferPointer(start: data.value, count: data.length), as: UTF8.self)
+        let bytes = UnsafeBufferPointer(start: data.value, count: data.length)
+        let isKey = !stack.isEmpty && stack[stack.count - 1].expectsKey
+        let value = data.length == 0 ? "" : isKey ? keys.string(bytes) : String(decoding: bytes, as: UTF8.self)
         let style: YAMLScalar.Style = switch data.style {
         case YAML_SINGLE_QUOTED_SCALAR_STYLE: .singleQuoted
         case YAML_DOUBLE_QUOTED_SCALAR_STYLE: .doubleQuoted
@@ -672,6 +676,31 @@ private struct TreeBuilder {
         merged.append(contentsOf: entries[nextExplicit...])
         entries = merged
         return errors
+    }
+}
+
+/// One copy of each recent mapping key too long for a small string.
+///
+/// Every account repeats the same keys, and keys such as `pushTokenIncomingCall` (21 bytes) are
+/// too long to be stored inline in a String: without sharing, each account allocates its own
+/// copies, and every lookup of such a key in an account compares against a copy that is no
+/// longer in the cache. A key that differs from the one in its slot replaces it.
+private struct KeyInterner {
+    private var slots: [String?] = Array(repeating: nil, count: 64)
+
+    mutating func string(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        // Up to 15 UTF-8 bytes, a String holds its text inline: nothing to share.
+        guard bytes.count > 15, let base = bytes.baseAddress else { return String(decoding: bytes, as: UTF8.self) }
+        var hash: UInt32 = 2_166_136_261 // FNV-1a
+        for byte in bytes { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        let slot = Int(hash & UInt32(slots.count - 1))
+        if let cached = slots[slot], cached.utf8.count == bytes.count,
+           cached.utf8.withContiguousStorageIfAvailable({ memcmp($0.baseAddress!, base, bytes.count) == 0 }) == true {
+            return cached
+        }
+        let made = String(decoding: bytes, as: UTF8.self)
+        slots[slot] = made
+        return made
     }
 }
 
