@@ -93,13 +93,16 @@ enum Escaper {
         if encoding == .jsonValue { out.append(UInt8(ascii: "\"")) }
     }
 
+    /// Percent-encoding. Runs of bytes that stay are copied at once: values are mostly such
+    /// bytes, and appending them one at a time checked the array's capacity for each.
     @inline(__always)
     static func percentEncode(_ bytes: UnsafeBufferPointer<UInt8>, keeping keep: ByteSet, spaceAsPlus: Bool,
                               to out: inout [UInt8]) {
-        for b in bytes {
-            if keep.contains(b) {
-                out.append(b)
-            } else if spaceAsPlus && b == UInt8(ascii: " ") {
+        var runStart = 0
+        for (i, b) in bytes.enumerated() where !keep.contains(b) {
+            if runStart < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i])) }
+            runStart = i + 1
+            if spaceAsPlus && b == UInt8(ascii: " ") {
                 out.append(UInt8(ascii: "+"))
             } else {
                 out.append(UInt8(ascii: "%"))
@@ -107,14 +110,24 @@ enum Escaper {
                 out.append(hexDigits[Int(b & 0x0F)])
             }
         }
+        if runStart < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...])) }
     }
 
     /// JSON string escaping. U+FEFF, U+2028 and U+2029 are written as `\u` escapes too: some
     /// parsers drop a byte-order mark inside strings, and JavaScript-based ones choke on the others.
+    /// Runs of bytes that need no escape are copied at once.
     static func jsonEscape(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        var runStart = 0
         var i = 0
         while i < bytes.count {
             let b = bytes[i]
+            // Fast test: printable ASCII other than the two escaped, and UTF-8 bytes that can
+            // start none of the three escaped characters.
+            if b >= 0x20 && b != UInt8(ascii: "\"") && b != UInt8(ascii: "\\") && b != 0xEF && b != 0xE2 {
+                i += 1
+                continue
+            }
+            if runStart < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i])) }
             i += 1
             switch b {
             case UInt8(ascii: "\""): out.append(UInt8(ascii: "\\")); out.append(b)
@@ -137,7 +150,9 @@ enum Escaper {
             default:
                 out.append(b)
             }
+            runStart = i
         }
+        if runStart < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...])) }
     }
 
     /// XML escaping that survives attribute and text normalisation: CR, LF and TAB become
