@@ -14,6 +14,13 @@ struct PushReporter: AsyncParsableCommand {
         version: PushReporterVersion.current,
         subcommands: [Run.self, Validate.self, Preview.self, Status.self, Remove.self]
     )
+
+    static func main() async {
+        // Before anything allocates: loading and checking a large configuration then costs a
+        // tenth less CPU. The agent goes back to the default once loaded.
+        Allocator.useLargeSteps()
+        await main(nil)
+    }
 }
 
 /// Exit codes of SPEC §7.

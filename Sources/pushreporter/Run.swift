@@ -49,6 +49,8 @@ struct Run: AsyncParsableCommand {
         let logger = agent.logger(output: output)
 
         let prepared = prepare(output: output, logger: logger)
+        // Loaded: from here the agent runs for weeks, and freed memory goes back to the system.
+        if !once { Allocator.useSmallSteps() }
         let records: [AccountRecord]
         let transport: CurlTransport
         do {
