@@ -2,22 +2,48 @@
 public struct ConfigValue: Sendable {
     /// The value exactly as written (after a tag such as `!env` was resolved).
     public var text: String
-    /// The tag's name when the value came from `!env NAME`, `!credential NAME` or `!file PATH`.
-    public var secretName: String?
-    /// The `use:` template the value came from, when it came from one.
-    public var template: String?
     /// Where it was written.
     public var origin: ValueOrigin
     /// Whether the value is secret: tagged, or under a key naming a password, secret or API token.
     /// (Stored last, beside the origin's flag, to keep the value small: every account holds many.)
     public var isSecret: Bool
+    /// The rarely set `secretName` and `template`, in one reference: every account holds a dozen
+    /// values, and two optional strings in each made them 88 bytes instead of 64.
+    private var provenance: Provenance?
+
+    /// The tag's name when the value came from `!env NAME`, `!credential NAME` or `!file PATH`.
+    public var secretName: String? {
+        get { provenance?.secretName }
+        set { provenance = Provenance.make(secretName: newValue, template: template) }
+    }
+
+    /// The `use:` template the value came from, when it came from one.
+    public var template: String? {
+        get { provenance?.template }
+        set { provenance = Provenance.make(secretName: secretName, template: newValue) }
+    }
 
     public init(text: String, isSecret: Bool = false, secretName: String? = nil, origin: ValueOrigin, template: String? = nil) {
         self.text = text
         self.isSecret = isSecret
-        self.secretName = secretName
         self.origin = origin
-        self.template = template
+        self.provenance = Provenance.make(secretName: secretName, template: template)
+    }
+
+    /// Where a value came from besides its file, when it says more than the file.
+    private final class Provenance: Sendable {
+        let secretName: String?
+        let template: String?
+
+        private init(secretName: String?, template: String?) {
+            self.secretName = secretName
+            self.template = template
+        }
+
+        /// nil when there is nothing to keep.
+        static func make(secretName: String?, template: String?) -> Provenance? {
+            secretName == nil && template == nil ? nil : Provenance(secretName: secretName, template: template)
+        }
     }
 }
 
