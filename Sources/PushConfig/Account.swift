@@ -1,3 +1,8 @@
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// One value of an account, global or default, with where it was written.
 public struct ConfigValue: Sendable {
     /// The value exactly as written (after a tag such as `!env` was resolved).
@@ -55,7 +60,8 @@ extension ConfigValue {
 /// Where a value was written: its file, and the span of the scalar that held it (to place
 /// template problems inside it).
 public struct ValueOrigin: Sendable {
-    public var file: String
+    /// The file's path.
+    public var file: String { path.string }
     /// Where the scalar starts.
     public var position: SourcePosition
     /// Where the scalar ends.
@@ -63,13 +69,44 @@ public struct ValueOrigin: Sendable {
     /// Whether the value's text is the scalar's text as written (no tag resolved, no `${KEY}`
     /// filled in), so that an offset in it can be found in the file.
     public var isVerbatim: Bool
+    let path: SourcePath
 
     public init(file: String, scalar: YAMLScalar, isVerbatim: Bool = true) {
-        self.file = file
+        self.init(path: SourcePath(file), scalar: scalar, isVerbatim: isVerbatim)
+    }
+
+    init(path: SourcePath, scalar: YAMLScalar, isVerbatim: Bool = true) {
+        self.path = path
         self.position = scalar.start
         self.end = scalar.end
         self.isVerbatim = isVerbatim
     }
+}
+
+/// A file's path, kept for the life of the process and referred to without reference counting.
+///
+/// Every loaded value records its file. As a String, the path was one object shared by every
+/// value of the file, whose reference count each copy of a value changed, from every thread at
+/// once; those atomic operations on one cache line showed in the time to load and check 100,000
+/// accounts. Paths are few (the files of a configuration and its templates), so each distinct
+/// one is kept once, and forever.
+struct SourcePath: @unchecked Sendable, Hashable {
+    /// A NUL-terminated copy that is never freed; the same path always has the same pointer.
+    private let pointer: UnsafePointer<CChar>
+
+    init(_ path: String) {
+        pointer = Self.interned.withLock { interned in
+            if let pointer = interned[path] { return pointer }
+            let pointer = UnsafePointer(strdup(path)!)
+            interned[path] = pointer
+            return pointer
+        }
+    }
+
+    var string: String { String(cString: pointer) }
+
+    /// Every path seen, with its copy.
+    private static let interned = Mutex<[String: UnsafePointer<CChar>]>([:])
 }
 
 /// An account after `defaults` and `use:` were applied: a flat set of Account parameters.

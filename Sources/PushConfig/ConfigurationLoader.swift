@@ -85,6 +85,7 @@ struct LoadSession {
     private var accountServiceReferences: [(service: String, file: String, position: SourcePosition, account: String)] = []
     /// What `warnIfMisspelt` found for each key name that is not one we act on (nil: no warning).
     private var keySuggestions: [String: String?] = [:]
+    private var lastPath: (file: String, path: SourcePath)?
 
     init(environment: LoaderEnvironment) {
         self.environment = environment
@@ -800,9 +801,9 @@ struct LoadSession {
     /// A scalar's value, with `!env`, `!file` and `!credential` resolved.
     mutating func resolve(_ scalar: YAMLScalar, key: String, file: String, account: String?) -> ConfigValue? {
         guard let tag = scalar.tag, tag != "!", tag != "tag:yaml.org,2002:str" else {
-            return ConfigValue(text: scalar.value, isSecret: Self.isSecretKey(key), origin: ValueOrigin(file: file, scalar: scalar))
+            return ConfigValue(text: scalar.value, isSecret: Self.isSecretKey(key), origin: ValueOrigin(path: path(of: file), scalar: scalar))
         }
-        let origin = ValueOrigin(file: file, scalar: scalar, isVerbatim: false)
+        let origin = ValueOrigin(path: path(of: file), scalar: scalar, isVerbatim: false)
         let name = scalar.value
         switch tag {
         case "!env":
@@ -842,6 +843,14 @@ struct LoadSession {
             diagnostics.error(unknown("tag", tag, among: ["!env", "!file", "!credential"]), file: file, at: scalar.start, account: account)
             return nil
         }
+    }
+
+    /// `file` as a ``SourcePath``; the last one is kept, as the values of a file come together.
+    mutating func path(of file: String) -> SourcePath {
+        if let last = lastPath, last.file == file { return last.path }
+        let path = SourcePath(file)
+        lastPath = (file, path)
+        return path
     }
 
     static func withoutTrailingNewline(_ bytes: [UInt8]) -> String {
