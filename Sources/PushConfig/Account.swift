@@ -120,7 +120,9 @@ public struct Account: Sendable {
     /// Per-account settings of the backends it opts in to (`services:`), by service name.
     public var services: [String: [String: ConfigValue]]
     /// The file that declares the account.
-    public var file: String
+    public var file: String { path.string }
+    /// The file, without reference counting (see ``SourcePath``).
+    let path: SourcePath
     /// Where the account's mapping starts.
     public var position: SourcePosition
     /// Keys the account (or `defaults`) wrote whose value could not be read, such as an unset
@@ -131,11 +133,17 @@ public struct Account: Sendable {
     public init(id: String, isEnabled: Bool = true, values: [String: ConfigValue],
                 services: [String: [String: ConfigValue]] = [:], file: String, position: SourcePosition,
                 unreadableKeys: Set<String> = []) {
+        self.init(id: id, isEnabled: isEnabled, values: values, services: services, path: SourcePath(file), position: position,
+                  unreadableKeys: unreadableKeys)
+    }
+
+    init(id: String, isEnabled: Bool, values: [String: ConfigValue], services: [String: [String: ConfigValue]],
+         path: SourcePath, position: SourcePosition, unreadableKeys: Set<String>) {
         self.id = id
         self.isEnabled = isEnabled
         self.values = values
         self.services = services
-        self.file = file
+        self.path = path
         self.position = position
         self.unreadableKeys = unreadableKeys
     }
@@ -211,25 +219,25 @@ public enum Reporter: String, CaseIterable, Sendable, Codable {
     /// Reports that an account is gone (SPEC §5).
     case accountRemovalReporter
 
-    /// The account key `<prefix><suffix>`, e.g. `pushTokenReporterUrl` (precomputed, in arrays:
-    /// it is looked up several times for every account).
+    /// The account key `<prefix><suffix>`, e.g. `pushTokenReporterUrl`. Looked up several times
+    /// for every account, so kept in a table of string literals: a literal is never reference
+    /// counted, where a key built by concatenation would be one object shared by every thread.
     public func key(_ suffix: WebServiceKey) -> String {
-        Self.keys[index][suffix.index]
-    }
-
-    private var index: Int {
         switch self {
-        case .pushTokenReporter: 0
-        case .accountRemovalReporter: 1
+        case .pushTokenReporter: Self.pushTokenReporterKeys[suffix.index]
+        case .accountRemovalReporter: Self.accountRemovalReporterKeys[suffix.index]
         }
     }
 
-    /// `keys[reporter.index][suffix.index]`, filled by those indexes so no order is assumed.
-    private static let keys: [[String]] = {
-        var keys = Array(repeating: Array(repeating: "", count: WebServiceKey.allCases.count), count: allCases.count)
-        for reporter in allCases {
-            for suffix in WebServiceKey.allCases { keys[reporter.index][suffix.index] = reporter.rawValue + suffix.rawValue }
-        }
-        return keys
-    }()
+    /// By `WebServiceKey.index` (a test checks each is `rawValue + suffix.rawValue`).
+    static let pushTokenReporterKeys = [
+        "pushTokenReporterUrl", "pushTokenReporterPostData", "pushTokenReporterContentType", "pushTokenReporterMethod",
+        "pushTokenReporterCustomHeaders", "pushTokenReporterAuthUsername", "pushTokenReporterAuthPassword",
+        "pushTokenReporterTimeout",
+    ]
+    static let accountRemovalReporterKeys = [
+        "accountRemovalReporterUrl", "accountRemovalReporterPostData", "accountRemovalReporterContentType",
+        "accountRemovalReporterMethod", "accountRemovalReporterCustomHeaders", "accountRemovalReporterAuthUsername",
+        "accountRemovalReporterAuthPassword", "accountRemovalReporterTimeout",
+    ]
 }

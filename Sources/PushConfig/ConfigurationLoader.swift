@@ -78,7 +78,7 @@ struct LoadSession {
     var diagnostics = DiagnosticList()
     var sources: [String: SourceText] = [:]
     private var agentKeyOwners: [String: (file: String, position: SourcePosition)] = [:]
-    private var accountOwners: [String: (file: String, position: SourcePosition)] = [:]
+    private var accountOwners: [String: (file: SourcePath, position: SourcePosition)] = [:]
     private var templateCache: [String: [String: ConfigValue]?] = [:]
     /// Where a template name beside a config folder was found, so accounts do not search again.
     private var templatePaths: [String: String] = [:]
@@ -617,17 +617,17 @@ struct LoadSession {
         var unreadable = layer.unreadable
         for key in defaults.unreadable where values[key] == nil { unreadable.insert(key) }
         return Account(id: id, isEnabled: enabled, values: values, services: services,
-                       file: file, position: mapping.start, unreadableKeys: unreadable)
+                       path: path(of: file), position: mapping.start, unreadableKeys: unreadable)
     }
 
     /// Adds `account` unless its id is taken (ids are unique across all files).
     mutating func admit(_ account: Account) {
         if let owner = accountOwners[account.id] {
-            diagnostics.error("account id '\(account.id)' is already used at \(owner.file):\(owner.position.line):\(owner.position.column); ids must be unique across all files",
+            diagnostics.error("account id '\(account.id)' is already used at \(owner.file.string):\(owner.position.line):\(owner.position.column); ids must be unique across all files",
                               file: account.file, at: account.position, account: account.id)
             return
         }
-        accountOwners[account.id] = (account.file, account.position)
+        accountOwners[account.id] = (account.path, account.position)
         configuration.accounts.append(account)
     }
 

@@ -28,6 +28,8 @@ public struct RequestBuilder: Sendable {
     private var recentCompilations: [(key: CacheKey, compilation: TemplateCompilation)] = []
     private static let recentCompilationCount = 8
     private var reportedOrigins: Set<OriginKey> = []
+    /// What renderings share, for the table as it is now (nil once a compilation changed it).
+    private var currentRenderContext: RenderContext?
     /// Every key some account has, to tell a misspelt `%account[KEY]%` from one only some lack.
     /// Shared by the copies `checkAll` checks runs with, so it is built once.
     private let knownAccountKeys = SharedAccountKeys()
@@ -221,7 +223,7 @@ public struct RequestBuilder: Sendable {
         checkAccountReferences(account: account, diagnostics: &diagnostics)
         guard !failed, let url else { return nil }
 
-        let values = AccountValues(account: account, table: table, globals: configuration.globals, builtins: builtins)
+        let values = AccountValues(account: account, context: renderContext())
         do throws(RenderFailure) {
             let revealedURL = try render(url, values, .reveal, origin: urlValue)
             guard let target = Self.target(of: revealedURL) else {
@@ -310,6 +312,13 @@ public struct RequestBuilder: Sendable {
         var baseOffset = 0
     }
 
+    private mutating func renderContext() -> RenderContext {
+        if let currentRenderContext { return currentRenderContext }
+        let context = RenderContext(table: table, globals: configuration.globals, builtins: builtins)
+        currentRenderContext = context
+        return context
+    }
+
     private struct RenderFailure: Error {
         var message: String
         var key: String
@@ -339,6 +348,8 @@ public struct RequestBuilder: Sendable {
                 compilation = cached
             } else {
                 compilation = Template.compile(source, kind: kind, scope: &table)
+                // The table may have new slots.
+                currentRenderContext = nil
                 cache[key] = compilation
             }
             if recentCompilations.count == Self.recentCompilationCount { recentCompilations.removeFirst() }

@@ -24,8 +24,9 @@ struct SymbolTable: TemplateScope {
     mutating func slot(forVariable name: String) -> Int? {
         if let slot = plainSlots[name] { return slot }
         let source: Source
-        if DeviceValues.names.contains(name) {
-            source = .accountKey(name)
+        if let literal = DeviceValues.names.first(where: { $0 == name }) {
+            // The literal, never reference counted: every account's rendering looks it up.
+            source = .accountKey(literal)
         } else if let builtin = BuiltinVariable(rawValue: name) {
             source = .builtin(builtin)
         } else if variableNames.contains(name) {
@@ -41,42 +42,55 @@ struct SymbolTable: TemplateScope {
     mutating func slot(forVariable name: String, key: String) -> Int? {
         guard name == "account" else { return nil }
         if let slot = accountSlots[key] { return slot }
-        sources.append(.accountKey(key))
+        sources.append(.accountKey(LoadSession.knownAccountKeys.first { $0 == key } ?? key))
         accountSlots[key] = sources.count - 1
         return sources.count - 1
+    }
+}
+
+/// What the rendering of every account shares: the symbol table, globals and built-ins, behind
+/// one reference. Each request makes an ``AccountValues``; with these copied into it, that
+/// changed six reference counts shared by every thread instead of one.
+final class RenderContext: Sendable {
+    let table: SymbolTable
+    let globals: [String: ConfigValue]
+    let builtins: [BuiltinVariable: String]
+
+    init(table: SymbolTable, globals: [String: ConfigValue], builtins: [BuiltinVariable: String]) {
+        self.table = table
+        self.globals = globals
+        self.builtins = builtins
     }
 }
 
 /// One account's values as a template sees them.
 struct AccountValues: TemplateValues {
     let account: Account
-    let table: SymbolTable
-    let globals: [String: ConfigValue]
-    let builtins: [BuiltinVariable: String]
+    let context: RenderContext
 
     func value(at slot: Int) -> String {
-        switch table.sources[slot] {
+        switch context.table.sources[slot] {
         case .accountKey(let key): account.values[key]?.text ?? ""
-        case .global(let name): globals[name]?.text ?? ""
-        case .builtin(let builtin): builtins[builtin] ?? ""
+        case .global(let name): context.globals[name]?.text ?? ""
+        case .builtin(let builtin): context.builtins[builtin] ?? ""
         }
     }
 
     func isSecret(at slot: Int) -> Bool {
-        switch table.sources[slot] {
+        switch context.table.sources[slot] {
         case .accountKey(let key): account.values[key]?.isSecret ?? false
-        case .global(let name): globals[name]?.isSecret ?? false
+        case .global(let name): context.globals[name]?.isSecret ?? false
         case .builtin: false
         }
     }
 
     /// The shell-variable name a preview uses for the secret in `slot`.
     func secretName(at slot: Int) -> String {
-        switch table.sources[slot] {
+        switch context.table.sources[slot] {
         case .accountKey(let key):
             return account.values[key]?.secretName ?? ShellVariable.name(from: key)
         case .global(let name):
-            return globals[name]?.secretName ?? ShellVariable.name(from: name)
+            return context.globals[name]?.secretName ?? ShellVariable.name(from: name)
         case .builtin(let builtin):
             return builtin.rawValue.uppercased()
         }

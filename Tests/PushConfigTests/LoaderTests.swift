@@ -15,6 +15,18 @@ struct LoaderTests {
         #expect(loaded.account("b1")?["x"] == nil)
     }
 
+    @Test("each web-service key is its reporter's name and its suffix, and the keys are distinct")
+    func webServiceKeys() {
+        var keys: Set<String> = []
+        for reporter in Reporter.allCases {
+            for suffix in WebServiceKey.allCases {
+                #expect(reporter.key(suffix) == reporter.rawValue + suffix.rawValue)
+                keys.insert(reporter.key(suffix))
+            }
+        }
+        #expect(keys.count == Reporter.allCases.count * WebServiceKey.allCases.count)
+    }
+
     @Test("a global is accepted exactly when %name% can name it")
     func globalNames() {
         let loaded = Loaded("globals:\n  app_Id2: a\n  _x: b\n  2fa: c\n  x-y: d\n  é: e\naccounts:\n  - id: a\n")
