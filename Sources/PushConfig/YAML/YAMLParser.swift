@@ -679,28 +679,65 @@ private struct TreeBuilder {
     }
 }
 
-/// One copy of each recent mapping key too long for a small string.
+/// One copy of each mapping key too long for a small string.
 ///
 /// Every account repeats the same keys, and keys such as `pushTokenIncomingCall` (21 bytes) are
 /// too long to be stored inline in a String: without sharing, each account allocates its own
-/// copies, and every lookup of such a key in an account compares against a copy that is no
-/// longer in the cache. A key that differs from the one in its slot replaces it.
+/// copies. A key pushreporter knows is given as the string literal the code uses, which is never
+/// reference counted: a shared heap copy would be retained and released by every thread that
+/// copies or looks up an account's values. Other keys share one heap copy per recent key (a key
+/// that differs from the one in its slot replaces it).
 private struct KeyInterner {
     private var slots: [String?] = Array(repeating: nil, count: 64)
 
     mutating func string(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
         // Up to 15 UTF-8 bytes, a String holds its text inline: nothing to share.
-        guard bytes.count > 15, let base = bytes.baseAddress else { return String(decoding: bytes, as: UTF8.self) }
-        var hash: UInt32 = 2_166_136_261 // FNV-1a
-        for byte in bytes { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        guard bytes.count > 15 else { return String(decoding: bytes, as: UTF8.self) }
+        let hash = Self.hash(bytes)
+        if let known = Self.known.first(hash: hash, matching: bytes) { return known }
         let slot = Int(hash & UInt32(slots.count - 1))
-        if let cached = slots[slot], cached.utf8.count == bytes.count,
-           cached.utf8.withContiguousStorageIfAvailable({ memcmp($0.baseAddress!, base, bytes.count) == 0 }) == true {
-            return cached
-        }
+        if let cached = slots[slot], Self.equal(cached, bytes) { return cached }
         let made = String(decoding: bytes, as: UTF8.self)
         slots[slot] = made
         return made
+    }
+
+    /// FNV-1a.
+    private static func hash<C: Sequence<UInt8>>(_ bytes: C) -> UInt32 {
+        var hash: UInt32 = 2_166_136_261
+        for byte in bytes { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        return hash
+    }
+
+    private static func equal(_ string: String, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        string.utf8.count == bytes.count
+            && string.utf8.withContiguousStorageIfAvailable({ memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }) == true
+    }
+
+    /// The account keys pushreporter acts on that are too long to be inline, by hash (open
+    /// addressing over 128 slots).
+    private static let known = KnownKeys(LoadSession.knownAccountKeys.filter { $0.utf8.count > 15 })
+
+    private struct KnownKeys {
+        private var slots: [(hash: UInt32, key: String)?] = Array(repeating: nil, count: 128)
+
+        init(_ keys: [String]) {
+            for key in keys {
+                let hash = KeyInterner.hash(key.utf8)
+                var slot = Int(hash) & (slots.count - 1)
+                while slots[slot] != nil { slot = (slot + 1) & (slots.count - 1) }
+                slots[slot] = (hash, key)
+            }
+        }
+
+        func first(hash: UInt32, matching bytes: UnsafeBufferPointer<UInt8>) -> String? {
+            var slot = Int(hash) & (slots.count - 1)
+            while let entry = slots[slot] {
+                if entry.hash == hash, KeyInterner.equal(entry.key, bytes) { return entry.key }
+                slot = (slot + 1) & (slots.count - 1)
+            }
+            return nil
+        }
     }
 }
 
