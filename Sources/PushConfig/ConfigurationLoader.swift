@@ -621,14 +621,14 @@ struct LoadSession {
     }
 
     /// Adds `account` unless its id is taken (ids are unique across all files).
-    mutating func admit(_ account: Account) {
+    mutating func admit(_ account: consuming Account) {
         if let owner = accountOwners[account.id] {
             diagnostics.error("account id '\(account.id)' is already used at \(owner.file.string):\(owner.position.line):\(owner.position.column); ids must be unique across all files",
                               file: account.file, at: account.position, account: account.id)
             return
         }
         accountOwners[account.id] = (account.path, account.position)
-        configuration.accounts.append(account)
+        configuration.accounts.append(consume account)
     }
 
     /// Fills `${KEY}` in values that came from a `use:` template with the account's own `KEY`.
