@@ -40,7 +40,7 @@ public final class StateStore: Sendable {
             close(fd)
         }
         let database = try SQLiteConnection(path: path, readOnly: readOnly)
-        let version = try Self.schemaVersion(of: database)
+        var version = try Self.schemaVersion(of: database)
         guard version <= Self.schemaVersion else {
             throw StateError(.schema, "the state database \(path) was written by a newer pushreporter (schema \(version); "
                              + "this one reads schema \(Self.schemaVersion)); run that version, or move the state directory aside")
@@ -50,28 +50,53 @@ public final class StateStore: Sendable {
                 PRAGMA journal_mode = WAL;
                 PRAGMA synchronous = FULL;
                 PRAGMA cache_size = -1024;
-                CREATE TABLE IF NOT EXISTS accounts (
-                    id TEXT PRIMARY KEY NOT NULL,
-                    fingerprint TEXT NOT NULL,
-                    delivered_fingerprint TEXT,
-                    attempts INTEGER NOT NULL,
-                    last_attempt_at INTEGER,
-                    last_outcome TEXT,
-                    next_due_at INTEGER,
-                    last_success_at INTEGER,
-                    removal TEXT,
-                    past_removals TEXT,
-                    removing INTEGER NOT NULL
-                ) WITHOUT ROWID;
-                PRAGMA user_version = \(Self.schemaVersion);
+                BEGIN IMMEDIATE;
                 """)
+            do throws(StateError) {
+                // Read again under the write lock: another process may have migrated meanwhile.
+                version = try Self.schemaVersion(of: database)
+                try database.execute(Self.migrations(from: version) + "PRAGMA user_version = \(Self.schemaVersion);")
+                try database.execute("COMMIT")
+            } catch {
+                try? database.execute("ROLLBACK")
+                throw error
+            }
+            version = Self.schemaVersion
         }
-        connection = Mutex(try Statements(database))
+        connection = Mutex(try Statements(database, readOnly: readOnly, hasPastRemovals: version >= 2))
     }
 
-    /// The layout this code reads and writes, kept in SQLite's `user_version`. A later layout
-    /// raises it and migrates from the number it finds; a database with a higher one is refused.
-    static let schemaVersion: Int64 = 1
+    /// The layout this code reads and writes, kept in SQLite's `user_version`. Opening for
+    /// writing migrates from the number it finds (`migrations(from:)`); a database with a higher
+    /// one is refused. Read-only, an older layout is read as it is.
+    /// 1: the first layout; 2: `past_removals` added.
+    static let schemaVersion: Int64 = 2
+
+    /// The SQL that brings a database of layout `version` (0: none yet) to `schemaVersion`.
+    private static func migrations(from version: Int64) -> String {
+        switch version {
+        case 0:
+            """
+            CREATE TABLE accounts (
+                id TEXT PRIMARY KEY NOT NULL,
+                fingerprint TEXT NOT NULL,
+                delivered_fingerprint TEXT,
+                attempts INTEGER NOT NULL,
+                last_attempt_at INTEGER,
+                last_outcome TEXT,
+                next_due_at INTEGER,
+                last_success_at INTEGER,
+                removal TEXT,
+                past_removals TEXT,
+                removing INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            """
+        case 1:
+            "ALTER TABLE accounts ADD COLUMN past_removals TEXT;"
+        default:
+            ""
+        }
+    }
 
     private static func schemaVersion(of database: SQLiteConnection) throws(StateError) -> Int64 {
         let statement = try database.prepare("PRAGMA user_version")
@@ -112,9 +137,12 @@ public final class StateStore: Sendable {
         throws(StateError) {
         guard !records.isEmpty || !ids.isEmpty else { return }
         try connection.withLock { (statements: inout Statements) throws(StateError) in
-            try statements.begin.run()
+            guard let writes = statements.writes else {
+                throw StateError(.query, "the state database \(path) is open read-only")
+            }
+            try writes.begin.run()
             do throws(StateError) {
-                let upsert = statements.upsert
+                let upsert = writes.upsert
                 for record in records {
                     upsert.bind(1, record.id)
                     upsert.bind(2, record.fingerprint)
@@ -130,12 +158,12 @@ public final class StateStore: Sendable {
                     try upsert.run()
                 }
                 for id in ids {
-                    statements.delete.bind(1, id)
-                    try statements.delete.run()
+                    writes.delete.bind(1, id)
+                    try writes.delete.run()
                 }
-                try statements.commit.run()
+                try writes.commit.run()
             } catch {
-                try? statements.rollback.run()
+                try? writes.rollback.run()
                 throw error
             }
         }
@@ -161,20 +189,28 @@ public final class StateStore: Sendable {
 private struct Statements: @unchecked Sendable {
     let database: SQLiteConnection
     let selectAll: SQLiteConnection.Statement
-    let upsert: SQLiteConnection.Statement
-    let delete: SQLiteConnection.Statement
-    let begin: SQLiteConnection.Statement
-    let commit: SQLiteConnection.Statement
-    let rollback: SQLiteConnection.Statement
+    /// The statements that write; nil when the store is open read-only.
+    let writes: Writes?
 
-    init(_ database: SQLiteConnection) throws(StateError) {
+    struct Writes {
+        let upsert: SQLiteConnection.Statement
+        let delete: SQLiteConnection.Statement
+        let begin: SQLiteConnection.Statement
+        let commit: SQLiteConnection.Statement
+        let rollback: SQLiteConnection.Statement
+    }
+
+    /// Without `hasPastRemovals` (a layout-1 database read as it is), that column reads as NULL.
+    init(_ database: SQLiteConnection, readOnly: Bool, hasPastRemovals: Bool) throws(StateError) {
         self.database = database
         let columns = "id, fingerprint, delivered_fingerprint, attempts, last_attempt_at, last_outcome, next_due_at, last_success_at, removal, past_removals, removing"
-        selectAll = try database.prepare("SELECT \(columns) FROM accounts ORDER BY id")
-        upsert = try database.prepare("INSERT OR REPLACE INTO accounts (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-        delete = try database.prepare("DELETE FROM accounts WHERE id = ?")
-        begin = try database.prepare("BEGIN IMMEDIATE")
-        commit = try database.prepare("COMMIT")
-        rollback = try database.prepare("ROLLBACK")
+        let selected = hasPastRemovals ? columns : columns.replacing("past_removals", with: "NULL")
+        selectAll = try database.prepare("SELECT \(selected) FROM accounts ORDER BY id")
+        writes = readOnly ? nil : Writes(
+            upsert: try database.prepare("INSERT OR REPLACE INTO accounts (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+            delete: try database.prepare("DELETE FROM accounts WHERE id = ?"),
+            begin: try database.prepare("BEGIN IMMEDIATE"),
+            commit: try database.prepare("COMMIT"),
+            rollback: try database.prepare("ROLLBACK"))
     }
 }

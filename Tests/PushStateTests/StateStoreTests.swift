@@ -1,5 +1,5 @@
 import Foundation
-import PushState
+@testable import PushState
 import PushTestSupport
 import Testing
 
@@ -80,7 +80,7 @@ import Testing
         // big-endian 32-bit number at byte 60 (SQLite's file format, section 1.3).
         let path = directory.path + "/" + StateStore.fileName
         var bytes = try #require(FileManager.default.contents(atPath: path))
-        #expect(bytes[60..<64].elementsEqual([0, 0, 0, 1]))
+        #expect(bytes[60..<64].elementsEqual([0, 0, 0, 2]))
         bytes.replaceSubrange(60..<64, with: [0, 0, 0, 7])
         try bytes.write(to: URL(fileURLWithPath: path))
         for readOnly in [false, true] {
@@ -88,10 +88,45 @@ import Testing
                 try StateStore(directory: directory, readOnly: readOnly)
             } throws: { error in
                 "\(error)" == "the state database \(path) was written by a newer pushreporter (schema 7; "
-                    + "this one reads schema 1); run that version, or move the state directory aside"
+                    + "this one reads schema 2); run that version, or move the state directory aside"
             }
         }
         #expect(try #require(FileManager.default.contents(atPath: path))[60..<64].elementsEqual([0, 0, 0, 7]))
+    }
+
+    @Test func aDatabaseOfTheFirstLayoutIsReadAsItIsAndMigratedWhenWritten() throws {
+        let temporary = TemporaryDirectory()
+        let directory = try StateDirectory(path: temporary.path + "/state")
+        let path = directory.path + "/" + StateStore.fileName
+        do {
+            // What pushreporter wrote before past_removals existed (schema 1).
+            let old = try SQLiteConnection(path: path, readOnly: false)
+            try old.execute("""
+                CREATE TABLE accounts (id TEXT PRIMARY KEY NOT NULL, fingerprint TEXT NOT NULL, delivered_fingerprint TEXT,
+                    attempts INTEGER NOT NULL, last_attempt_at INTEGER, last_outcome TEXT, next_due_at INTEGER,
+                    last_success_at INTEGER, removal TEXT, removing INTEGER NOT NULL) WITHOUT ROWID;
+                INSERT INTO accounts VALUES ('alice', 'f1', NULL, 2, 5, 'HTTP 503', 9, NULL, '{"method":"DELETE"}', 0);
+                PRAGMA user_version = 1;
+                """)
+        }
+        func version() throws -> Int64 {
+            let statement = try SQLiteConnection(path: path, readOnly: true).prepare("PRAGMA user_version")
+            return try statement.step() ? statement.int64(0) ?? -1 : -1
+        }
+
+        let read = try StateStore(directory: directory, readOnly: true).records()
+        #expect(read.map(\.id) == ["alice"])
+        #expect(read.first?.lastOutcome == "HTTP 503")
+        #expect(read.first?.pastRemovals == [])
+        #expect(try version() == 1, "reading changes nothing")
+
+        let store = try StateStore(directory: directory)
+        #expect(try version() == 2)
+        var record = try #require(try store.records().first)
+        #expect(record.removal == #"{"method":"DELETE"}"#)
+        record.pastRemovals = ["earlier"]
+        try store.save([record])
+        #expect(try StateStore(directory: directory, readOnly: true).records().first?.pastRemovals == ["earlier"])
     }
 
     @Test func phasesFollowTheRecord() {
