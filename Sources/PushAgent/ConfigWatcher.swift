@@ -27,9 +27,15 @@ public struct ConfigWatcher: Sendable {
         var watches: [Watch] = []
         for path in paths {
             var status = stat()
-            let isDirectory = stat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFDIR
-            watches.append(isDirectory ? Watch(directory: path, name: nil)
-                                       : Watch(directory: FileSystem.directory(of: path), name: Self.baseName(of: path)))
+            if stat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFDIR {
+                watches.append(Watch(directory: path, name: nil))
+                continue
+            }
+            // A file that is a symbolic link changes when a link is swapped (Kubernetes' `..data`
+            // beside it, a `current -> release` link), in events that do not name the file: then
+            // any change in its directory counts.
+            let isLink = lstat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFLNK
+            watches.append(Watch(directory: FileSystem.directory(of: path), name: isLink ? nil : FileSystem.baseName(of: path)))
         }
         let quietMilliseconds = Int32(clamping: quietPeriod.milliseconds)
         // A blocking poll on a thread of its own: the cooperative pool is never held, and an idle
@@ -58,11 +64,6 @@ public struct ConfigWatcher: Sendable {
         }
         close(stopWrite)
         thread.join()
-    }
-
-    static func baseName(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return path }
-        return String(path[path.index(after: slash)...])
     }
 
 }
@@ -135,9 +136,15 @@ private final class WatchThread: @unchecked Sendable {
                 let nameBytes = buffer[(offset + header)..<min(count, offset + header + length)].prefix { $0 != 0 }
                 let name = String(decoding: nameBytes, as: UTF8.self)
                 offset += header + length
+                if mask & UInt32(IN_Q_OVERFLOW) != 0 {
+                    // Events were dropped (wd is -1): one of them may have been ours.
+                    relevant = true
+                    continue
+                }
                 guard let indexes = descriptors[descriptor] else { continue }
                 if mask & UInt32(IN_IGNORED) != 0 {
-                    // The directory itself went away or was replaced: watch it again if it is back.
+                    // The directory itself went away or was replaced: watch it again if it is
+                    // already back (if it comes back later, only SIGHUP reloads).
                     descriptors[descriptor] = nil
                     for index in indexes { add(index) }
                     relevant = true

@@ -114,6 +114,12 @@ package enum FileSystem {
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
+    /// The last component of `path` (all of it without a `/`).
+    package static func baseName(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return path }
+        return String(path[path.index(after: slash)...])
+    }
+
     static func join(_ directory: String, _ name: String) -> String {
         if name.hasPrefix("/") { return name }
         return directory.hasSuffix("/") ? directory + name : directory + "/" + name

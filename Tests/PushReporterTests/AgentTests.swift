@@ -247,4 +247,31 @@ import Testing
         #expect(agent.waitForExit() == 0)
         #expect(agent.stderr.components(separatedBy: "reloading the configuration").count == 2, "one burst, one reload")
     }
+
+    @Test func aConfigurationFileBehindASwappedLinkIsReloaded() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(204) }
+        let files = TemporaryDirectory()
+        // Laid out as Kubernetes mounts a ConfigMap: config.yaml -> current/config.yaml, and
+        // current -> the directory of a version.
+        _ = files.makeDirectory("v1")
+        _ = files.makeDirectory("v2")
+        files.write("v1/config.yaml", AgentTests.config([("alice", "A1")], base: server.baseURL))
+        files.write("v2/config.yaml", AgentTests.config([("alice", "A2")], base: server.baseURL))
+        symlink("v1", files.path + "/current")
+        symlink("current/config.yaml", files.path + "/config.yaml")
+        let agent = try RunningProcess(pushreporter: ["run", "--watch", "--config", files.path + "/config.yaml",
+                                                      "--state-dir", files.path + "/state"])
+        #expect(agent.waitForStderr("all 1 account is reported"), "\(agent.stderr)")
+        // The new version goes live by renaming a new `current` over the old one: no event
+        // names config.yaml.
+        symlink("v2", files.path + "/current.new")
+        rename(files.path + "/current.new", files.path + "/current")
+        #expect(agent.waitForStderr("reloaded: 0 new, 1 changed, 0 unchanged, 0 removed"), "\(agent.stderr)")
+        #expect(server.waitForRequests(2, timeout: .seconds(10)))
+        let last: String? = server.requests.last.map { "\($0.method) \($0.target)" }
+        #expect(last == "GET /report/alice?token=A2")
+        agent.signal(SIGTERM)
+        #expect(agent.waitForExit() == 0)
+    }
 }
+
