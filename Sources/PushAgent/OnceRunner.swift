@@ -122,13 +122,17 @@ public struct OnceOutcome: Sendable {
         if undelivered.isEmpty {
             return "Delivered \(delivered) of \(total) \(total == 1 ? "report" : "reports") in \(seconds)."
         }
-        var lines = ["Delivered \(delivered) of \(total) \(total == 1 ? "report" : "reports"); "
-            + "\(undelivered.count) not delivered within the deadline (\(DurationText(deadline))):"]
-        for failure in undelivered {
-            let attempts = failure.attempts == 1 ? "1 attempt" : "\(failure.attempts) attempts"
-            lines.append("  \(failure.account): \(failure.reporter.rawValue) to \(failure.host): \(failure.reason) (\(attempts))")
-        }
+        let lines = ["Delivered \(delivered) of \(total) \(total == 1 ? "report" : "reports"); "
+            + "\(undelivered.count) not delivered within the deadline (\(DurationText(deadline))):"] + undeliveredLines
         return lines.joined(separator: "\n")
+    }
+
+    /// One line per undelivered report: account, reporter, host, last failure and attempts.
+    public var undeliveredLines: [String] {
+        undelivered.map { failure in
+            let attempts = failure.attempts == 1 ? "1 attempt" : "\(failure.attempts) attempts"
+            return "  \(failure.account): \(failure.reporter.rawValue) to \(failure.host): \(failure.reason) (\(attempts))"
+        }
     }
 }
 

@@ -12,7 +12,7 @@ struct Remove: AsyncParsableCommand {
         discussion: """
             The removal requests are those kept in the state directory (the removals of the account's \
             earlier reports that may have reached a server, then that of its last report), sent one after \
-            the other; without any, the removal is rendered from the configuration. Use it for an account the agent no longer runs with: an \
+            the other, each recorded once delivered; without any, the removal is rendered from the configuration. Use it for an account the agent no longer runs with: an \
             account still in the configuration is reported again when the agent next starts (a running \
             agent does not notice the removal), so delete it from the files and reload instead.
             """
@@ -44,20 +44,27 @@ struct Remove: AsyncParsableCommand {
             exitNow(Exit.failure)
         }
         let configured = setup.configuration.accounts.first { $0.id == id }
-        var removals: [PlannedReport] = []
+        if let configured {
+            let place = " (\(configured.file):\(configured.position.line))"
+            logger.warning("\(id) is still in the configuration\(place); the agent reports it again when it next starts, so delete it there to keep it removed")
+        }
         var unreadable = 0
         if let record {
             let stored = AccountPlan.removalReports(of: record, defaultTimeout: settings.timeout)
             unreadable = stored.unreadable
             if unreadable > 0 { logger.unreadableRemoval(of: id) }
-            removals = stored.reports
+            if !stored.reports.isEmpty {
+                await sendStored(record, count: stored.reports.count, setup: setup, logger: logger, output: output)
+            }
         }
-        if removals.isEmpty, let configured {
+        // Nothing stored to send: the removal the configuration renders, if any.
+        var removal: PlannedReport?
+        if let configured {
             var builder = setup.loaded.builder(installID: setup.installID)
             var problems = DiagnosticList()
             if let rendered = builder.request(for: configured, reporter: .accountRemovalReporter, display: .asSent,
                                               diagnostics: &problems) {
-                removals = [PlannedReport(rendered, defaultTimeout: settings.timeout)]
+                removal = PlannedReport(rendered, defaultTimeout: settings.timeout)
             } else if problems.hasErrors {
                 for diagnostic in problems.errors(fileOrder: setup.configuration.files) {
                     output.line(diagnostic.formatted)
@@ -65,11 +72,7 @@ struct Remove: AsyncParsableCommand {
                 exitNow(Exit.configuration)
             }
         }
-        if let configured {
-            let place = " (\(configured.file):\(configured.position.line))"
-            logger.warning("\(id) is still in the configuration\(place); the agent reports it again when it next starts, so delete it there to keep it removed")
-        }
-        guard !removals.isEmpty else {
+        guard let removal else {
             if record != nil {
                 forget(in: setup.store, logger: logger)
                 let why = unreadable > 0 ? "its stored removal request cannot be read" : "no accountRemovalReporterUrl"
@@ -83,31 +86,76 @@ struct Remove: AsyncParsableCommand {
             }
             exitNow(Exit.failure)
         }
-        let transport: CurlTransport
+        let transport = makeTransport(settings, logger: logger)
+        let runner = OnceRunner(reports: [removal], settings: settings, transport: transport, logger: logger,
+                                clock: ContinuousClock(), output: output)
+        let outcome = await runner.run(deadline: agent.deadlineDuration)
+        transport.shutdown()
+        guard outcome.undelivered.isEmpty else {
+            print(outcome.summary)
+            exitNow(Exit.failure)
+        }
+        forget(in: setup.store, logger: logger)
+        print("Removal of \(id) delivered to \(removal.host); the account is forgotten.")
+        exitNow(.success)
+    }
+
+    /// Sends the `count` removals `record` owes, one after the other (the oldest report's first)
+    /// within one deadline, as the agent would: the state records each one delivered, so a
+    /// failure leaves only the rest owed. Forgets the account once all are delivered.
+    private func sendStored(_ record: AccountRecord, count: Int, setup: AgentSetup, logger: Logger,
+                            output: LogOutput) async -> Never {
+        let settings = setup.configuration.agent
+        let transport = makeTransport(settings, logger: logger)
+        let clock = ContinuousClock()
+        let end = clock.now.advanced(by: agent.deadlineDuration)
+        var current = record
+        var hosts: [String] = []
+        while true {
+            var batch = OnceBatch(plans: [], records: [current], defaultTimeout: settings.timeout)
+            save(batch.takeRecordsBeforeSending(), in: setup.store, logger: logger)
+            // The book forgets an account that owes nothing more.
+            guard let removal = batch.reports.first else { break }
+            let runner = OnceRunner(reports: [removal], settings: settings, transport: transport, logger: logger,
+                                    clock: clock, output: output)
+            let outcome = await runner.run(deadline: max(clock.now.duration(to: end), .milliseconds(1)))
+            let after = batch.records(after: outcome, now: WallClock.epochMilliseconds())
+            save(after, in: setup.store, logger: logger)
+            guard outcome.undelivered.isEmpty else {
+                transport.shutdown()
+                let kept = hosts.isEmpty ? "" : " (recorded: they are not sent again)"
+                print("Delivered \(hosts.count) of \(count) \(count == 1 ? "removal" : "removals") of \(id)\(kept); "
+                      + "the next was not delivered within the deadline (\(DurationText(agent.deadlineDuration))):\n"
+                      + outcome.undeliveredLines.joined(separator: "\n"))
+                exitNow(Exit.failure)
+            }
+            hosts.append(removal.host)
+            guard let next = after.save.first(where: { $0.id == id }) else { break }
+            current = next
+        }
+        transport.shutdown()
+        let distinct = hosts.reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
+        print("Removal of \(id) delivered to \(distinct.joined(separator: ", ")); the account is forgotten.")
+        exitNow(.success)
+    }
+
+    private func makeTransport(_ settings: AgentSettings, logger: Logger) -> CurlTransport {
         do {
-            transport = try CurlTransport(settings: TransportSettings(caFile: settings.tlsCAFile))
+            return try CurlTransport(settings: TransportSettings(caFile: settings.tlsCAFile))
         } catch {
             logger.error("\(String(describing: error))")
             exitNow(Exit.failure)
         }
-        // One after the other, oldest report's first, within one deadline.
-        let clock = ContinuousClock()
-        let end = clock.now.advanced(by: agent.deadlineDuration)
-        for removal in removals {
-            let runner = OnceRunner(reports: [removal], settings: settings, transport: transport, logger: logger,
-                                    clock: clock, output: output)
-            let outcome = await runner.run(deadline: max(clock.now.duration(to: end), .milliseconds(1)))
-            guard outcome.undelivered.isEmpty else {
-                transport.shutdown()
-                print(outcome.summary)
-                exitNow(Exit.failure)
-            }
+    }
+
+    /// Writes what sending changed; exits 1, saying so, when the state cannot be written.
+    private func save(_ changes: (save: [AccountRecord], forget: [String]), in store: StateStore, logger: Logger) {
+        do {
+            try store.save(changes.save, deleting: changes.forget)
+        } catch {
+            logger.error("\(error.description); the removals delivered are not recorded, so they are sent again next time")
+            exitNow(Exit.failure)
         }
-        transport.shutdown()
-        forget(in: setup.store, logger: logger)
-        let hosts = Set(removals.map { $0.host }).sorted().joined(separator: ", ")
-        print("Removal of \(id) delivered to \(hosts); the account is forgotten.")
-        exitNow(.success)
     }
 
     /// Deletes the account's record; exits 1, saying so, when the state cannot be written.

@@ -215,6 +215,44 @@ import Testing
         #expect(!nothing.stderr.contains("no account 'carol'"))
     }
 
+    @Test func removeRecordsEachStoredRemovalDeliveredBeforeOneFails() throws {
+        // DELETE of the second token fails until `accepting` is set.
+        let accepting = Atomic<Bool>(false)
+        let server = try LoopbackHTTPServer { request, _ in
+            request.method == "DELETE" && request.target.contains("A2") && !accepting.load(ordering: .relaxed) ? .status(503) : .status(200)
+        }
+        let files = TemporaryDirectory()
+        let state = files.path + "/state"
+        let config = files.write("accounts.yaml", Self.config([("alice", "A1")], base: server.baseURL))
+        #expect(try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", state]).status == 0)
+        // Two removals owed: that of an earlier report (A1), then that of the last one (A2).
+        let directory = try StateDirectory(path: state, create: false)
+        var record = try #require(try StateStore(directory: directory).records().first)
+        let first = try #require(record.removal)
+        let second = first.replacingOccurrences(of: "A1", with: "A2")
+        record.pastRemovals = [first]
+        record.removal = second
+        try StateStore(directory: directory).save([record])
+        let gone = files.write("gone.yaml", "accounts: []\n")
+
+        let failed = try ProcessRunner.pushreporter(["remove", "alice", "--config", gone, "--state-dir", state, "--deadline", "1s"])
+        #expect(failed.status == 1)
+        #expect(failed.stdout.hasPrefix("Delivered 1 of 2 removals of alice (recorded: they are not sent again); "
+                                        + "the next was not delivered within the deadline (1s):\n"
+                                        + "  alice: accountRemovalReporter to 127.0.0.1:\(server.port): HTTP 503"), "\(failed.stdout)")
+        let left = try #require(try StateStore(directory: directory, readOnly: true).records().first)
+        #expect(left.pastRemovals == [])
+        #expect(left.removal == second)
+
+        accepting.store(true, ordering: .relaxed)
+        let removed = try ProcessRunner.pushreporter(["remove", "alice", "--config", gone, "--state-dir", state])
+        #expect(removed.status == 0, "\(removed.stderr)")
+        #expect(removed.stdout == "Removal of alice delivered to 127.0.0.1:\(server.port); the account is forgotten.\n")
+        #expect(Self.seen(server).filter { $0.hasPrefix("DELETE") && $0.contains("A1") } == ["DELETE /remove/alice?token=A1"],
+                "the delivered removal is not sent again")
+        #expect(try StateStore(directory: directory, readOnly: true).records().isEmpty)
+    }
+
     @Test func statusOfADirectoryWithoutStateSaysSo() throws {
         let files = TemporaryDirectory()
         let result = try ProcessRunner.pushreporter(["status", "--state-dir", files.path])
