@@ -27,6 +27,9 @@ public struct RenderedRequest: Sendable, Hashable {
     /// True when the request held secrets that were replaced by `********` because the URL is
     /// plain http to a host that is not loopback.
     public var secretsWithheld: Bool
+    /// True when secrets are shown as ``RequestBuilder/secretMarker(_:)`` markers (a preview's
+    /// `.shellVariables` display): then, and only then, each U+0001 in the text is a marker's.
+    public var hasSecretMarkers = false
 
     public init(account: String, reporter: Reporter, method: String, url: String,
                 headers: [(name: String, value: String)], body: String?, credentials: Credentials? = nil,

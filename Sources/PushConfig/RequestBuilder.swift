@@ -78,8 +78,16 @@ public struct RequestBuilder: Sendable {
     /// The `User-Agent` of every request (SPEC §4).
     static let userAgent = "pushreporter/\(PushReporterVersion.current)"
 
-    /// The text standing for a secret in `.shellVariables` display: `\u{1}NAME\u{1}`.
+    /// The text standing for a secret in `.shellVariables` display: `\u{1}NAME\u{1}`. A request
+    /// whose text holds U+0001 of its own is shown with stars instead (``RenderedRequest/hasSecretMarkers``
+    /// is false), so that no text of its own is read as a marker.
     public static func secretMarker(_ name: String) -> String { "\u{1}" + name + "\u{1}" }
+
+    private static func containsMarkerCharacter(_ request: RenderedRequest) -> Bool {
+        let texts = [request.url, request.body ?? "", request.credentials?.username ?? "", request.credentials?.password ?? ""]
+            + request.headers.map(\.value)
+        return texts.contains { $0.utf8.contains(0x01) }
+    }
 
     // MARK: Checking (validate)
 
@@ -289,8 +297,16 @@ public struct RequestBuilder: Sendable {
             }
             if fingerprinted { sent.fingerprint = Self.fingerprint(of: sent) }
             if case .asSent = display { return sent }
-            var shown = try renderAll(displayMasking, credentialMasking: displayMasking)
+            var shownMasking = displayMasking
+            var markers = false
+            if case .shellVariables = display, !withhold {
+                // Markers only where the request's own text has no U+0001 to confuse them with.
+                markers = !Self.containsMarkerCharacter(sent)
+                if !markers { shownMasking = .stars }
+            }
+            var shown = try renderAll(shownMasking, credentialMasking: shownMasking)
             shown.fingerprint = sent.fingerprint
+            shown.hasSecretMarkers = markers
             return shown
         } catch {
             report(.error, "\(error.message) (in \(error.key))", at: error.origin, diagnostics: &diagnostics, account: id)

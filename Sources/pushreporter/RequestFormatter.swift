@@ -34,21 +34,22 @@ enum RequestFormatter {
 
     /// One runnable `curl` command; secrets become `"$NAME"` shell variables.
     static func curl(_ request: RenderedRequest) -> String {
+        let word = { (text: String) in shellWord(text, markers: request.hasSecretMarkers) }
         var words = ["curl", "--fail-with-body", "-sS"]
         if request.method != "GET" || request.body != nil {
             words += request.method == "HEAD" ? ["--head"] : ["-X", request.method]
         }
         for header in request.headers {
-            words += ["-H", shellWord(header.name + ": " + header.value)]
+            words += ["-H", word(header.name + ": " + header.value)]
         }
-        if let body = request.body { words += ["--data-binary", shellWord(body)] }
+        if let body = request.body { words += ["--data-binary", word(body)] }
         if let credentials = request.credentials {
-            words += ["--anyauth", "-u", shellWord(credentials.username + ":" + credentials.password)]
+            words += ["--anyauth", "-u", word(credentials.username + ":" + credentials.password)]
         }
         if let timeout = request.timeout {
             words += ["--max-time", String(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)]
         }
-        words.append(shellWord(request.url))
+        words.append(word(request.url))
         return "# \(request.account) \(request.reporter.rawValue)\n" + words.joined(separator: " ")
     }
 
@@ -65,18 +66,17 @@ enum RequestFormatter {
         return (String(host), target)
     }
 
-    /// Single-quotes text for a POSIX shell; secret markers become `"$NAME"`.
+    /// Single-quotes text for a POSIX shell; with `markers`, secret markers become `"$NAME"`.
     /// Works on Unicode scalars, not characters: a quote followed by a combining mark is one
     /// character, and its quote must still be escaped.
-    static func shellWord(_ text: String) -> String {
-        let pieces = text.unicodeScalars.split(separator: "\u{1}", omittingEmptySubsequences: false)
+    static func shellWord(_ text: String, markers: Bool) -> String {
+        let pieces = markers ? text.unicodeScalars.split(separator: "\u{1}", omittingEmptySubsequences: false)
+                             : [text.unicodeScalars[...]]
         var out = ""
         for (index, piece) in pieces.enumerated() {
             if index % 2 == 1 {
-                // Secret names are shell names (ShellVariable); anything else here means the
-                // markers are out of step (a stray U+0001 in the text), and is never expanded.
-                let name = String(piece)
-                out += ShellVariable.isName(name) ? "\"$" + name + "\"" : "'********'"
+                // A marker's secret name, a shell name (ShellVariable).
+                out += "\"$" + String(piece) + "\""
             } else if !piece.isEmpty || pieces.count == 1 {
                 out += "'"
                 for scalar in piece {

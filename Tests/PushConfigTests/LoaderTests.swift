@@ -336,6 +336,15 @@ struct RequestBuildingTests {
         #expect(l.request("a", display: .shellVariables)?.url == "https://h.example/t?p=\u{1}PASSWORD\u{1}&h=********")
         let plain = loaded("pushTokenReporterUrl: http://h.example/t?p=%account[password]%")
         #expect(plain.request("a", display: .shellVariables)?.url == "http://h.example/t?p=********")
+        // A U+0001 of the request's own could be read as a marker (`$HOME` here): stars instead.
+        let stray = loaded("pushTokenReporterUrl: https://h.example/t?p=%account[password]%\n"
+                           + "pushTokenReporterPostData: \"x=\\x01HOME\\x01\"")
+        let shown = try #require(stray.request("a", display: .shellVariables))
+        #expect(shown.url == "https://h.example/t?p=********")
+        #expect(shown.body == "x=\u{1}HOME\u{1}")
+        #expect(!shown.hasSecretMarkers)
+        #expect(l.request("a", display: .shellVariables)?.hasSecretMarkers == true)
+        #expect(plain.request("a", display: .shellVariables)?.hasSecretMarkers == false)
     }
 
     @Test("a ${KEY} parameter filled from a secret makes the value secret")

@@ -179,4 +179,20 @@ struct PreviewFormatTests {
         #expect(output.stdout.contains("'http://h.example/t?p=********'"))
         #expect(!output.stdout.contains("$DEMO_PASSWORD"))
     }
+
+    @Test("--format curl never expands a U+0001 of the request's own text as a variable")
+    func curlStrayMarkerCharacter() throws {
+        let output = try ProcessRunner.pushreporter(config: """
+            accounts:
+              - id: a
+                password: !env DEMO_PASSWORD
+                pushTokenReporterUrl: https://h.example/t?p=%account[password]%
+                pushTokenReporterPostData: "x=\\x01HOME\\x01"
+            """, ["preview", "--format", "curl"], environment: ["DEMO_PASSWORD": "pw"])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(!output.stdout.contains("$HOME"))
+        #expect(!output.stdout.contains("pw"))
+        #expect(output.stdout.contains("--data-binary 'x=\u{1}HOME\u{1}'"))
+        #expect(output.stdout.contains("'https://h.example/t?p=********'"))
+    }
 }
