@@ -593,9 +593,12 @@ struct LoadSession {
         let label = mapping["id"].flatMap(\.scalarValue) ?? mapping["username"].flatMap(\.scalarValue)
         guard let layer = accountLayer(item, file: file, what: "account", account: label, base: defaults.values) else { return nil }
         var values = layer.values
+        // A default that could not be read stays unreadable unless the account gives its own.
+        var unreadable = layer.unreadable
+        for key in defaults.unreadable where values[key] == nil { unreadable.insert(key) }
         if values.contains(where: { $0.value.template != nil }) {
             let label = values["id"]?.text ?? values["username"]?.text
-            expandTemplateParameters(&values, file: file, at: mapping.start, account: label)
+            expandTemplateParameters(&values, unreadable: &unreadable, file: file, at: mapping.start, account: label)
         }
         var services = defaults.services
         services.merge(layer.services) { _, new in new }
@@ -613,9 +616,6 @@ struct LoadSession {
                 diagnostics.error("enabled must be true or false, not '\(flag.shown)'", file: flag.origin.file, at: flag.origin.position, account: id)
             }
         }
-        // A default that could not be read stays unreadable unless the account gives its own.
-        var unreadable = layer.unreadable
-        for key in defaults.unreadable where values[key] == nil { unreadable.insert(key) }
         return Account(id: id, isEnabled: enabled, values: values, services: services,
                        path: path(of: file), position: mapping.start, unreadableKeys: unreadable)
     }
@@ -636,11 +636,15 @@ struct LoadSession {
     /// A template cannot put a placeholder in a URL's host (SPEC §3), so a shipped template takes
     /// its base URL this way, at load time, from keys the configuration's author wrote. Device
     /// values are not allowed as parameters: they never shape a URL's structure.
-    mutating func expandTemplateParameters(_ values: inout [String: ConfigValue], file: String, at position: SourcePosition,
-                                           account: String?) {
+    /// A parameter in `unreadable` (written, but its value could not be read) was reported
+    /// where it is written: it is not reported again as missing, and the value it fills becomes
+    /// unreadable too (so that nothing is checked, or reported, on a value known to be wrong).
+    mutating func expandTemplateParameters(_ values: inout [String: ConfigValue], unreadable: inout Set<String>, file: String,
+                                           at position: SourcePosition, account: String?) {
         for (key, value) in values where value.template != nil && value.text.contains("${") {
             var output = ""
             var secret: ConfigValue?
+            var needsUnreadable = false
             var rest = Substring(value.text)
             while let open = rest.firstRange(of: "${") {
                 output += rest[..<open.lowerBound]
@@ -654,10 +658,17 @@ struct LoadSession {
                 if let parameter = values[name], parameter.template == nil, !DeviceValues.names.contains(name) {
                     output += parameter.text
                     if parameter.isSecret { secret = parameter }
+                } else if unreadable.contains(name) {
+                    needsUnreadable = true
                 } else {
                     diagnostics.error("template '\(value.template!)' needs '\(name)' for \(key); set it in the account or in defaults",
                                       file: file, at: position, account: account)
                 }
+            }
+            if needsUnreadable {
+                values[key] = nil
+                unreadable.insert(key)
+                continue
             }
             output += rest
             values[key]?.text = output

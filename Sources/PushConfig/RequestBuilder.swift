@@ -130,7 +130,8 @@ public struct RequestBuilder: Sendable {
                 // Checking needs the rendering, not the fingerprint (a SHA-256 of every request).
                 _ = request(for: account, reporter: reporter, fingerprinted: false, diagnostics: &diagnostics)
             }
-            if !reportsSomething {
+            // A URL written but unreadable (an unset !env) was reported where it is written.
+            if !reportsSomething && !account.unreadableKeys.contains(Reporter.pushTokenReporter.key(.url)) {
                 diagnostics.warning("the account has no pushTokenReporterUrl and no services, so nothing is reported for it",
                                     file: account.file, at: account.position, account: account.id)
             }

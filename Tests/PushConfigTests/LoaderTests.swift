@@ -347,6 +347,16 @@ struct RequestBuildingTests {
         #expect(plain.request("a", display: .shellVariables)?.hasSecretMarkers == false)
     }
 
+    @Test("a ${KEY} parameter whose value cannot be read is reported once, where it is written")
+    func unreadableTemplateParameter() {
+        let l = Loaded([("templates/t.yaml", "pushTokenReporterUrl: ${base}x\n"),
+                        ("c.yaml", "accounts:\n  - id: a\n    use: t\n    base: !env UNSET_BASE\n")], load: ["c.yaml"])
+        #expect(l.lines == ["c.yaml:4:16: error: environment variable 'UNSET_BASE' is not set (needed by !env for 'base') [account a]"])
+        // Nor is a URL that cannot be read reported again as missing.
+        let direct = Loaded("accounts:\n  - id: a\n    selector: S\n    pushTokenReporterUrl: !env UNSET_URL\n")
+        #expect(direct.lines == ["config.yaml:4:32: error: environment variable 'UNSET_URL' is not set (needed by !env for 'pushTokenReporterUrl') [account a]"])
+    }
+
     @Test("a ${KEY} parameter filled from a secret makes the value secret")
     func secretTemplateParameter() throws {
         let l = Loaded([("templates/t.yaml", "pushTokenReporterUrl: ${base}x\n"),
