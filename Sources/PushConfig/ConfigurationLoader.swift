@@ -39,11 +39,10 @@ public struct ConfigurationLoader: Sendable {
         var files: [String] = []
         for path in paths { files += session.files(at: path) }
         // With a second processor, files are parsed on another thread, a couple ahead of the one
-        // being loaded, whose accounts are read while it is parsed; a large file's tree is freed
-        // on another thread once loaded.
+        // being loaded, whose accounts are read while it is parsed.
         let reader = FileReader(paths: files, ahead: readAhead ?? (Processors.online > 1 ? 2 : 0))
         for index in files.indices {
-            FileReader.release(session.loadFile(files[index], from: reader, index: index))
+            session.loadFile(files[index], from: reader, index: index)
         }
         session.finish()
         return LoadResult(configuration: session.configuration, diagnostics: session.diagnostics, sources: session.sources,
@@ -159,12 +158,11 @@ struct LoadSession {
     }
 
     /// Loads the file at `index` of `reader`, reading its accounts while it is parsed when the
-    /// reader streams them. Returns the file, for the caller to free.
-    mutating func loadFile(_ path: String, from reader: FileReader, index: Int) -> ParsedFile {
+    /// reader streams them.
+    mutating func loadFile(_ path: String, from reader: FileReader, index: Int) {
         guard let stream = reader.stream(index), case .streaming(let before) = stream.start() else {
-            let parsed = reader.take(index)
-            loadFile(path, parsed: parsed)
-            return parsed
+            loadFile(path, parsed: reader.take(index))
+            return
         }
         // What is read here is kept only if the finished file is what was read: after a YAML
         // error further on, or a `defaults:` after `accounts:`, the file is parsed again and
@@ -203,7 +201,7 @@ struct LoadSession {
                 parsed
             }
             loadFile(path, parsed: whole)
-            return whole
+            return
         }
         for error in contents.parsed.errors {
             diagnostics.error(error.message, file: path, at: error.position)
@@ -211,7 +209,6 @@ struct LoadSession {
         sources[path] = contents.source
         _ = loadRootEntries(root.entries[(before.count + 1)...], file: path, defaults: &defaults)
         streamedFiles += 1
-        return parsed
     }
 
     /// What a session was before a file was streamed into it, to go back to: a copy of the

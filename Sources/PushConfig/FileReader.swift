@@ -2,7 +2,6 @@ import Dispatch
 #if canImport(Glibc)
 import Glibc
 #endif
-import Synchronization
 
 /// A configuration or template file read and parsed, ready for a load session to take. Made on
 /// any thread: it touches nothing but the file.
@@ -26,11 +25,6 @@ struct ParsedFile: Sendable {
     /// `contents` parsed again, without streaming, for the whole tree.
     init(reparsing contents: Contents) {
         self.contents = .success(Contents(parsed: YAMLParser.parse(contents.source.bytes), source: contents.source))
-    }
-
-    /// The size of the file's text (0 when it could not be read).
-    var byteCount: Int {
-        (try? contents.get().source.bytes.count) ?? 0
     }
 }
 
@@ -89,28 +83,6 @@ final class FileReader: @unchecked Sendable {
             return shared.files[index]!
         }
     }
-
-    /// Frees a loaded `file`: a large one on a thread of its own, as a tree of tens of thousands
-    /// of accounts takes a while to free.
-    static func release(_ file: consuming ParsedFile) {
-        // One such thread at a time: while one runs, the caller frees the file itself.
-        guard Processors.online > 1, file.byteCount >= 4 << 20,
-              releasing.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
-        else { return }
-        final class Box: @unchecked Sendable {
-            var file: ParsedFile?
-            init(_ file: ParsedFile) { self.file = file }
-        }
-        let box = Box(file)
-        let started = OwnThread(named: "pushrep-free", detached: true) {
-            box.file = nil
-            releasing.store(false, ordering: .releasing)
-        }
-        if started == nil { releasing.store(false, ordering: .releasing) }
-    }
-
-    /// Whether a thread is freeing a file.
-    private static let releasing = Atomic<Bool>(false)
 }
 
 /// The processors this process may run on, and how work on accounts is cut for them.
