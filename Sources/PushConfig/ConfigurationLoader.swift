@@ -223,13 +223,8 @@ struct LoadSession {
         private let serviceReferences: Int
 
         init(_ session: LoadSession) {
-            var saved = session
             // Emptied in the copy, so the session's own lists stay unshared and grow in place.
-            saved.configuration.accounts = []
-            saved.accountOwners = [:]
-            saved.diagnostics = DiagnosticList()
-            saved.accountServiceReferences = []
-            self.saved = saved
+            saved = session.withoutAccountLists()
             accounts = session.configuration.accounts.count
             diagnostics = session.diagnostics.all.count
             serviceReferences = session.accountServiceReferences.count
@@ -247,6 +242,18 @@ struct LoadSession {
             restored.accountServiceReferences.removeSubrange(serviceReferences...)
             session = restored
         }
+    }
+
+    /// This session without the lists that grow with every account read (accounts, their ids,
+    /// diagnostics, service references), which a checkpoint keeps as lengths and a run of
+    /// `readAccounts` starts without.
+    func withoutAccountLists() -> LoadSession {
+        var copy = self
+        copy.configuration.accounts = []
+        copy.accountOwners = [:]
+        copy.diagnostics = DiagnosticList()
+        copy.accountServiceReferences = []
+        return copy
     }
 
     /// Loads top-level entries, except the value of `accounts:`, which it returns; a
@@ -539,12 +546,7 @@ struct LoadSession {
         // Runs of accounts are read at once, each by a copy of this session that starts with no
         // diagnostics; what each account produced is then taken in file order, so diagnostics,
         // duplicate ids and service references come out as they would one account at a time.
-        var start = self
-        start.diagnostics = DiagnosticList()
-        start.accountServiceReferences = []
-        start.configuration.accounts = []
-        start.accountOwners = [:]
-        let base = start
+        let base = withoutAccountLists()
         let first = items.startIndex
         let read = Processors.inRuns(count: items.count, runs: runs) { range in
             var worker = base
