@@ -10,10 +10,11 @@ public struct ConfigValue: Sendable {
     /// Where it was written.
     public var origin: ValueOrigin
     /// Whether the value is secret: tagged, or under a key naming a password, secret or API token.
-    /// (Stored last, beside the origin's flag, to keep the value small: every account holds many.)
+    /// (Stored right after the origin, in the room its last field leaves: every account holds
+    /// many values.)
     public var isSecret: Bool
     /// The rarely set `secretName` and `template`, in one reference: every account holds a dozen
-    /// values, and two optional strings in each made them 88 bytes instead of 64.
+    /// values, and two optional strings in each would make them 80 bytes instead of 56.
     private var provenance: Provenance?
 
     /// The tag's name when the value came from `!env NAME`, `!credential NAME` or `!file PATH`.
@@ -60,6 +61,9 @@ extension ConfigValue {
 /// Where a value was written: its file, and the span of the scalar that held it (to place
 /// template problems inside it).
 public struct ValueOrigin: Sendable {
+    /// The file, without reference counting (see ``SourcePath``). First, so that the flag at the
+    /// end leaves room for ``ConfigValue/isSecret`` (a value is 56 bytes).
+    let path: SourcePath
     /// The file's path.
     public var file: String { path.string }
     /// Where the scalar starts.
@@ -69,7 +73,6 @@ public struct ValueOrigin: Sendable {
     /// Whether the value's text is the scalar's text as written (no tag resolved, no `${KEY}`
     /// filled in), so that an offset in it can be found in the file.
     public var isVerbatim: Bool
-    let path: SourcePath
 
     public init(file: String, scalar: YAMLScalar, isVerbatim: Bool = true) {
         self.init(path: SourcePath(file), scalar: scalar, isVerbatim: isVerbatim)

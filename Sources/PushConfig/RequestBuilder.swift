@@ -40,7 +40,7 @@ public struct RequestBuilder: Sendable {
     }
 
     private struct OriginKey: Hashable {
-        var file: String
+        var file: SourcePath
         var position: SourcePosition
         var baseOffset: Int
         var template: CacheKey
@@ -165,8 +165,6 @@ public struct RequestBuilder: Sendable {
             report(.error, "\(reporter.key(.url)) must start with http:// or https://", at: urlValue, diagnostics: &diagnostics)
             failed = true
         }
-
-        /// Each compiled template with the value it was written in and its offset there.
 
         var body: Template?
         let postDataValue = account.values[reporter.key(.postData)]
@@ -315,7 +313,6 @@ public struct RequestBuilder: Sendable {
         }
     }
 
-
     /// The placeholders of every template of the current request, compiled or not, with the
     /// value each was written in: their `%account[KEY]%` references are checked once all are
     /// compiled, even when one failed.
@@ -373,7 +370,7 @@ public struct RequestBuilder: Sendable {
             recentCompilations.append((key, compilation))
         }
         if !compilation.issues.isEmpty,
-           reportedOrigins.insert(OriginKey(file: value.origin.file, position: value.origin.position, baseOffset: baseOffset,
+           reportedOrigins.insert(OriginKey(file: value.origin.path, position: value.origin.position, baseOffset: baseOffset,
                                             template: key)).inserted {
             for issue in compilation.issues {
                 let position = position(of: issue.offset + baseOffset, length: issue.length, in: value)
