@@ -349,7 +349,7 @@ extension AccountPlan {
         if record.fingerprint != fingerprint, let old = record.removal, old != removal, !record.pastRemovals.contains(old) {
             // The report it replaces may have reached the server: its removal stays owed.
             record.pastRemovals.append(old)
-            if record.pastRemovals.count > AgentBook.pastRemovalLimit { record.pastRemovals.removeFirst() }
+            record.pastRemovals.removeFirst(max(0, record.pastRemovals.count - AgentBook.pastRemovalLimit))
         }
         if let removal { record.pastRemovals.removeAll { $0 == removal } }
         record.fingerprint = fingerprint
