@@ -35,7 +35,7 @@ struct LoadedConfiguration {
         environment = LoaderEnvironment.current()
         let paths = options.resolvedPaths(environment: environment)
         result = ConfigurationLoader(environment: environment).load(paths: paths)
-        if options.paths.isEmpty, environment.variables["PUSHREPORTER_CONFIG"] == nil,
+        if options.paths.isEmpty, environment.variables["PUSHREPORTER_CONFIG"] ?? "" == "",
            access(paths[0], F_OK) != 0 {
             // The default place is empty: say how to name a configuration instead.
             var hinted = DiagnosticList()
