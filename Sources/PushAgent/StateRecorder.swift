@@ -1,4 +1,5 @@
 import Logging
+import PushConfig
 import PushState
 import ServiceLifecycle
 import Synchronization
@@ -118,7 +119,7 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
                       releaseAfterWrite.withLock({ release in defer { release = false }; return release }) {
                 // Only once nothing waits to be written: writing refills the cache.
                 store.releaseMemory()
-                _ = releaseFreedMemory(0)
+                Allocator.releaseFreedMemory()
             }
         }
         guard flush() else {
@@ -126,8 +127,3 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
         }
     }
 }
-
-/// glibc's `malloc_trim` (declared in `<malloc.h>`, which the Glibc module does not import):
-/// returns freed heap memory to the system.
-@_silgen_name("malloc_trim")
-private func releaseFreedMemory(_ padding: Int) -> Int32
