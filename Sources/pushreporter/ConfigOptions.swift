@@ -27,7 +27,11 @@ struct ConfigOptions: ParsableArguments {
 /// Loading shared by every command that reads configuration.
 struct LoadedConfiguration {
     var result: LoadResult
-    var diagnostics: DiagnosticList
+    /// The load's diagnostics, which checking and rendering add to.
+    var diagnostics: DiagnosticList {
+        get { result.diagnostics }
+        set { result.diagnostics = newValue }
+    }
     /// What it was loaded with: environment variables, template path and hostname.
     let environment: LoaderEnvironment
 
@@ -42,7 +46,6 @@ struct LoadedConfiguration {
             hinted.error("no configuration here (the default); give --config PATH or set PUSHREPORTER_CONFIG", file: paths[0])
             result.diagnostics = hinted
         }
-        diagnostics = result.diagnostics
     }
 
     /// A request builder for the configuration; a nil `installID` shows `%installid%` as

@@ -35,8 +35,8 @@ struct Preview: ParsableCommand {
     func run() throws {
         let loaded = LoadedConfiguration(options: config)
         let configuration = loaded.result.configuration
-        if loaded.result.diagnostics.hasErrors {
-            for diagnostic in loaded.result.diagnostics.errors(fileOrder: configuration.files) {
+        if loaded.diagnostics.hasErrors {
+            for diagnostic in loaded.diagnostics.errors(fileOrder: configuration.files) {
                 printError(diagnostic.formatted)
             }
             printError("preview: the configuration has errors; run 'pushreporter validate' for every problem")
