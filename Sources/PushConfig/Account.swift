@@ -119,7 +119,7 @@ public struct Account: Sendable {
     /// False when the account says `enabled: false`.
     public var isEnabled: Bool
     /// Every key, including the device values (aliases filled both ways).
-    public var values: [String: ConfigValue]
+    public var values: AccountValueTable
     /// Per-account settings of the backends it opts in to (`services:`), by service name.
     public var services: [String: [String: ConfigValue]]
     /// The file that declares the account.
@@ -133,14 +133,14 @@ public struct Account: Sendable {
     /// reported again as naming a key the account lacks.
     public var unreadableKeys: Set<String>
 
-    public init(id: String, isEnabled: Bool = true, values: [String: ConfigValue],
+    public init(id: String, isEnabled: Bool = true, values: AccountValueTable,
                 services: [String: [String: ConfigValue]] = [:], file: String, position: SourcePosition,
                 unreadableKeys: Set<String> = []) {
         self.init(id: id, isEnabled: isEnabled, values: values, services: services, path: SourcePath(file), position: position,
                   unreadableKeys: unreadableKeys)
     }
 
-    init(id: String, isEnabled: Bool, values: [String: ConfigValue], services: [String: [String: ConfigValue]],
+    init(id: String, isEnabled: Bool, values: AccountValueTable, services: [String: [String: ConfigValue]],
          path: SourcePath, position: SourcePosition, unreadableKeys: Set<String>) {
         self.id = id
         self.isEnabled = isEnabled

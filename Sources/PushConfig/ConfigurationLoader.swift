@@ -78,7 +78,7 @@ struct LoadSession {
     var sources: [String: SourceText] = [:]
     private var agentKeyOwners: [String: (file: String, position: SourcePosition)] = [:]
     private var accountOwners: [String: (file: SourcePath, position: SourcePosition)] = [:]
-    private var templateCache: [String: [String: ConfigValue]?] = [:]
+    private var templateCache: [String: AccountValueTable?] = [:]
     /// Where a template name beside a config folder was found, so accounts do not search again.
     private var templatePaths: [String: String] = [:]
     private var accountServiceReferences: [(service: String, file: String, position: SourcePosition, account: String)] = []
@@ -443,14 +443,14 @@ struct LoadSession {
     /// A block of account keys (defaults or an account) over `base`: `base` < its `use:`
     /// templates < its own keys, with the device-value aliases filled.
     struct AccountLayer {
-        var values: [String: ConfigValue] = [:]
+        var values = AccountValueTable()
         var services: [String: [String: ConfigValue]] = [:]
         /// Keys written here whose value could not be read (reported already).
         var unreadable: Set<String> = []
     }
 
     mutating func accountLayer(_ node: YAMLNode, file: String, what: String, account: String?,
-                               base: [String: ConfigValue] = [:]) -> AccountLayer? {
+                               base: AccountValueTable = [:]) -> AccountLayer? {
         guard let mapping = mapping(node, file: file, what: what) else { return nil }
         var own: [(key: String, value: ConfigValue)] = []
         own.reserveCapacity(mapping.entries.count)
@@ -495,7 +495,7 @@ struct LoadSession {
         layer.values.reserveCapacity(base.count + own.count + DeviceValues.aliases.count)
         for use in uses {
             guard let keys = template(named: use.name, file: file, at: use.scalar.start, account: account) else { continue }
-            overlay(&layer.values, with: keys.lazy.map { ($0.key, $0.value) }, file: file, account: account)
+            overlay(&layer.values, with: keys, file: file, account: account)
         }
         overlay(&layer.values, with: own, file: file, account: account)
         return layer
@@ -503,7 +503,7 @@ struct LoadSession {
 
     /// Writes `layer` over `values`. A layer that gives one name of an alias pair sets both,
     /// replacing what `values` had under either; giving both with different values is an error.
-    mutating func overlay<S: Sequence>(_ values: inout [String: ConfigValue], with layer: S, file: String, account: String?)
+    mutating func overlay<S: Sequence>(_ values: inout AccountValueTable, with layer: S, file: String, account: String?)
     where S.Element == (key: String, value: ConfigValue) {
         var aliasGiven: [ConfigValue?] = Array(repeating: nil, count: DeviceValues.aliases.count * 2)
         for (key, value) in layer {
@@ -638,7 +638,7 @@ struct LoadSession {
     /// A parameter in `unreadable` (written, but its value could not be read) was reported
     /// where it is written: it is not reported again as missing, and the value it fills becomes
     /// unreadable too (so that nothing is checked, or reported, on a value known to be wrong).
-    mutating func expandTemplateParameters(_ values: inout [String: ConfigValue], unreadable: inout Set<String>, file: String,
+    mutating func expandTemplateParameters(_ values: inout AccountValueTable, unreadable: inout Set<String>, file: String,
                                            at position: SourcePosition, account: String?) {
         for (key, value) in values where value.template != nil && value.text.contains("${") {
             var output = ""
@@ -729,7 +729,7 @@ struct LoadSession {
     }
 
     /// The keys of the template `name`, found beside the config file or on the search path.
-    mutating func template(named name: String, file: String, at position: SourcePosition, account: String?) -> [String: ConfigValue]? {
+    mutating func template(named name: String, file: String, at position: SourcePosition, account: String?) -> AccountValueTable? {
         let folders = [FileSystem.join(FileSystem.directory(of: file), "templates")] + environment.templateSearchPath
         guard !name.isEmpty, !name.contains("/"), !name.hasPrefix(".") else {
             diagnostics.error("'\(name)' is not a template name", file: file, at: position, account: account)
@@ -756,7 +756,7 @@ struct LoadSession {
         }
         templatePaths[lookup] = path
         if let cached = templateCache[path] { return cached }
-        var keys: [String: ConfigValue]?
+        var keys: AccountValueTable?
         if let mapping = parse(path, what: "template") {
             var entries: [(key: String, value: ConfigValue)] = []
             for (key, value) in mapping.entries {
@@ -769,7 +769,7 @@ struct LoadSession {
                     entries.append((key.value, resolved))
                 }
             }
-            var values: [String: ConfigValue] = [:]
+            var values = AccountValueTable()
             overlay(&values, with: entries, file: path, account: nil)
             keys = values
         }

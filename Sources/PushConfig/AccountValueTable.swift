@@ -1,0 +1,107 @@
+/// An account's values by key, in the order they were first set.
+///
+/// An account has about a dozen keys, and checking or sending its requests looks keys up some
+/// thirty times. A `Dictionary` hashed the key of each lookup with SipHash and kept a table of
+/// twice the room: for 100,000 accounts, that was a sizeable part of the time to validate them
+/// and 1–2 KB each. This is a plain list searched by a cheap digest of each key (its length
+/// and first and last eight bytes); a key is compared in full only when its digest matches.
+public struct AccountValueTable: Sendable {
+    fileprivate struct Entry: Sendable {
+        let digest: UInt64
+        let key: String
+        var value: ConfigValue
+    }
+
+    private var entries: [Entry] = []
+
+    public init() {}
+
+    /// The values of `dictionary`, in the order of their keys.
+    public init(_ dictionary: [String: ConfigValue]) {
+        entries.reserveCapacity(dictionary.count)
+        for (key, value) in dictionary.sorted(by: { $0.key < $1.key }) {
+            entries.append(Entry(digest: Self.digest(of: key), key: key, value: value))
+        }
+    }
+
+    /// The value under `key`; setting nil removes it, setting a new key adds it last.
+    public subscript(key: String) -> ConfigValue? {
+        get {
+            guard let index = index(of: key) else { return nil }
+            return entries[index].value
+        }
+        set {
+            let digest = Self.digest(of: key)
+            if let index = index(of: key, digest: digest) {
+                if let newValue { entries[index].value = newValue } else { entries.remove(at: index) }
+            } else if let newValue {
+                entries.append(Entry(digest: digest, key: key, value: newValue))
+            }
+        }
+    }
+
+    public var keys: [String] { entries.map(\.key) }
+    public var count: Int { entries.count }
+    public var isEmpty: Bool { entries.isEmpty }
+
+    public mutating func reserveCapacity(_ minimumCapacity: Int) {
+        entries.reserveCapacity(minimumCapacity)
+    }
+
+    private func index(of key: String) -> Int? {
+        index(of: key, digest: Self.digest(of: key))
+    }
+
+    private func index(of key: String, digest: UInt64) -> Int? {
+        entries.withUnsafeBufferPointer { entries in
+            for index in entries.indices where entries[index].digest == digest && entries[index].key == key {
+                return index
+            }
+            return nil
+        }
+    }
+
+    /// Length, first and last eight bytes of the key's UTF-8, mixed. Equal keys have equal
+    /// digests; different keys rarely do, and are then told apart by comparing them.
+    static func digest(of key: String) -> UInt64 {
+        var key = key
+        return key.withUTF8 { bytes in
+            let count = bytes.count
+            guard let start = bytes.baseAddress, count > 0 else { return 0 }
+            var digest = UInt64(truncatingIfNeeded: count) &* 0x9E37_79B9_7F4A_7C15
+            if count >= 8 {
+                let raw = UnsafeRawPointer(start)
+                digest ^= raw.loadUnaligned(as: UInt64.self)
+                digest = (digest &* 0xFF51_AFD7_ED55_8CCD) ^ (digest >> 29)
+                digest ^= raw.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
+            } else {
+                var word: UInt64 = 0
+                for i in 0..<count { word |= UInt64(start[i]) << (8 * UInt64(i)) }
+                digest ^= word
+            }
+            return (digest &* 0xC4CE_B9FE_1A85_EC53) ^ (digest >> 32)
+        }
+    }
+}
+
+extension AccountValueTable: Sequence {
+    public struct Iterator: IteratorProtocol {
+        private var base: IndexingIterator<[Entry]>
+
+        fileprivate init(_ entries: [Entry]) { base = entries.makeIterator() }
+
+        public mutating func next() -> (key: String, value: ConfigValue)? {
+            base.next().map { ($0.key, $0.value) }
+        }
+    }
+
+    public func makeIterator() -> Iterator { Iterator(entries) }
+    public var underestimatedCount: Int { entries.count }
+}
+
+extension AccountValueTable: ExpressibleByDictionaryLiteral {
+    /// A later repeat of a key replaces its value, where it was first set.
+    public init(dictionaryLiteral elements: (String, ConfigValue)...) {
+        for (key, value) in elements { self[key] = value }
+    }
+}

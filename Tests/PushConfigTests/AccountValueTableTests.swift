@@ -1,0 +1,65 @@
+@testable import PushConfig
+import Testing
+
+@Suite("AccountValueTable: an account's values by key")
+struct AccountValueTableTests {
+    private func value(_ text: String) -> ConfigValue {
+        let scalar = YAMLScalar(value: text, start: SourcePosition(line: 1, column: 1), end: SourcePosition(line: 1, column: 1))
+        return ConfigValue(text: text, origin: ValueOrigin(file: "t.yaml", scalar: scalar))
+    }
+
+    private func texts(_ table: AccountValueTable) -> [String] {
+        table.map { "\($0.key)=\($0.value.text)" }
+    }
+
+    @Test("setting adds a key last, replaces it in place, and nil removes it")
+    func setReplaceRemove() {
+        var table = AccountValueTable()
+        table["selector"] = value("s1")
+        table["pushTokenReporterUrl"] = value("https://a.example/")
+        table["x"] = value("1")
+        table["selector"] = value("s2")
+        #expect(texts(table) == ["selector=s2", "pushTokenReporterUrl=https://a.example/", "x=1"])
+        table["pushTokenReporterUrl"] = nil
+        table["absent"] = nil
+        #expect(texts(table) == ["selector=s2", "x=1"])
+        #expect(table.count == 2)
+        #expect(table["pushTokenReporterUrl"] == nil)
+        #expect(table["selector"]?.text == "s2")
+    }
+
+    @Test("keys whose digests are equal (same length, first and last eight bytes) stay apart")
+    func equalDigests() {
+        #expect(AccountValueTable.digest(of: "abcdefgh-1-ijklmnop") == AccountValueTable.digest(of: "abcdefgh-2-ijklmnop"))
+        var table = AccountValueTable()
+        table["abcdefgh-1-ijklmnop"] = value("one")
+        table["abcdefgh-2-ijklmnop"] = value("two")
+        #expect(table["abcdefgh-1-ijklmnop"]?.text == "one")
+        #expect(table["abcdefgh-2-ijklmnop"]?.text == "two")
+        #expect(table["abcdefgh-3-ijklmnop"] == nil)
+        table["abcdefgh-1-ijklmnop"] = nil
+        #expect(table["abcdefgh-2-ijklmnop"]?.text == "two")
+        #expect(table.keys == ["abcdefgh-2-ijklmnop"])
+    }
+
+    @Test("short, long, empty and non-ASCII keys, and a key built at run time, are found")
+    func keyShapes() {
+        let keys = ["", "a", "id", "1234567", "12345678", "123456789", "pushappid_incoming_call", "clé", "ключ-значение-ключ", "🙂x"]
+        var table = AccountValueTable()
+        for (index, key) in keys.enumerated() { table[key] = value(String(index)) }
+        for (index, key) in keys.enumerated() {
+            let rebuilt = String(decoding: Array(key.utf8), as: UTF8.self)
+            #expect(table[rebuilt]?.text == String(index), "key '\(key)'")
+        }
+        #expect(table["123456"] == nil)
+        #expect(table["pushappid_incoming_cal"] == nil)
+    }
+
+    @Test("a dictionary becomes a table in key order; a literal keeps its order")
+    func fromDictionary() {
+        let table = AccountValueTable(["b": value("2"), "a": value("1"), "c": value("3")])
+        #expect(texts(table) == ["a=1", "b=2", "c=3"])
+        let literal: AccountValueTable = ["z": value("26"), "y": value("25"), "z": value("last")]
+        #expect(texts(literal) == ["z=last", "y=25"])
+    }
+}
