@@ -12,6 +12,19 @@ public struct Template: Sendable {
     let parts: [Part]
     let literalByteCount: Int
 
+    /// What the values can change about rendering, found when compiling: a check of many
+    /// accounts renders only the templates where values can matter.
+    public let valueSensitivity: ValueSensitivity
+
+    init(source: String, kind: TemplateKind, references: [TemplateReference], parts: [Part], literalByteCount: Int) {
+        self.source = source
+        self.kind = kind
+        self.references = references
+        self.parts = parts
+        self.literalByteCount = literalByteCount
+        self.valueSensitivity = ValueSensitivity(parts: parts, kind: kind)
+    }
+
     enum Part: Sendable {
         case literal([UInt8])
         case insert(Expression, Encoding)
@@ -116,4 +129,104 @@ public struct TemplateCompilation: Sendable {
     /// Every placeholder that could be read, also when ``template`` is nil, so that a caller can
     /// check them all in one run.
     public var references: [TemplateReference] = []
+}
+
+/// What the values can change about rendering a template: whether it fails, and whether its
+/// output is well-formed for its kind (a URL with a host, a JSON body that is JSON).
+///
+/// A URL's scheme and host are literal text (a placeholder there does not compile), so no value
+/// changes them; what else is decided here follows the encodings.
+public enum ValueSensitivity: Sendable, Equatable {
+    /// No value can make rendering fail or the output ill-formed: every value is escaped for
+    /// where it lands, or lands where the output has no form to keep (a URL's path and query,
+    /// a form or plain text).
+    case none
+    /// As `none`, except that rendering can fail when the value of one of these slots holds a
+    /// CR, LF or NUL (values inserted into a header value as they are; `trim()` may still remove
+    /// the line break): when none of them does, it cannot.
+    case lineBreaks(inSlots: [Int])
+    /// Only rendering tells: XML escaping (it refuses some characters), `raw()` in a JSON body,
+    /// `urlencode()` or `json()` outside a JSON string, or a header value whose own text holds
+    /// a line break.
+    case unknown
+
+    init(parts: [Template.Part], kind: TemplateKind) {
+        var slots: [Int] = []
+        for part in parts {
+            switch part {
+            case .literal(let bytes):
+                if kind == .headerValue, bytes.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) {
+                    self = .unknown
+                    return
+                }
+            case .insert(let expression, let encoding):
+                guard encoding != .xml, !expression.calls(.xml) else {
+                    self = .unknown
+                    return
+                }
+                if case .call(let function, _) = expression, function.isEncodingOverride {
+                    // Inserted as the function wrote it, not escaped for the position.
+                    switch (function, encoding) {
+                    case (.urlencode, .jsonString), (.json, .jsonString):
+                        break // Percent-encoded or JSON-escaped text stays inside the string.
+                    case (_, .jsonString), (_, .jsonValue):
+                        self = .unknown
+                        return
+                    default:
+                        break // URL path or query, form, header or plain: no form to break.
+                    }
+                }
+                if encoding == .header {
+                    guard let found = expression.lineBreakSlots else {
+                        self = .unknown
+                        return
+                    }
+                    for slot in found where !slots.contains(slot) { slots.append(slot) }
+                }
+            }
+        }
+        self = slots.isEmpty ? .none : .lineBreaks(inSlots: slots)
+    }
+}
+
+extension Template.Expression {
+    /// Whether `function` is called anywhere in the expression.
+    func calls(_ function: TemplateFunction) -> Bool {
+        switch self {
+        case .variable, .text: false
+        case .concat(let pieces): pieces.contains { $0.calls(function) }
+        case .call(let called, let arguments): called == function || arguments.contains { $0.calls(function) }
+        }
+    }
+
+    /// The slots whose values reach the result unchanged enough to carry a CR, LF or NUL into
+    /// it, or nil when the expression's own text holds one. Hashes, Base64, `urlencode` and
+    /// `json` write none of them.
+    var lineBreakSlots: [Int]? {
+        switch self {
+        case .variable(let slot):
+            return [slot]
+        case .text(let text):
+            return text.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) ? nil : []
+        case .concat(let pieces):
+            var slots: [Int] = []
+            for piece in pieces {
+                guard let found = piece.lineBreakSlots else { return nil }
+                slots += found
+            }
+            return slots
+        case .call(let function, let arguments):
+            switch function {
+            case .sha1, .sha256, .md5, .hmac_sha256, .base64, .urlencode, .json:
+                return []
+            case .upper, .lower, .trim, .default, .raw, .xml:
+                var slots: [Int] = []
+                for argument in arguments {
+                    guard let found = argument.lineBreakSlots else { return nil }
+                    slots += found
+                }
+                return slots
+            }
+        }
+    }
 }

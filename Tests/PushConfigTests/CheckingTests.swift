@@ -1,0 +1,84 @@
+@testable import PushConfig
+import Testing
+
+/// `validate` renders a request only where values can matter (``ValueSensitivity``); its
+/// diagnostics must be those of rendering every request.
+@Suite("Checking requests: answers found once per template are given for every account")
+struct CheckingTests {
+    static let files: [(String, String)] = [
+        ("a.yaml", """
+        defaults:
+          pushTokenReporterUrl: https://h.example/t?s=%selector%
+          pushTokenReporterContentType: application/json
+          pushTokenReporterPostData: '{"s": "%selector%",}'
+          pushTokenReporterCustomHeaders: |
+            X-Note: %account[note]%
+            X-Sig: %hmac_sha256(%account[username]%,%selector%)%
+        accounts:
+          - id: a1
+            username: ua1
+            selector: S1
+            note: fine
+          - id: a2
+            username: ua2
+            selector: S2
+            note: "two\\nlines"
+          - id: a3
+            username: ua3
+            selector: S3
+            note: fine too
+            pushTokenReporterPostData: '{"s": "%selector%"}'
+        """),
+        ("b.yaml", """
+        defaults:
+          pushTokenReporterUrl: https:///t/%selector%
+          accountRemovalReporterUrl: https://h.example/r/%selector%
+          accountRemovalReporterMethod: DELETE
+        accounts:
+          - id: b1
+            username: ub1
+            selector: S4
+          - id: b2
+            username: ub2
+            selector: S5
+        """),
+    ]
+
+    /// What `request(for:…)` reports for every account and reporter, one after another.
+    static func renderedDiagnostics(_ loaded: Loaded) -> [String] {
+        var builder = RequestBuilder(configuration: loaded.result.configuration, sources: loaded.result.sources,
+                                     installID: "install-1", hostname: "host1")
+        var diagnostics = DiagnosticList()
+        for account in loaded.result.configuration.accounts {
+            for reporter in Reporter.allCases {
+                _ = builder.request(for: account, reporter: reporter, fingerprinted: false, diagnostics: &diagnostics)
+            }
+        }
+        return diagnostics.all.map { $0.formatted.replacingOccurrences(of: loaded.directory.path + "/", with: "") }
+    }
+
+    @Test("invalid JSON, a URL without a host and a line break in one account's header")
+    func sameAsRenderingEveryRequest() {
+        let loaded = Loaded(Self.files)
+        let checked = loaded.lines
+        // The same problem at the same place, without an account, is reported once.
+        #expect(checked == [
+            "a.yaml:4:30: error: the rendered pushTokenReporterPostData is not valid JSON: expected a string key at byte 12 [account a1]",
+            "a.yaml:5:35: error: a header value may not contain a carriage return, line feed or NUL character (in the value at this position) [account a2]",
+            "b.yaml:2:25: error: the rendered pushTokenReporterUrl has no host",
+        ])
+        #expect(checked.sorted() == Self.renderedDiagnostics(loaded).sorted())
+    }
+
+    @Test("one run and many runs give the same diagnostics")
+    func runsAgree() {
+        let loaded = Loaded(Self.files)
+        var one = DiagnosticList()
+        var oneBuilder = loaded.builder
+        oneBuilder.checkAll(into: &one, runs: 1)
+        var many = DiagnosticList()
+        var manyBuilder = loaded.builder
+        manyBuilder.checkAll(into: &many, runs: 4)
+        #expect(one.all.map(\.formatted) == many.all.map(\.formatted))
+    }
+}
