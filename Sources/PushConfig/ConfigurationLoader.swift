@@ -173,16 +173,12 @@ struct LoadSession {
         _ = loadRootEntries(before[...], file: path, defaults: &defaults)
         var streamed = 0
         while true {
+            // Many items at once (the parser waits once a few thousand are ready) are read on
+            // every processor, as what remains when the parser is done.
             let (items, isLast) = stream.next()
             streamed += items.count
-            if isLast {
-                // The parser is done: what remains is read on every processor.
-                readAccounts(items[...], file: path, defaults: defaults)
-                break
-            }
-            for item in items {
-                if let account = readAccount(item, file: path, defaults: defaults) { admit(account) }
-            }
+            readAccounts(items[...], file: path, defaults: defaults)
+            if isLast { break }
         }
         let parsed = reader.take(index)
         guard case .success(let contents) = parsed.contents, case .mapping(let root)? = contents.parsed.root,

@@ -33,6 +33,10 @@ final class SequenceStream: @unchecked Sendable {
     /// The parser's batch, not yet handed over (parser thread only).
     private var batch: [YAMLNode] = []
     private static let batchSize = 256
+    /// The most items that wait for the loader, which reads this many on every processor while
+    /// the parser waits: without a bound, a loader slower than the parser (a slow disk for its
+    /// templates, a busy machine) let the trees of a whole file pile up.
+    private static let readyLimit = 4_096
 
     init(key: String) {
         self.key = key
@@ -44,13 +48,14 @@ final class SequenceStream: @unchecked Sendable {
         shared.change { $0.before = entries }
     }
 
+    /// Hands `item` over; waits while `readyLimit` items are ready and not taken.
     func add(_ item: YAMLNode) {
         batch.append(item)
         guard batch.count >= Self.batchSize else { return }
         let items = batch
         batch = []
         batch.reserveCapacity(Self.batchSize)
-        shared.change { $0.ready += items }
+        shared.wait(until: { $0.ready.count < Self.readyLimit }) { $0.ready += items }
     }
 
     /// No more items (idempotent).
