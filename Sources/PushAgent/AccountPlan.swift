@@ -22,7 +22,7 @@ public struct AccountPlan: Sendable {
             guard let rendered = builder.request(for: account, reporter: .pushTokenReporter, display: .asSent,
                                                  diagnostics: &diagnostics) else { continue }
             var removal: String?
-            if account.values[Reporter.accountRemovalReporter.key(.url)] != nil {
+            if account.values.contains(Reporter.accountRemovalReporter.key(.url)) {
                 // Kept as text, not compared: it needs no fingerprint.
                 guard let request = builder.request(for: account, reporter: .accountRemovalReporter, display: .asSent,
                                                     fingerprinted: false, diagnostics: &diagnostics) else { continue }

@@ -40,6 +40,11 @@ public struct AccountValueTable: Sendable {
         }
     }
 
+    /// Whether the table has `key` (without copying its value).
+    public func contains(_ key: String) -> Bool {
+        index(of: key) != nil
+    }
+
     public var keys: [String] { entries.map(\.key) }
     public var count: Int { entries.count }
     public var isEmpty: Bool { entries.isEmpty }

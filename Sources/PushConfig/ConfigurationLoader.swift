@@ -501,22 +501,39 @@ struct LoadSession {
     /// replacing what `values` had under either; giving both with different values is an error.
     mutating func overlay<S: Sequence>(_ values: inout AccountValueTable, with layer: S, file: String, account: String?)
     where S.Element == (key: String, value: ConfigValue) {
-        var aliasGiven: [ConfigValue?] = Array(repeating: nil, count: DeviceValues.aliases.count * 2)
+        // What the layer gave under each name of the two alias pairs (DeviceValues.aliases).
+        var given: (ConfigValue?, ConfigValue?, ConfigValue?, ConfigValue?)
         for (key, value) in layer {
             values[key] = value
-            for (index, pair) in DeviceValues.aliases.enumerated() {
-                if key == pair.0 { aliasGiven[index * 2] = value } else if key == pair.1 { aliasGiven[index * 2 + 1] = value }
-            }
-        }
-        for (index, pair) in DeviceValues.aliases.enumerated() {
-            switch (aliasGiven[index * 2], aliasGiven[index * 2 + 1]) {
-            case (let x?, nil): values[pair.1] = x
-            case (nil, let y?): values[pair.0] = y
-            case (let x?, let y?) where x.text != y.text:
-                diagnostics.error("'\(pair.0)' and '\(pair.1)' are two names of one value, but they differ here; give only one",
-                                  file: file, at: y.origin.position, account: account)
+            // Most keys are not alias names, and most are told apart by their length alone.
+            let length = key.utf8.count
+            guard length < 64, Self.aliasNameLengths & (1 << UInt64(length)) != 0 else { continue }
+            switch key {
+            case DeviceValues.aliases[0].0: given.0 = value
+            case DeviceValues.aliases[0].1: given.1 = value
+            case DeviceValues.aliases[1].0: given.2 = value
+            case DeviceValues.aliases[1].1: given.3 = value
             default: break
             }
+        }
+        fillAlias(DeviceValues.aliases[0], given.0, given.1, in: &values, file: file, account: account)
+        fillAlias(DeviceValues.aliases[1], given.2, given.3, in: &values, file: file, account: account)
+    }
+
+    /// A bit for each length (in UTF-8 bytes) of an alias name.
+    private static let aliasNameLengths: UInt64 = DeviceValues.aliases.reduce(0) { mask, pair in
+        mask | 1 << UInt64(pair.0.utf8.count) | 1 << UInt64(pair.1.utf8.count)
+    }
+
+    private mutating func fillAlias(_ pair: (String, String), _ first: ConfigValue?, _ second: ConfigValue?,
+                                    in values: inout AccountValueTable, file: String, account: String?) {
+        switch (first, second) {
+        case (let x?, nil): values[pair.1] = x
+        case (nil, let y?): values[pair.0] = y
+        case (let x?, let y?) where x.text != y.text:
+            diagnostics.error("'\(pair.0)' and '\(pair.1)' are two names of one value, but they differ here; give only one",
+                              file: file, at: y.origin.position, account: account)
+        default: break
         }
     }
 
@@ -590,7 +607,7 @@ struct LoadSession {
         var values = layer.values
         // A default that could not be read stays unreadable unless the account gives its own.
         var unreadable = layer.unreadable
-        for key in defaults.unreadable where values[key] == nil { unreadable.insert(key) }
+        for key in defaults.unreadable where !values.contains(key) { unreadable.insert(key) }
         if values.contains(where: { $0.value.template != nil }) {
             let label = values["id"]?.text ?? values["username"]?.text
             expandTemplateParameters(&values, unreadable: &unreadable, file: file, at: mapping.start, account: label)
@@ -687,24 +704,47 @@ struct LoadSession {
 
     /// Accounts take any key, but a near-miss of a key the agent acts on is almost always a typo.
     mutating func warnIfMisspelt(_ key: YAMLScalar, file: String, account: String?) {
-        let name = key.value
+        guard let nearest = facts(of: key.value).suggestion else { return }
+        diagnostics.warning("'\(key.value)' is not a key pushreporter acts on; did you mean '\(nearest)'?", file: file, at: key.start,
+                            account: account)
+    }
+
+    /// What is known of a key name, whatever holds it.
+    struct KeyFacts {
+        /// Whether its values are secret (``isSecretKey(_:)``).
+        var isSecret: Bool
+        /// The key pushreporter acts on that it is a near miss of, if any.
+        var suggestion: String?
+    }
+
+    /// The facts of the key names met last. Accounts repeat their keys in the same order, and a
+    /// key compared with the very same string (as the parser shares them) costs less than
+    /// hashing it, which every key of every account did twice.
+    private var recentKeyFacts: [(digest: UInt64, key: String, facts: KeyFacts)] = []
+    private static let recentKeyCount = 32
+
+    mutating func facts(of key: String) -> KeyFacts {
+        let digest = AccountValueTable.digest(of: key)
+        if let recent = recentKeyFacts.last(where: { $0.digest == digest && $0.key == key }) { return recent.facts }
+        let facts = KeyFacts(isSecret: Self.isSecretKey(key), suggestion: suggestion(forKey: key))
+        if recentKeyFacts.count == Self.recentKeyCount { recentKeyFacts.removeFirst() }
+        recentKeyFacts.append((digest, key, facts))
+        return facts
+    }
+
+    private mutating func suggestion(forKey name: String) -> String? {
         // Most keys are ones we act on: answer those before any string work.
-        guard !Self.knownAccountKeySet.contains(name) else { return }
+        guard !Self.knownAccountKeySet.contains(name) else { return nil }
         // Other keys repeat in every account: each name is looked at once.
-        let suggestion: String?
-        if let known = keySuggestions[name] {
-            suggestion = known
-        } else {
-            let lowered = name.lowercased()
-            // Accounts take any key, so only names that look like ours are checked: our prefixes,
-            // or a near miss of a device value (a misspelt `selctor` silently drops the value).
-            let looksLikeOurs = lowered.hasPrefix("push") || lowered.hasPrefix("account") || lowered.hasPrefix("selector")
-                || NameSuggester.nearest(to: name, among: DeviceValues.names, maxDistance: 2) != nil
-            suggestion = looksLikeOurs ? NameSuggester.nearest(to: name, among: Self.knownAccountKeys, maxDistance: 2) : nil
-            keySuggestions[name] = .some(suggestion)
-        }
-        guard let nearest = suggestion else { return }
-        diagnostics.warning("'\(name)' is not a key pushreporter acts on; did you mean '\(nearest)'?", file: file, at: key.start, account: account)
+        if let known = keySuggestions[name] { return known }
+        let lowered = name.lowercased()
+        // Accounts take any key, so only names that look like ours are checked: our prefixes,
+        // or a near miss of a device value (a misspelt `selctor` silently drops the value).
+        let looksLikeOurs = lowered.hasPrefix("push") || lowered.hasPrefix("account") || lowered.hasPrefix("selector")
+            || NameSuggester.nearest(to: name, among: DeviceValues.names, maxDistance: 2) != nil
+        let suggestion = looksLikeOurs ? NameSuggester.nearest(to: name, among: Self.knownAccountKeys, maxDistance: 2) : nil
+        keySuggestions[name] = .some(suggestion)
+        return suggestion
     }
 
     // MARK: use: templates
@@ -807,7 +847,7 @@ struct LoadSession {
     /// A scalar's value, with `!env`, `!file` and `!credential` resolved.
     mutating func resolve(_ scalar: YAMLScalar, key: String, file: String, account: String?) -> ConfigValue? {
         guard let tag = scalar.tag, tag != "!", tag != "tag:yaml.org,2002:str" else {
-            return ConfigValue(text: scalar.value, isSecret: Self.isSecretKey(key), origin: ValueOrigin(path: path(of: file), scalar: scalar))
+            return ConfigValue(text: scalar.value, isSecret: facts(of: key).isSecret, origin: ValueOrigin(path: path(of: file), scalar: scalar))
         }
         let origin = ValueOrigin(path: path(of: file), scalar: scalar, isVerbatim: false)
         let name = scalar.value

@@ -126,7 +126,7 @@ public struct RequestBuilder: Sendable {
     private mutating func check(_ accounts: ArraySlice<Account>, into diagnostics: inout DiagnosticList) {
         for account in accounts where account.isEnabled {
             var reportsSomething = !account.services.isEmpty
-            for reporter in Reporter.allCases where account.values[reporter.key(.url)] != nil {
+            for reporter in Reporter.allCases where account.values.contains(reporter.key(.url)) {
                 if reporter == .pushTokenReporter { reportsSomething = true }
                 checkRequest(for: account, reporter: reporter, diagnostics: &diagnostics)
             }
@@ -135,8 +135,8 @@ public struct RequestBuilder: Sendable {
                 diagnostics.warning("the account has no pushTokenReporterUrl and no services, so nothing is reported for it",
                                     file: account.file, at: account.position, account: account.id)
             }
-            if account.values[Reporter.pushTokenReporter.key(.url)] != nil,
-               account.values["selector"] == nil, account.values["pushTokenOther"] == nil, account.values["pushTokenIncomingCall"] == nil {
+            if account.values.contains(Reporter.pushTokenReporter.key(.url)), !account.values.contains("selector"),
+               !account.values.contains("pushTokenOther"), !account.values.contains("pushTokenIncomingCall") {
                 diagnostics.warning("the account has no device values (selector, pushTokenOther, pushTokenIncomingCall); its report carries no token",
                                     file: account.file, at: account.position, account: account.id)
             }
@@ -568,7 +568,7 @@ public struct RequestBuilder: Sendable {
     private mutating func checkAccountReferences(account: Account, diagnostics: inout DiagnosticList) {
         for placed in requestReferences {
             for reference in placed.references {
-                guard let key = reference.key, account.values[key] == nil, !account.unreadableKeys.contains(key),
+                guard let key = reference.key, !account.values.contains(key), !account.unreadableKeys.contains(key),
                       !DeviceValues.names.contains(key) else { continue }
                 let origin = (value: placed.origin, baseOffset: placed.baseOffset)
                 let position = position(of: reference.offset + origin.baseOffset, length: reference.length, in: origin.value)
