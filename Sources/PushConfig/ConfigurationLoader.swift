@@ -179,6 +179,7 @@ struct LoadSession {
             streamed += items.count
             readAccounts(items[...], file: path, defaults: defaults)
             if isLast { break }
+            stream.giveBack(items)
         }
         let parsed = reader.take(index)
         guard case .success(let contents) = parsed.contents, case .mapping(let root)? = contents.parsed.root,
