@@ -12,6 +12,10 @@ public struct LoadResult: Sendable {
     public var sources: [String: SourceText]
     /// The configuration files whose accounts were read while they were parsed (for tests).
     var streamedFiles = 0
+    /// With ``ConfigurationLoader/earlyCheckHostname`` set, for each account of
+    /// `configuration.accounts`, whether it was checked while it loaded and found to have no
+    /// problem (``RequestBuilder/checkAll(into:skipping:)`` leaves those out); else nil.
+    public var passedEarly: [Bool]?
 }
 
 /// Loads YAML configuration files and directories (SPEC §2) into a ``Configuration``.
@@ -27,6 +31,11 @@ public struct ConfigurationLoader: Sendable {
     /// accounts to the loader while it is parsed; 0 parses each file when it is loaded. nil:
     /// 2 with several processors, else 0 (tests set it to compare).
     var readAhead: Int?
+    /// When set, each account is also checked as it is read, against what is loaded so far, as
+    /// `RequestBuilder.checkAll` would with this hostname and no installation id; an account
+    /// found without a problem (see ``RequestBuilder/passesWithoutRendering(_:)``) is marked in
+    /// ``LoadResult/passedEarly``. The checking then overlaps the parsing.
+    public var earlyCheckHostname: String?
 
     public init(environment: LoaderEnvironment = .current()) {
         self.environment = environment
@@ -36,6 +45,7 @@ public struct ConfigurationLoader: Sendable {
     public func load(paths: [String]) -> LoadResult {
         var session = LoadSession(environment: environment)
         session.accountRuns = accountRuns
+        session.earlyCheckHostname = earlyCheckHostname
         var files: [String] = []
         for path in paths { files += session.files(at: path) }
         // With a second processor, files are parsed on another thread, a couple ahead of the one
@@ -45,8 +55,10 @@ public struct ConfigurationLoader: Sendable {
             session.loadFile(files[index], from: reader, index: index)
         }
         session.finish()
-        return LoadResult(configuration: session.configuration, diagnostics: session.diagnostics, sources: session.sources,
+        var result = LoadResult(configuration: session.configuration, diagnostics: session.diagnostics, sources: session.sources,
                           streamedFiles: session.streamedFiles)
+        result.passedEarly = earlyCheckHostname == nil ? nil : session.passedEarly
+        return result
     }
 }
 
@@ -73,6 +85,13 @@ struct LoadSession {
     let environment: LoaderEnvironment
     var accountRuns: Int?
     var streamedFiles = 0
+    /// See ``ConfigurationLoader/earlyCheckHostname``.
+    var earlyCheckHostname: String?
+    /// Indexed like `configuration.accounts` (kept only with `earlyCheckHostname`).
+    var passedEarly: [Bool] = []
+    /// The builder accounts are checked with as they are read, and the number of globals (read
+    /// and unreadable) it knows: made again when a file adds globals.
+    private var earlyChecker: (builder: RequestBuilder, globals: Int)?
     var configuration = Configuration()
     var diagnostics = DiagnosticList()
     var sources: [String: SourceText] = [:]
@@ -218,6 +237,7 @@ struct LoadSession {
         private let accounts: Int
         private let diagnostics: Int
         private let serviceReferences: Int
+        private let passedEarly: Int
 
         init(_ session: LoadSession) {
             // Emptied in the copy, so the session's own lists stay unshared and grow in place.
@@ -225,6 +245,7 @@ struct LoadSession {
             accounts = session.configuration.accounts.count
             diagnostics = session.diagnostics.all.count
             serviceReferences = session.accountServiceReferences.count
+            passedEarly = session.passedEarly.count
         }
 
         func restore(_ session: inout LoadSession) {
@@ -233,10 +254,12 @@ struct LoadSession {
             swap(&restored.accountOwners, &session.accountOwners)
             swap(&restored.diagnostics, &session.diagnostics)
             swap(&restored.accountServiceReferences, &session.accountServiceReferences)
+            swap(&restored.passedEarly, &session.passedEarly)
             for account in restored.configuration.accounts[accounts...] { restored.accountOwners[account.id] = nil }
             restored.configuration.accounts.removeSubrange(accounts...)
             restored.diagnostics.removeAll(after: diagnostics)
             restored.accountServiceReferences.removeSubrange(serviceReferences...)
+            restored.passedEarly.removeSubrange(passedEarly...)
             session = restored
         }
     }
@@ -250,6 +273,7 @@ struct LoadSession {
         copy.accountOwners = [:]
         copy.diagnostics = DiagnosticList()
         copy.accountServiceReferences = []
+        copy.passedEarly = []
         return copy
     }
 
@@ -551,9 +575,13 @@ struct LoadSession {
     /// Reads `items` of `accounts:` and admits them; in runs on every processor when there are many.
     mutating func readAccounts(_ items: ArraySlice<YAMLNode>, file: String, defaults: AccountLayer) {
         let runs = min(accountRuns ?? Processors.runs(accounts: items.count), items.count)
+        let checker = earlyCheckerForLoadedGlobals()
         guard runs > 1 else {
+            var checking = checker
             for item in items {
-                if let account = readAccount(item, file: file, defaults: defaults) { admit(account) }
+                guard let account = readAccount(item, file: file, defaults: defaults) else { continue }
+                let passed = checking?.passesWithoutRendering(account) ?? false
+                admit(account, passedEarly: passed)
             }
             return
         }
@@ -564,23 +592,25 @@ struct LoadSession {
         let first = items.startIndex
         let read = Processors.inRuns(count: items.count, runs: runs) { range in
             var worker = base
-            var accounts: [(account: Account?, diagnostics: Int, references: Int)] = []
+            var checking = checker
+            var accounts: [(account: Account?, diagnostics: Int, references: Int, passedEarly: Bool)] = []
             accounts.reserveCapacity(range.count)
             for item in items[(first + range.lowerBound)..<(first + range.upperBound)] {
                 let account = worker.readAccount(item, file: file, defaults: defaults)
-                accounts.append((account, worker.diagnostics.all.count, worker.accountServiceReferences.count))
+                let passed = account.map { checking?.passesWithoutRendering($0) ?? false } ?? false
+                accounts.append((account, worker.diagnostics.all.count, worker.accountServiceReferences.count, passed))
             }
             return AccountRun(accounts: accounts, session: worker)
         }
         for run in read {
             var diagnosticsTaken = 0
             var referencesTaken = 0
-            for (account, diagnosticCount, referenceCount) in run.accounts {
+            for (account, diagnosticCount, referenceCount, passed) in run.accounts {
                 for diagnostic in run.session.diagnostics.all[diagnosticsTaken..<diagnosticCount] { diagnostics.append(diagnostic) }
                 accountServiceReferences += run.session.accountServiceReferences[referencesTaken..<referenceCount]
                 diagnosticsTaken = diagnosticCount
                 referencesTaken = referenceCount
-                if let account { admit(account) }
+                if let account { admit(account, passedEarly: passed) }
             }
             // Templates a run read for the first time.
             sources.merge(run.session.sources) { mine, _ in mine }
@@ -592,7 +622,7 @@ struct LoadSession {
     /// What one run of `readAccounts` read: each account (nil when it could not be used) with the
     /// number of diagnostics and service references its session had after it.
     struct AccountRun: Sendable {
-        var accounts: [(account: Account?, diagnostics: Int, references: Int)]
+        var accounts: [(account: Account?, diagnostics: Int, references: Int, passedEarly: Bool)]
         var session: LoadSession
     }
 
@@ -633,8 +663,9 @@ struct LoadSession {
                        path: path(of: file), position: mapping.start, unreadableKeys: unreadable)
     }
 
-    /// Adds `account` unless its id is taken (ids are unique across all files).
-    mutating func admit(_ account: consuming Account) {
+    /// Adds `account` unless its id is taken (ids are unique across all files), with whether it
+    /// passed its check while loading.
+    mutating func admit(_ account: consuming Account, passedEarly passed: Bool = false) {
         if let owner = accountOwners[account.id] {
             diagnostics.error("account id '\(account.id)' is already used at \(owner.file.string):\(owner.position.line):\(owner.position.column); ids must be unique across all files",
                               file: account.file, at: account.position, account: account.id)
@@ -642,6 +673,21 @@ struct LoadSession {
         }
         accountOwners[account.id] = (account.path, account.position)
         configuration.accounts.append(consume account)
+        if earlyCheckHostname != nil { passedEarly.append(passed) }
+    }
+
+    /// The builder that checks accounts as they are read, for the globals loaded so far; nil
+    /// without `earlyCheckHostname`.
+    mutating func earlyCheckerForLoadedGlobals() -> RequestBuilder? {
+        guard let hostname = earlyCheckHostname else { return nil }
+        let globals = configuration.globals.count + configuration.unreadableGlobals.count
+        if let checker = earlyChecker, checker.globals == globals { return checker.builder }
+        // Without the accounts: a check reads them only to word a problem.
+        var loaded = configuration
+        loaded.accounts = []
+        let builder = RequestBuilder(configuration: loaded, sources: [:], installID: nil, hostname: hostname)
+        earlyChecker = (builder, globals)
+        return builder
     }
 
     /// Fills `${KEY}` in values that came from a `use:` template with the account's own `KEY`.

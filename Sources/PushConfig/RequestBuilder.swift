@@ -104,18 +104,26 @@ public struct RequestBuilder: Sendable {
         checkAll(into: &diagnostics, runs: Processors.runs(accounts: configuration.accounts.count))
     }
 
+    /// `checkAll`, leaving out the accounts whose `passed` is true: checked while they loaded,
+    /// they were found to have no problem (see ``passesWithoutRendering(_:)``). `passed` is
+    /// indexed like `configuration.accounts`; nil checks every account.
+    public mutating func checkAll(into diagnostics: inout DiagnosticList, skipping passed: [Bool]?) {
+        checkAll(into: &diagnostics, runs: Processors.runs(accounts: configuration.accounts.count), skipping: passed)
+    }
+
     /// `checkAll` in `runs` runs (tests compare it with one run).
-    mutating func checkAll(into diagnostics: inout DiagnosticList, runs: Int) {
+    mutating func checkAll(into diagnostics: inout DiagnosticList, runs: Int, skipping passed: [Bool]? = nil) {
         let accounts = configuration.accounts
+        let passed = passed.flatMap { $0.count == accounts.count ? $0 : nil }
         guard runs > 1, !accounts.isEmpty else {
-            check(accounts[...], into: &diagnostics)
+            check(accounts.indices, of: accounts, skipping: passed, into: &diagnostics)
             return
         }
         let builder = self
         let found = Processors.inRuns(count: accounts.count, runs: runs) { range in
             var copy = builder
             var found = DiagnosticList()
-            copy.check(accounts[range], into: &found)
+            copy.check(range, of: accounts, skipping: passed, into: &found)
             return found
         }
         for run in found {
@@ -123,24 +131,59 @@ public struct RequestBuilder: Sendable {
         }
     }
 
-    private mutating func check(_ accounts: ArraySlice<Account>, into diagnostics: inout DiagnosticList) {
-        for account in accounts where account.isEnabled {
-            var reportsSomething = !account.services.isEmpty
-            for reporter in Reporter.allCases where account.values.contains(reporter.key(.url)) {
-                if reporter == .pushTokenReporter { reportsSomething = true }
-                checkRequest(for: account, reporter: reporter, diagnostics: &diagnostics)
-            }
-            // A URL written but unreadable (an unset !env) was reported where it is written.
-            if !reportsSomething && !account.unreadableKeys.contains(Reporter.pushTokenReporter.key(.url)) {
-                diagnostics.warning("the account has no pushTokenReporterUrl and no services, so nothing is reported for it",
-                                    file: account.file, at: account.position, account: account.id)
-            }
-            if account.values.contains(Reporter.pushTokenReporter.key(.url)), !account.values.contains("selector"),
-               !account.values.contains("pushTokenOther"), !account.values.contains("pushTokenIncomingCall") {
-                diagnostics.warning("the account has no device values (selector, pushTokenOther, pushTokenIncomingCall); its report carries no token",
-                                    file: account.file, at: account.position, account: account.id)
-            }
+    private mutating func check(_ indices: Range<Int>, of accounts: [Account], skipping passed: [Bool]?,
+                                into diagnostics: inout DiagnosticList) {
+        for index in indices where passed?[index] != true {
+            check(accounts[index], into: &diagnostics)
         }
+    }
+
+    private mutating func check(_ account: Account, into diagnostics: inout DiagnosticList) {
+        guard account.isEnabled else { return }
+        var reportsSomething = !account.services.isEmpty
+        for reporter in Reporter.allCases where account.values.contains(reporter.key(.url)) {
+            if reporter == .pushTokenReporter { reportsSomething = true }
+            checkRequest(for: account, reporter: reporter, diagnostics: &diagnostics)
+        }
+        // A URL written but unreadable (an unset !env) was reported where it is written.
+        if !reportsSomething && !account.unreadableKeys.contains(Reporter.pushTokenReporter.key(.url)) {
+            diagnostics.warning("the account has no pushTokenReporterUrl and no services, so nothing is reported for it",
+                                file: account.file, at: account.position, account: account.id)
+        }
+        if account.values.contains(Reporter.pushTokenReporter.key(.url)), !account.values.contains("selector"),
+           !account.values.contains("pushTokenOther"), !account.values.contains("pushTokenIncomingCall") {
+            diagnostics.warning("the account has no device values (selector, pushTokenOther, pushTokenIncomingCall); its report carries no token",
+                                file: account.file, at: account.position, account: account.id)
+        }
+    }
+
+    // MARK: Checking while loading
+
+    /// Set while ``passesWithoutRendering(_:)`` checks: a request that needs rendering with its
+    /// values is not rendered, and `deferredRendering` says so.
+    private var defersRendering = false
+    private var deferredRendering = false
+    /// Whether a template of the account checked had a problem (reported or not: each is
+    /// reported once, for the first account that uses the template).
+    private var sawTemplateIssues = false
+
+    /// Whether checking `account` finds no problem at all, when that is known without rendering
+    /// a request with its values; false when it finds one, or only `checkAll` can tell.
+    ///
+    /// For checking accounts while they load, with a builder made of the configuration loaded
+    /// so far (its accounts left out). An account that passes passes with the whole
+    /// configuration too: globals of later files only add names (a template naming one would
+    /// not have passed), the key list of all accounts is read only for a key an account lacks
+    /// (a problem), and file positions only place problems. Validate does not check such an
+    /// account again.
+    mutating func passesWithoutRendering(_ account: Account) -> Bool {
+        var found = DiagnosticList()
+        defersRendering = true
+        deferredRendering = false
+        sawTemplateIssues = false
+        defer { defersRendering = false }
+        check(account, into: &found)
+        return found.all.isEmpty && !deferredRendering && !sawTemplateIssues
     }
 
     // MARK: Rendering
@@ -373,6 +416,10 @@ public struct RequestBuilder: Sendable {
         guard rendersAlikeForAllValues(prepared, values),
               let hasHost = hostAnswer(prepared.url, values),
               let bodyAnswer = bodyAnswer(prepared, values) else {
+            if defersRendering {
+                deferredRendering = true
+                return
+            }
             // Checking needs the rendering, not the fingerprint (a SHA-256 of every request).
             _ = render(prepared, account: account, reporter: reporter, display: .asSent, fingerprinted: false,
                        diagnostics: &diagnostics)
@@ -492,6 +539,7 @@ public struct RequestBuilder: Sendable {
             if recentCompilations.count == Self.recentCompilationCount { recentCompilations.removeFirst() }
             recentCompilations.append((key, compilation))
         }
+        if !compilation.issues.isEmpty { sawTemplateIssues = true }
         if !compilation.issues.isEmpty,
            reportedOrigins.insert(OriginKey(file: value.origin.path, position: value.origin.position, baseOffset: baseOffset,
                                             template: key)).inserted {

@@ -35,10 +35,14 @@ struct LoadedConfiguration {
     /// What it was loaded with: environment variables, template path and hostname.
     let environment: LoaderEnvironment
 
-    init(options: ConfigOptions) {
+    /// Loads the configuration `options` name; `checkingEarly` also checks each account as it
+    /// loads (for `validate`, see ``ConfigurationLoader/earlyCheckHostname``).
+    init(options: ConfigOptions, checkingEarly: Bool = false) {
         environment = LoaderEnvironment.current()
         let paths = options.resolvedPaths(environment: environment)
-        result = ConfigurationLoader(environment: environment).load(paths: paths)
+        var loader = ConfigurationLoader(environment: environment)
+        if checkingEarly { loader.earlyCheckHostname = environment.hostname }
+        result = loader.load(paths: paths)
         if options.paths.isEmpty, environment.variables["PUSHREPORTER_CONFIG"] ?? "" == "",
            access(paths[0], F_OK) != 0 {
             // The default place is empty: say how to name a configuration instead.

@@ -25,9 +25,12 @@ struct Validate: ParsableCommand {
     var strict = false
 
     func run() throws {
-        var loaded = LoadedConfiguration(options: config)
-        var builder = loaded.builder(installID: loaded.storedInstallID)
-        builder.checkAll(into: &loaded.diagnostics)
+        // Accounts are checked while they load, as far as that can tell; the others after.
+        var loaded = LoadedConfiguration(options: config, checkingEarly: true)
+        let installID = loaded.storedInstallID
+        var builder = loaded.builder(installID: installID)
+        // The early checks rendered `%installid%` as it is without one.
+        builder.checkAll(into: &loaded.diagnostics, skipping: installID == nil ? loaded.result.passedEarly : nil)
         let diagnostics = loaded.diagnostics.sorted(fileOrder: loaded.result.configuration.files)
         let errors = loaded.diagnostics.errorCount
         let warnings = loaded.diagnostics.warningCount

@@ -53,29 +53,35 @@ struct ParallelLoadingTests {
             """ + "\n" + accounts(prefix: "b", count: 90)),
     ]
 
-    struct Outcome: Equatable {
+    struct Outcome {
         var accounts: [String]
         var diagnostics: [String]
+        /// Accounts that passed their check while they loaded.
+        var passedEarly = 0
     }
 
     static func outcome(accountRuns: Int, checkingRuns: Int, readAhead: Int = 0,
-                        files: [(String, String)] = files, streamed: Int? = nil) -> Outcome {
+                        files: [(String, String)] = files, streamed: Int? = nil,
+                        installID: String? = "i", earlyCheck: Bool = false) -> Outcome {
         let directory = TemporaryDirectory()
         for (name, text) in files { directory.write(name, text) }
         var loader = ConfigurationLoader(environment: LoaderEnvironment(variables: [:], templateSearchPath: [RepositoryPaths.templates]))
         loader.accountRuns = accountRuns
         loader.readAhead = readAhead
+        if earlyCheck { loader.earlyCheckHostname = "h" }
         let result = loader.load(paths: [directory.path])
         if let streamed { #expect(result.streamedFiles == streamed, "files streamed") }
+        #expect((result.passedEarly?.count ?? result.configuration.accounts.count) == result.configuration.accounts.count)
         var diagnostics = result.diagnostics
-        var builder = RequestBuilder(configuration: result.configuration, sources: result.sources, installID: "i", hostname: "h")
-        builder.checkAll(into: &diagnostics, runs: checkingRuns)
+        var builder = RequestBuilder(configuration: result.configuration, sources: result.sources, installID: installID, hostname: "h")
+        builder.checkAll(into: &diagnostics, runs: checkingRuns, skipping: result.passedEarly)
         let accounts = result.configuration.accounts.map { account in
             "\(account.id) \(account.isEnabled) " + account.values.keys.sorted().map { "\($0)=\(account.values[$0]!.text)" }.joined(separator: ",")
                 + " services=\(account.services.keys.sorted()) unreadable=\(account.unreadableKeys.sorted())"
         }
         return Outcome(accounts: accounts,
-                       diagnostics: diagnostics.all.map { $0.formatted.replacingOccurrences(of: directory.path, with: "DIR") })
+                       diagnostics: diagnostics.all.map { $0.formatted.replacingOccurrences(of: directory.path, with: "DIR") },
+                       passedEarly: result.passedEarly?.count { $0 } ?? 0)
     }
 
     @Test("accounts and diagnostics, in order, whatever the number of runs", arguments: [(2, 2), (7, 3), (64, 13), (500, 500)])
@@ -149,6 +155,60 @@ struct ParallelLoadingTests {
         #expect(awkward.diagnostics.contains { $0.contains("duplicate key 'accounts'") })
         #expect(awkward.diagnostics.contains { $0.contains("40-twice.yaml") && $0.contains("'unknownKey'") })
         #expect(awkward.diagnostics.count { $0.contains("templates/broken.yaml") } == 1)
+    }
+
+    /// Accounts that pass, beside ones whose check needs the whole configuration or rendering.
+    static let checkedEarly: [(String, String)] = [
+        // %g% is a global of a later file: unknown while this file loads.
+        ("10-later-global.yaml", """
+            defaults:
+              pushTokenReporterUrl: https://g.example/%g%/?s=%selector%
+            accounts:
+              - id: g1
+                selector: S1
+              - id: g2
+                selector: S2
+            """),
+        ("20-globals.yaml", """
+            globals: {g: gee}
+            defaults:
+              pushTokenReporterUrl: https://h.example/?s=%selector%&v=%g%
+              pushTokenReporterCustomHeaders: |
+                X-Note: %account[note]%
+            """ + "\n" + accounts(prefix: "h", count: 40).replacingOccurrences(of: "pushTokenOther: ", with: "note: n\n    pushTokenOther: ")
+            + "  - id: newline\n    selector: S\n    note: \"two\\nlines\"\n"),
+        ("30-xml.yaml", """
+            defaults:
+              pushTokenReporterUrl: https://x.example/
+              pushTokenReporterContentType: application/xml
+              pushTokenReporterPostData: <t>%selector%</t>
+            accounts:
+              - id: x1
+                selector: S1
+              - id: x2
+                selector: "bad\\u0001"
+            """),
+    ]
+
+    @Test("checking accounts while they load, then only the others, gives what checking all gives",
+          arguments: [(1, 0), (3, 0), (1, 2), (3, 2)])
+    func earlyChecksAreInvisible(accountRuns: Int, readAhead: Int) {
+        for files in [Self.files, Self.awkward, Self.checkedEarly] {
+            let all = Self.outcome(accountRuns: accountRuns, checkingRuns: 1, readAhead: readAhead, files: files, installID: nil)
+            let early = Self.outcome(accountRuns: accountRuns, checkingRuns: 2, readAhead: readAhead, files: files,
+                                     installID: nil, earlyCheck: true)
+            #expect(early.accounts == all.accounts)
+            #expect(early.diagnostics == all.diagnostics)
+        }
+        let early = Self.outcome(accountRuns: accountRuns, checkingRuns: 1, readAhead: readAhead, files: Self.checkedEarly,
+                                 installID: nil, earlyCheck: true)
+        // Passed: the clean accounts of the second file (cases 3, 9 and 10 of eleven have no problem
+        // of their own), not g1 and g2 (an unknown global then), nor the XML accounts (rendered to tell).
+        #expect(early.passedEarly > 0)
+        #expect(early.passedEarly < early.accounts.count - 4)
+        #expect(early.diagnostics.contains { $0.contains("[account newline]") && $0.contains("line feed") })
+        #expect(early.diagnostics.contains { $0.contains("[account x2]") })
+        #expect(!early.diagnostics.contains { $0.contains("10-later-global.yaml") })
     }
 
     @Test("runs are used only with several processors and thousands of accounts")
