@@ -196,7 +196,9 @@ struct LoadSession {
             // every processor, as what remains when the parser is done.
             let (items, isLast) = stream.next()
             streamed += items.count
-            readAccounts(items[...], file: path, defaults: defaults)
+            // The last ones are all that is left to do: on every processor even when fewer.
+            readAccounts(items[...], file: path, defaults: defaults,
+                         runs: isLast && Processors.online > 1 && items.count >= 1_000 ? min(Processors.online * 4, items.count / 250) : nil)
             if isLast { break }
             stream.giveBack(items)
         }
@@ -572,9 +574,10 @@ struct LoadSession {
         readAccounts(sequence.items[...], file: file, defaults: defaults)
     }
 
-    /// Reads `items` of `accounts:` and admits them; in runs on every processor when there are many.
-    mutating func readAccounts(_ items: ArraySlice<YAMLNode>, file: String, defaults: AccountLayer) {
-        let runs = min(accountRuns ?? Processors.runs(accounts: items.count), items.count)
+    /// Reads `items` of `accounts:` and admits them; in runs on every processor when there are
+    /// many, or in `runs` runs when given.
+    mutating func readAccounts(_ items: ArraySlice<YAMLNode>, file: String, defaults: AccountLayer, runs: Int? = nil) {
+        let runs = min(accountRuns ?? runs ?? Processors.runs(accounts: items.count), items.count)
         let checker = earlyCheckerForLoadedGlobals()
         guard runs > 1 else {
             var checking = checker
