@@ -192,8 +192,8 @@ struct LoadSession {
         _ = loadRootEntries(before[...], file: path, defaults: &defaults)
         var streamed = 0
         while true {
-            // Many items at once (the parser waits once a few thousand are ready) are read on
-            // every processor, as what remains when the parser is done.
+            // Items as they come (the parser waits once a thousand are ready), and what remains
+            // when the parser is done, on every processor when there are enough.
             let (items, isLast) = stream.next()
             streamed += items.count
             // The last ones are all that is left to do: on every processor even when fewer.
