@@ -2,10 +2,10 @@ import ArgumentParser
 import PushAgent
 import PushConfig
 
-/// `pushreporter validate`: check configurations and prove every template by rendering it.
+/// `pushreporter validate`: check configurations, and every request as rendering it would.
 struct Validate: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Check configuration files and render every request without sending it.",
+        abstract: "Check configuration files and every request, without sending any.",
         discussion: """
             Prints FILE:LINE:COLUMN: error|warning: MESSAGE lines on standard error (or a JSON array on \
             standard output with --format json) and exits 78 when there is an error, or a warning with --strict.
