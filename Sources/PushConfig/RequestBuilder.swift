@@ -211,7 +211,6 @@ public struct RequestBuilder: Sendable {
         var authUsername: PlacedTemplate?
         var authPassword: PlacedTemplate?
         var timeout: Duration?
-
     }
 
     /// Validates what `reporter`'s keys say for `account` and compiles its templates; nil when
@@ -408,14 +407,15 @@ public struct RequestBuilder: Sendable {
     /// Rendering matters to a check only where values can make it fail or make the output
     /// ill-formed (``ValueSensitivity``). Where they cannot, whether the URL has a host and
     /// whether a JSON body is JSON are the same for every account: each template text is
-    /// rendered for that once, and the answer reused. For 100,000 accounts this took most of
-    /// the time to check them (rendering, and an HMAC in a header).
+    /// rendered for that once, and the answer reused (a body found not to be JSON is rendered
+    /// for every account, as the message's byte offset moves with the values). For 100,000
+    /// accounts this took most of the time to check them (rendering, and an HMAC in a header).
     private mutating func checkRequest(for account: Account, reporter: Reporter, diagnostics: inout DiagnosticList) {
         guard let prepared = prepare(account, reporter: reporter, diagnostics: &diagnostics) else { return }
         let values = AccountValues(account: account, context: renderContext())
         guard rendersAlikeForAllValues(prepared, values),
               let hasHost = hostAnswer(prepared.url, values),
-              let bodyAnswer = bodyAnswer(prepared, values) else {
+              bodyIsWellFormed(prepared, values) else {
             if defersRendering {
                 deferredRendering = true
                 return
@@ -427,9 +427,6 @@ public struct RequestBuilder: Sendable {
         }
         if !hasHost {
             reportNoHost(reporter: reporter, at: prepared.urlValue, diagnostics: &diagnostics)
-        } else if case .invalidJSON(let problem) = bodyAnswer {
-            reportInvalidJSON(problem, reporter: reporter, at: prepared.postDataValue ?? prepared.urlValue, account: account.id,
-                              diagnostics: &diagnostics)
         }
     }
 
@@ -452,7 +449,8 @@ public struct RequestBuilder: Sendable {
 
     /// Answers about template texts whose answer is the same for all values, newest last.
     private var hostAnswers: [(source: String, hasHost: Bool)] = []
-    private var jsonAnswers: [(source: String, answer: BodyAnswer)] = []
+    /// JSON body templates that render to JSON whatever the values.
+    private var wellFormedJSONBodies: [String] = []
     private static let answerCount = 8
 
     /// Whether `url` rendered has a host (the same for all values of a template that
@@ -466,21 +464,18 @@ public struct RequestBuilder: Sendable {
         return hasHost
     }
 
-    private enum BodyAnswer {
-        case wellFormed
-        case invalidJSON(String)
-    }
-
-    /// Whether `prepared`'s body, rendered, is what its Content-Type says (only JSON is checked);
-    /// nil if it could not be rendered.
-    private mutating func bodyAnswer(_ prepared: PreparedRequest, _ values: AccountValues) -> BodyAnswer? {
-        guard prepared.bodyFormat == .json, let body = prepared.body else { return .wellFormed }
-        if let known = jsonAnswers.last(where: { $0.source == body.source }) { return known.answer }
-        guard let rendered = try? body.render(values, masking: .reveal) else { return nil }
-        let answer: BodyAnswer = JSONValidator.problem(in: rendered).map { .invalidJSON($0) } ?? .wellFormed
-        if jsonAnswers.count == Self.answerCount { jsonAnswers.removeFirst() }
-        jsonAnswers.append((body.source, answer))
-        return answer
+    /// Whether `prepared`'s body, rendered, is what its Content-Type says (only JSON is
+    /// checked). False when it is not, or could not be rendered: then each account's request is
+    /// rendered, as the problem's message gives a byte offset that moves with the values.
+    private mutating func bodyIsWellFormed(_ prepared: PreparedRequest, _ values: AccountValues) -> Bool {
+        guard prepared.bodyFormat == .json, let body = prepared.body else { return true }
+        if wellFormedJSONBodies.contains(body.source) { return true }
+        guard let rendered = try? body.render(values, masking: .reveal), JSONValidator.problem(in: rendered) == nil else {
+            return false
+        }
+        if wellFormedJSONBodies.count == Self.answerCount { wellFormedJSONBodies.removeFirst() }
+        wellFormedJSONBodies.append(body.source)
+        return true
     }
 
     /// The placeholders of every template of the current request, compiled or not, with the

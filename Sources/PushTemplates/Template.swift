@@ -146,12 +146,13 @@ public enum ValueSensitivity: Sendable, Equatable {
     /// the line break): when none of them does, it cannot.
     case lineBreaks(inSlots: [Int])
     /// Only rendering tells: XML escaping (it refuses some characters), `raw()` in a JSON body,
-    /// `urlencode()` or `json()` outside a JSON string, or a header value whose own text holds
-    /// a line break.
+    /// `urlencode()` or `json()` outside a JSON string, a value in a JSON string right after a
+    /// backslash, or a header value whose own text holds a line break.
     case unknown
 
     init(parts: [Template.Part], kind: TemplateKind) {
         var slots: [Int] = []
+        var before: [UInt8] = []
         for part in parts {
             switch part {
             case .literal(let bytes):
@@ -159,8 +160,16 @@ public enum ValueSensitivity: Sendable, Equatable {
                     self = .unknown
                     return
                 }
+                before = bytes
             case .insert(let expression, let encoding):
+                defer { before = [] }
                 guard encoding != .xml, !expression.calls(.xml) else {
+                    self = .unknown
+                    return
+                }
+                // A value right after a backslash (`"\%v%"`, `"\u00%v%"`) finishes an escape
+                // sequence the template began: whether that is JSON depends on the value.
+                if encoding == .jsonString, before.suffix(5).contains(UInt8(ascii: "\\")) {
                     self = .unknown
                     return
                 }

@@ -23,11 +23,30 @@ struct CheckingTests {
             username: ua2
             selector: S2
             note: "two\\nlines"
+          - id: a4
+            username: ua4
+            selector: S4-longer
+            note: fine
           - id: a3
             username: ua3
             selector: S3
             note: fine too
             pushTokenReporterPostData: '{"s": "%selector%"}'
+        """),
+        ("c.yaml", """
+        defaults:
+          pushTokenReporterUrl: https://h.example/c
+          pushTokenReporterContentType: application/json
+          pushTokenReporterPostData: '{"v": "\\%account[v]%"}'
+        accounts:
+          - id: c1
+            username: uc1
+            selector: S
+            v: n
+          - id: c2
+            username: uc2
+            selector: S
+            v: x
         """),
         ("b.yaml", """
         defaults:
@@ -62,9 +81,12 @@ struct CheckingTests {
         let loaded = Loaded(Self.files)
         let checked = loaded.lines
         // The same problem at the same place, without an account, is reported once.
+        // The byte offset moves with the values: each account's own.
         #expect(checked == [
             "a.yaml:4:30: error: the rendered pushTokenReporterPostData is not valid JSON: expected a string key at byte 12 [account a1]",
+            "a.yaml:4:30: error: the rendered pushTokenReporterPostData is not valid JSON: expected a string key at byte 19 [account a4]",
             "a.yaml:5:35: error: a header value may not contain a carriage return, line feed or NUL character (in the value at this position) [account a2]",
+            "c.yaml:4:30: error: the rendered pushTokenReporterPostData is not valid JSON: bad escape at byte 9 [account c2]",
             "b.yaml:2:25: error: the rendered pushTokenReporterUrl has no host",
         ])
         #expect(checked.sorted() == Self.renderedDiagnostics(loaded).sorted())

@@ -39,6 +39,10 @@ struct ValueSensitivityTests {
         #expect(try sensitivity(#"{"a": %urlencode(%v%)%}"#, .body(.json)) == .unknown)
         #expect(try sensitivity(#"{"a": %json(%v%)%}"#, .body(.json)) == .unknown)
         #expect(try sensitivity("%upper(%xml(%v%)%)%", .headerValue) == .unknown)
+        // A value that finishes an escape the template began: "\n" is JSON, "\x" is not.
+        #expect(try sensitivity(#"{"a": "\%v%"}"#, .body(.json)) == .unknown)
+        #expect(try sensitivity(#"{"a": "\u00%v%"}"#, .body(.json)) == .unknown)
+        #expect(try sensitivity(#"{"a": "\n%v%", "b": "\\%v%"}"#, .body(.json)) == .unknown)
     }
 
     /// Templates of every sensitivity short of `unknown`, over random values.
