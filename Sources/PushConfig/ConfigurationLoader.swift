@@ -682,7 +682,9 @@ struct LoadSession {
     /// The builder that checks accounts as they are read, for the globals loaded so far; nil
     /// without `earlyCheckHostname`.
     mutating func earlyCheckerForLoadedGlobals() -> RequestBuilder? {
-        guard let hostname = earlyCheckHostname else { return nil }
+        // A global that could not be read may still be given a value by a later file, which
+        // could then fail what passed here (the load has an error then anyway).
+        guard let hostname = earlyCheckHostname, configuration.unreadableGlobals.isEmpty else { return nil }
         let globals = configuration.globals.count + configuration.unreadableGlobals.count
         if let checker = earlyChecker, checker.globals == globals { return checker.builder }
         // Without the accounts: a check reads them only to word a problem.

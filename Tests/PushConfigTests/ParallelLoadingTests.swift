@@ -190,10 +190,27 @@ struct ParallelLoadingTests {
             """),
     ]
 
+    /// A global that cannot be read, then given by a later file (with a line break): the
+    /// account that names it passes nothing early.
+    static let unreadableGlobal: [(String, String)] = [
+        // A global that cannot be read, then given by a later file (with a line break).
+        ("05-unset-global.yaml", """
+            globals: {tok: !env UNSET_TOK}
+            accounts:
+              - id: u1
+                selector: S1
+                pushTokenReporterUrl: https://u.example/
+                pushTokenReporterCustomHeaders: "X-Tok: %tok%"
+            """),
+        ("06-set-global.yaml", """
+            globals: {tok: "a\\nb"}
+            """),
+    ]
+
     @Test("checking accounts while they load, then only the others, gives what checking all gives",
           arguments: [(1, 0), (3, 0), (1, 2), (3, 2)])
     func earlyChecksAreInvisible(accountRuns: Int, readAhead: Int) {
-        for files in [Self.files, Self.awkward, Self.checkedEarly] {
+        for files in [Self.files, Self.awkward, Self.checkedEarly, Self.unreadableGlobal] {
             let all = Self.outcome(accountRuns: accountRuns, checkingRuns: 1, readAhead: readAhead, files: files, installID: nil)
             let early = Self.outcome(accountRuns: accountRuns, checkingRuns: 2, readAhead: readAhead, files: files,
                                      installID: nil, earlyCheck: true)
