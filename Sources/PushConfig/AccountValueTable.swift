@@ -5,6 +5,8 @@
 /// twice the room: for 100,000 accounts, that was a sizeable part of the time to validate them
 /// and 1–2 KB each. This is a plain list searched by a cheap digest of each key (its length
 /// and first and last eight bytes); a key is compared in full only when its digest matches.
+/// Keys are equal as Strings are (canonically equivalent Unicode is one key): a key with a
+/// non-ASCII byte has no digest of its bytes, and is compared with every key that could equal it.
 public struct AccountValueTable: Sendable {
     fileprivate struct Entry: Sendable {
         let digest: UInt64
@@ -59,20 +61,31 @@ public struct AccountValueTable: Sendable {
 
     private func index(of key: String, digest: UInt64) -> Int? {
         entries.withUnsafeBufferPointer { entries in
-            for index in entries.indices where entries[index].digest == digest && entries[index].key == key {
+            if digest == Self.nonASCII {
+                // Canonically equivalent to other non-ASCII keys, and even to some ASCII ones
+                // (U+212A KELVIN SIGN is K): compared with all.
+                return entries.firstIndex { $0.key == key }
+            }
+            for index in entries.indices
+            where (entries[index].digest == digest || entries[index].digest == Self.nonASCII) && entries[index].key == key {
                 return index
             }
             return nil
         }
     }
 
-    /// Length, first and last eight bytes of the key's UTF-8, mixed. Equal keys have equal
-    /// digests; different keys rarely do, and are then told apart by comparing them.
+    /// The digest of every key with a non-ASCII byte; no ASCII key has it.
+    static let nonASCII: UInt64 = .max
+
+    /// For an ASCII key, its length, first and last eight bytes, mixed: equal keys have equal
+    /// digests, and different keys rarely do (they are then told apart by comparing them).
+    /// ``nonASCII`` for any other key.
     static func digest(of key: String) -> UInt64 {
         var key = key
         return key.withUTF8 { bytes in
             let count = bytes.count
             guard let start = bytes.baseAddress, count > 0 else { return 0 }
+            guard isASCII(bytes) else { return nonASCII }
             var digest = UInt64(truncatingIfNeeded: count) &* 0x9E37_79B9_7F4A_7C15
             if count >= 8 {
                 let raw = UnsafeRawPointer(start)
@@ -84,8 +97,25 @@ public struct AccountValueTable: Sendable {
                 for i in 0..<count { word |= UInt64(start[i]) << (8 * UInt64(i)) }
                 digest ^= word
             }
-            return (digest &* 0xC4CE_B9FE_1A85_EC53) ^ (digest >> 32)
+            // The top bit clear: never `nonASCII`.
+            return ((digest &* 0xC4CE_B9FE_1A85_EC53) ^ (digest >> 32)) & 0x7FFF_FFFF_FFFF_FFFF
         }
+    }
+
+    /// Whether no byte has its top bit set, eight at a time.
+    private static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        let raw = UnsafeRawBufferPointer(bytes)
+        var all: UInt64 = 0
+        var offset = 0
+        while offset + 8 <= raw.count {
+            all |= raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            offset += 8
+        }
+        while offset < raw.count {
+            all |= UInt64(raw[offset])
+            offset += 1
+        }
+        return all & 0x8080_8080_8080_8080 == 0
     }
 }
 

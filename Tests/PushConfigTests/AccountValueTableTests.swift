@@ -55,6 +55,21 @@ struct AccountValueTableTests {
         #expect(table["pushappid_incoming_cal"] == nil)
     }
 
+    @Test("keys are equal as Strings are: canonically equivalent spellings are one key")
+    func canonicalEquivalence() {
+        var table = AccountValueTable()
+        table["na\u{EF}ve"] = value("composed")
+        #expect(table["nai\u{308}ve"]?.text == "composed")
+        table["nai\u{308}ve"] = value("replaced")
+        #expect(table.count == 1)
+        // U+212A KELVIN SIGN is canonically K.
+        table["\u{212A}ey"] = value("kelvin")
+        #expect(table["Key"]?.text == "kelvin")
+        table["Lock"] = value("ascii")
+        #expect(table["Lock"]?.text == "ascii")
+        #expect(table.contains("\u{212A}ey") && table.contains("Key") && !table.contains("key"))
+    }
+
     @Test("a dictionary becomes a table in key order; a literal keeps its order")
     func fromDictionary() {
         let table = AccountValueTable(["b": value("2"), "a": value("1"), "c": value("3")])
