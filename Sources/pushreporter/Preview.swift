@@ -35,13 +35,7 @@ struct Preview: ParsableCommand {
     func run() throws {
         let loaded = LoadedConfiguration(options: config)
         let configuration = loaded.result.configuration
-        if loaded.diagnostics.hasErrors {
-            for diagnostic in loaded.diagnostics.errors(fileOrder: configuration.files) {
-                printError(diagnostic.formatted)
-            }
-            printError("preview: the configuration has errors; run 'pushreporter validate' for every problem")
-            throw Exit.configuration
-        }
+        try stopOnErrors(loaded.diagnostics, files: configuration.files)
         let known = Set(configuration.accounts.map(\.id))
         for id in accounts where !known.contains(id) {
             var message = "preview: no account '\(id)'"
@@ -64,12 +58,7 @@ struct Preview: ParsableCommand {
                 }
             }
         }
-        if problems.hasErrors {
-            for diagnostic in problems.errors(fileOrder: configuration.files) {
-                printError(diagnostic.formatted)
-            }
-            throw Exit.configuration
-        }
+        try stopOnErrors(problems, files: configuration.files)
         switch format {
         case .json: print(JSONText.array(requests.map(RequestFormatter.json)))
         case .curl: print(requests.map(RequestFormatter.curl).joined(separator: "\n\n"))
@@ -78,6 +67,15 @@ struct Preview: ParsableCommand {
         if requests.isEmpty { printError("preview: no request to show") }
         if disabled > 0 { printError("preview: skipped \(disabled) disabled \(plural(disabled, "account"))") }
         exitNow(.success)
+    }
+
+    /// Prints the errors of `diagnostics` and stops, when it has any. Loading and rendering
+    /// both stop a preview; `validate` says every problem, warnings too.
+    private func stopOnErrors(_ diagnostics: DiagnosticList, files: [String]) throws {
+        guard diagnostics.hasErrors else { return }
+        for diagnostic in diagnostics.errors(fileOrder: files) { printError(diagnostic.formatted) }
+        printError("preview: the configuration has errors; run 'pushreporter validate' for every problem")
+        throw Exit.configuration
     }
 }
 

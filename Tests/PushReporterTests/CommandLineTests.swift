@@ -122,6 +122,17 @@ struct CommandLineTests {
         let output = try ProcessRunner.pushreporter(config: "accounts:\n  - id: a\n    pushTokenReporterUrl: https://h.example/?%nope%\n", ["preview"])
         #expect(output.status == 78)
         #expect(output.stderr.contains("c.yaml:3:46: error: unknown variable 'nope'"))
+        #expect(output.stderr.contains("run 'pushreporter validate' for every problem"))
+    }
+
+    @Test("preview of a request that cannot be rendered exits 78 and points at validate too")
+    func previewUnrenderable() throws {
+        let config = "accounts:\n  - id: a\n    pushTokenReporterUrl: https://h.example/t\n"
+            + "    pushTokenReporterContentType: application/json\n    pushTokenReporterPostData: '{\"a\": 1,}'\n"
+        let output = try ProcessRunner.pushreporter(config: config, ["preview"])
+        #expect(output.status == 78)
+        #expect(output.stderr.contains("error: the rendered pushTokenReporterPostData is not valid JSON"))
+        #expect(output.stderr.contains("run 'pushreporter validate' for every problem"))
     }
 
     @Test("secrets never appear in validate's output")
