@@ -50,30 +50,34 @@ public final class StateStore: Sendable {
                 PRAGMA journal_mode = WAL;
                 PRAGMA synchronous = FULL;
                 PRAGMA cache_size = -1024;
-                BEGIN IMMEDIATE;
                 """)
-            do throws(StateError) {
-                // Read again under the write lock: another process may have migrated meanwhile.
-                version = try Self.schemaVersion(of: database)
-                try database.execute(Self.migrations(from: version) + "PRAGMA user_version = \(Self.schemaVersion);")
-                try database.execute("COMMIT")
-            } catch {
-                try? database.execute("ROLLBACK")
-                throw error
+            // A current database is left as it is; an older one is migrated under the write lock.
+            if version < Self.schemaVersion {
+                try database.execute("BEGIN IMMEDIATE")
+                do throws(StateError) {
+                    // Read again under the lock: another process may have migrated meanwhile.
+                    version = try Self.schemaVersion(of: database)
+                    try database.execute(Self.migrations(from: version, in: database) + "PRAGMA user_version = \(Self.schemaVersion);")
+                    try database.execute("COMMIT")
+                } catch {
+                    try? database.execute("ROLLBACK")
+                    throw error
+                }
             }
-            version = Self.schemaVersion
         }
-        connection = Mutex(try Statements(database, readOnly: readOnly, hasPastRemovals: version >= 2))
+        connection = Mutex(try Statements(database, readOnly: readOnly,
+                                          hasPastRemovals: try Self.columns(of: database).contains("past_removals")))
     }
 
     /// The layout this code reads and writes, kept in SQLite's `user_version`. Opening for
     /// writing migrates from the number it finds (`migrations(from:)`); a database with a higher
     /// one is refused. Read-only, an older layout is read as it is.
-    /// 1: the first layout; 2: `past_removals` added.
+    /// 1: the first layout (its later databases have `past_removals` already); 2: `past_removals`
+    /// always there.
     static let schemaVersion: Int64 = 2
 
-    /// The SQL that brings a database of layout `version` (0: none yet) to `schemaVersion`.
-    private static func migrations(from version: Int64) -> String {
+    /// The SQL that brings `database`, of layout `version` (0: none yet), to `schemaVersion`.
+    private static func migrations(from version: Int64, in database: SQLiteConnection) throws(StateError) -> String {
         switch version {
         case 0:
             """
@@ -92,10 +96,21 @@ public final class StateStore: Sendable {
             ) WITHOUT ROWID;
             """
         case 1:
-            "ALTER TABLE accounts ADD COLUMN past_removals TEXT;"
+            // Layout 1 gained the column without a new number: only the earliest files lack it.
+            try columns(of: database).contains("past_removals") ? "" : "ALTER TABLE accounts ADD COLUMN past_removals TEXT;"
         default:
             ""
         }
+    }
+
+    /// The columns of the accounts table (none before it exists).
+    private static func columns(of database: SQLiteConnection) throws(StateError) -> Set<String> {
+        let statement = try database.prepare("SELECT name FROM pragma_table_info('accounts')")
+        var names: Set<String> = []
+        while try statement.step() {
+            if let name = statement.text(0) { names.insert(name) }
+        }
+        return names
     }
 
     private static func schemaVersion(of database: SQLiteConnection) throws(StateError) -> Int64 {

@@ -129,6 +129,26 @@ import Testing
         #expect(try StateStore(directory: directory, readOnly: true).records().first?.pastRemovals == ["earlier"])
     }
 
+    @Test func aDatabaseOfTheFirstLayoutThatHasPastRemovalsAlreadyOpens() throws {
+        let temporary = TemporaryDirectory()
+        let directory = try StateDirectory(path: temporary.path + "/state")
+        let path = directory.path + "/" + StateStore.fileName
+        do {
+            // What later builds of schema 1 wrote: the column added, the number left at 1.
+            let old = try SQLiteConnection(path: path, readOnly: false)
+            try old.execute("""
+                CREATE TABLE accounts (id TEXT PRIMARY KEY NOT NULL, fingerprint TEXT NOT NULL, delivered_fingerprint TEXT,
+                    attempts INTEGER NOT NULL, last_attempt_at INTEGER, last_outcome TEXT, next_due_at INTEGER,
+                    last_success_at INTEGER, removal TEXT, past_removals TEXT, removing INTEGER NOT NULL) WITHOUT ROWID;
+                INSERT INTO accounts VALUES ('bob', 'f1', NULL, 0, NULL, NULL, NULL, NULL, NULL, '["kept"]', 0);
+                PRAGMA user_version = 1;
+                """)
+        }
+        #expect(try StateStore(directory: directory, readOnly: true).records().first?.pastRemovals == ["kept"])
+        let store = try StateStore(directory: directory)
+        #expect(try store.records().first?.pastRemovals == ["kept"])
+    }
+
     @Test func phasesFollowTheRecord() {
         #expect(AccountRecord(id: "a", fingerprint: "x").phase == .pending)
         #expect(AccountRecord(id: "a", fingerprint: "x", attempts: 2).phase == .retrying)
