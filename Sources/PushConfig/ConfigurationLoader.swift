@@ -609,7 +609,7 @@ struct LoadSession {
             var diagnosticsTaken = 0
             var referencesTaken = 0
             for (account, diagnosticCount, referenceCount, passed) in run.accounts {
-                for diagnostic in run.session.diagnostics.all[diagnosticsTaken..<diagnosticCount] { diagnostics.append(diagnostic) }
+                diagnostics.append(contentsOf: run.session.diagnostics.all[diagnosticsTaken..<diagnosticCount])
                 accountServiceReferences += run.session.accountServiceReferences[referencesTaken..<referenceCount]
                 diagnosticsTaken = diagnosticCount
                 referencesTaken = referenceCount

@@ -55,6 +55,10 @@ public struct DiagnosticList: Sendable {
         if seen.insert(diagnostic).inserted { all.append(diagnostic) }
     }
 
+    public mutating func append(contentsOf diagnostics: some Sequence<Diagnostic>) {
+        for diagnostic in diagnostics { append(diagnostic) }
+    }
+
     /// Drops the diagnostics after the first `count`, as if they had never been appended.
     mutating func removeAll(after count: Int) {
         for diagnostic in all[count...] { seen.remove(diagnostic) }

@@ -127,7 +127,7 @@ public struct RequestBuilder: Sendable {
             return found
         }
         for run in found {
-            for diagnostic in run.all { diagnostics.append(diagnostic) }
+            diagnostics.append(contentsOf: run.all)
         }
     }
 

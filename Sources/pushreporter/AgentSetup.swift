@@ -50,7 +50,7 @@ struct AgentSetup {
         if problems.hasErrors {
             throw Failure(lines: problems.errors(fileOrder: configuration.files).map(\.formatted), code: Exit.configuration)
         }
-        for diagnostic in problems.all { loaded.diagnostics.append(diagnostic) }
+        loaded.diagnostics.append(contentsOf: problems.all)
     }
 
     /// Renders the plans of a loaded configuration.

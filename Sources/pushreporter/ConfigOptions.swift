@@ -30,7 +30,8 @@ struct LoadedConfiguration {
     /// The load's diagnostics, which checking and rendering add to.
     var diagnostics: DiagnosticList {
         get { result.diagnostics }
-        set { result.diagnostics = newValue }
+        // In place: a get-then-set would copy every diagnostic (and their set) for each change.
+        _modify { yield &result.diagnostics }
     }
     /// What it was loaded with: environment variables, template path and hostname.
     let environment: LoaderEnvironment
