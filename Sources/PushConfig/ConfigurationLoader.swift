@@ -89,8 +89,8 @@ struct LoadSession {
     var earlyCheckHostname: String?
     /// Indexed like `configuration.accounts` (kept only with `earlyCheckHostname`).
     var passedEarly: [Bool] = []
-    /// The builder accounts are checked with as they are read, and the number of globals (read
-    /// and unreadable) it knows: made again when a file adds globals.
+    /// The builder accounts are checked with as they are read, and the number of globals it
+    /// knows: made again when a file adds globals.
     private var earlyChecker: (builder: RequestBuilder, globals: Int)?
     var configuration = Configuration()
     var diagnostics = DiagnosticList()
@@ -586,6 +586,8 @@ struct LoadSession {
                 let passed = checking?.passesWithoutRendering(account) ?? false
                 admit(account, passedEarly: passed)
             }
+            // Kept with the templates it compiled, for the next items of the file.
+            if let checking { earlyChecker?.builder = checking }
             return
         }
         // Runs of accounts are read at once, each by a copy of this session that starts with no
@@ -685,7 +687,7 @@ struct LoadSession {
         // A global that could not be read may still be given a value by a later file, which
         // could then fail what passed here (the load has an error then anyway).
         guard let hostname = earlyCheckHostname, configuration.unreadableGlobals.isEmpty else { return nil }
-        let globals = configuration.globals.count + configuration.unreadableGlobals.count
+        let globals = configuration.globals.count
         if let checker = earlyChecker, checker.globals == globals { return checker.builder }
         // Without the accounts: a check reads them only to word a problem.
         var loaded = configuration

@@ -70,10 +70,14 @@ final class SequenceStream: @unchecked Sendable {
     func end() {
         let rest = batch
         batch = []
-        shared.change { shared in
+        let spent = shared.change { shared in
             shared.ready += rest
             shared.ended = true
+            defer { shared.spent = [] }
+            return shared.spent
         }
+        // Freed here, on the parser's thread, once the lock is released.
+        _ = consume spent
     }
 
     // MARK: The loader's side
@@ -83,8 +87,12 @@ final class SequenceStream: @unchecked Sendable {
     /// Their memory comes from the parsing thread's heap, whose lock every `malloc` there takes:
     /// freed from the loader's threads, 100,000 accounts' trees made the two threads wait on
     /// each other (glibc's arena lock, woken through futex calls).
+    /// Once the parser is done with the file they are not kept (nothing would free them until
+    /// the load ends): the loader frees them.
     func giveBack(_ items: [YAMLNode]) {
-        shared.change { $0.spent.append(items) }
+        shared.change { shared in
+            if !shared.ended { shared.spent.append(items) }
+        }
     }
 
     /// Waits until the sequence begins or the parser is done without streaming it.
