@@ -19,7 +19,7 @@ public struct AccountValueTable: Sendable {
     public init() {}
 
     /// The values of `dictionary`, in the order of their keys.
-    public init(_ dictionary: [String: ConfigValue]) {
+    init(_ dictionary: [String: ConfigValue]) {
         entries.reserveCapacity(dictionary.count)
         for (key, value) in dictionary.sorted(by: { $0.key < $1.key }) {
             entries.append(Entry(digest: Self.digest(of: key), key: key, value: value))

@@ -1,5 +1,4 @@
 import Crypto
-import Dispatch
 import Synchronization
 import PushTemplates
 
@@ -100,21 +99,18 @@ public struct RequestBuilder: Sendable {
     /// result is the same as checking one account after another. The copies' compiled templates
     /// are not kept (each copy numbers its variables itself), so a later `request(for:)` compiles
     /// again and reports a template's problems again.
-    public mutating func checkAll(into diagnostics: inout DiagnosticList) {
-        checkAll(into: &diagnostics, runs: Processors.runs(accounts: configuration.accounts.count))
-    }
-
-    /// `checkAll`, leaving out the accounts whose `passed` is true: checked while they loaded,
-    /// they were found to have no problem (see ``passesWithoutRendering(_:)``). `passed` is
-    /// indexed like `configuration.accounts`; nil checks every account.
-    public mutating func checkAll(into diagnostics: inout DiagnosticList, skipping passed: [Bool]?) {
+    ///
+    /// Accounts whose `passed` is true are left out: checked while they loaded, they were found
+    /// to have no problem (see ``passesWithoutRendering(_:)``). `passed` is indexed like
+    /// `configuration.accounts`; nil checks every account.
+    public mutating func checkAll(into diagnostics: inout DiagnosticList, skipping passed: [Bool]? = nil) {
         checkAll(into: &diagnostics, runs: Processors.runs(accounts: configuration.accounts.count), skipping: passed)
     }
 
     /// `checkAll` in `runs` runs (tests compare it with one run).
     mutating func checkAll(into diagnostics: inout DiagnosticList, runs: Int, skipping passed: [Bool]? = nil) {
         let accounts = configuration.accounts
-        let passed = passed.flatMap { $0.count == accounts.count ? $0 : nil }
+        precondition(passed == nil || passed?.count == accounts.count, "passed is not indexed like the accounts")
         guard runs > 1, !accounts.isEmpty else {
             check(accounts.indices, of: accounts, skipping: passed, into: &diagnostics)
             return
@@ -483,12 +479,10 @@ public struct RequestBuilder: Sendable {
     /// compiled, even when one failed.
     private var requestReferences: [(references: [TemplateReference], origin: ConfigValue, baseOffset: Int)] = []
 
-    /// A compiled template with the value it was written in, and its UTF-8 offset there (a
-    /// custom header's value starts inside the CustomHeaders text).
+    /// A compiled template with the value it was written in (where a render failure is reported).
     private struct PlacedTemplate {
         var template: Template
         var origin: ConfigValue
-        var baseOffset = 0
     }
 
     private mutating func renderContext() -> RenderContext {
@@ -585,7 +579,7 @@ public struct RequestBuilder: Sendable {
             let headerText = String(decoding: line[valueStart...], as: UTF8.self)
             switch name.lowercased() {
             case "user-agent":
-                report(.warning, "User-Agent is always pushreporter/\(PushReporterVersion.current); this header is not sent",
+                report(.warning, "User-Agent is always \(Self.userAgent); this header is not sent",
                        at: value, offset: lineStart, diagnostics: &diagnostics)
                 continue
             case "content-type":
@@ -602,7 +596,7 @@ public struct RequestBuilder: Sendable {
                 failed = true
                 continue
             }
-            result.append((name, PlacedTemplate(template: template, origin: value, baseOffset: valueStart)))
+            result.append((name, PlacedTemplate(template: template, origin: value)))
         }
         return failed ? nil : result
     }
