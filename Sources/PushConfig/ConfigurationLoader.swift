@@ -198,7 +198,7 @@ struct LoadSession {
             streamed += items.count
             // The last ones are all that is left to do: on every processor even when fewer.
             readAccounts(items[...], file: path, defaults: defaults,
-                         runs: isLast && Processors.online > 1 && items.count >= 1_000 ? min(Processors.online * 4, items.count / 250) : nil)
+                         runs: isLast ? Processors.runs(accounts: items.count, perRun: 250) : nil)
             if isLast { break }
             stream.giveBack(items)
         }
@@ -221,10 +221,8 @@ struct LoadSession {
             loadFile(path, parsed: whole)
             return
         }
-        for error in contents.parsed.errors {
-            diagnostics.error(error.message, file: path, at: error.position)
-        }
-        sources[path] = contents.source
+        // Its YAML errors and source, as for any file taken (the root is a mapping here).
+        _ = take(parsed, path: path, what: "configuration file")
         _ = loadRootEntries(root.entries[(before.count + 1)...], file: path, defaults: &defaults)
         streamedFiles += 1
     }
@@ -920,7 +918,7 @@ struct LoadSession {
                 return nil
             case .success(let bytes):
                 return ConfigValue(text: Self.withoutTrailingNewline(bytes), isSecret: true,
-                                   secretName: ShellVariable.name(from: String(name.split(separator: "/").last ?? "")), origin: origin)
+                                   secretName: ShellVariable.name(from: FileSystem.baseName(of: name)), origin: origin)
             }
         case "!credential":
             guard let directory = environment.variables["CREDENTIALS_DIRECTORY"], !directory.isEmpty else {

@@ -98,11 +98,12 @@ enum Processors {
     }()
 
     /// Into how many runs work on `accounts` accounts is cut (reading them, checking them): none
-    /// on one processor or for a few thousand accounts, else runs of at least 1,000 accounts, 16
-    /// per processor at most (accounts differ in cost, so equal halves would not end together).
-    static func runs(accounts: Int) -> Int {
-        guard online > 1, accounts >= 4_000 else { return 1 }
-        return max(1, min(online * 16, accounts / 1_000))
+    /// on one processor or for fewer than four runs' worth, else runs of at least `perRun`
+    /// accounts, 16 per processor at most (accounts differ in cost, so equal halves would not
+    /// end together). Smaller runs suit work nothing else runs beside.
+    static func runs(accounts: Int, perRun: Int = 1_000) -> Int {
+        guard online > 1, accounts >= 4 * perRun else { return 1 }
+        return max(1, min(online * 16, accounts / perRun))
     }
 
     /// `body` for each of `runs` consecutive ranges that together cover `0..<count`, on every
