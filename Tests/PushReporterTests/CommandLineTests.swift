@@ -187,6 +187,7 @@ struct PreviewFormatTests {
                 password: !env DEMO_PASSWORD
                 pushTokenReporterUrl: http://h.example/t?p=%account[password]%
             """, ["preview", "--format", "curl"], environment: ["DEMO_PASSWORD": "pw"])
+        #expect(output.status == 0, "\(output.stderr)")
         #expect(output.stdout.contains("'http://h.example/t?p=********'"))
         #expect(!output.stdout.contains("$DEMO_PASSWORD"))
     }
