@@ -433,7 +433,7 @@ public struct RequestBuilder: Sendable {
             case .none:
                 return true
             case .lineBreaks(let slots):
-                return !slots.contains { values.value(at: $0).utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0 } }
+                return !slots.contains { values.value(at: $0).utf8.contains(where: Template.isForbiddenInHeader) }
             case .unknown:
                 return false
             }

@@ -66,10 +66,15 @@ public struct Template: Sendable {
                 }
             }
         }
-        if kind == .headerValue, out.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) {
+        if kind == .headerValue, out.contains(where: Self.isForbiddenInHeader) {
             throw RenderError.headerControlCharacter()
         }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Whether `byte` fails a header value's rendering: CR, LF or NUL.
+    public static func isForbiddenInHeader(_ byte: UInt8) -> Bool {
+        byte == 0x0D || byte == 0x0A || byte == 0
     }
 
     private struct Evaluated {
@@ -156,7 +161,7 @@ public enum ValueSensitivity: Sendable, Equatable {
         for part in parts {
             switch part {
             case .literal(let bytes):
-                if kind == .headerValue, bytes.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) {
+                if kind == .headerValue, bytes.contains(where: Template.isForbiddenInHeader) {
                     self = .unknown
                     return
                 }
@@ -216,7 +221,7 @@ extension Template.Expression {
         case .variable(let slot):
             return [slot]
         case .text(let text):
-            return text.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) ? nil : []
+            return text.utf8.contains(where: Template.isForbiddenInHeader) ? nil : []
         case .concat(let pieces):
             var slots: [Int] = []
             for piece in pieces {
