@@ -94,21 +94,28 @@ import Testing
         #expect(try #require(FileManager.default.contents(atPath: path))[60..<64].elementsEqual([0, 0, 0, 7]))
     }
 
+    /// A state directory whose database has the first layout (schema 1), as an earlier
+    /// pushreporter wrote it: its accounts table has `pastRemovals` or not, and holds `row`.
+    private func firstLayout(_ temporary: TemporaryDirectory, pastRemovals: Bool, row: String) throws -> StateDirectory {
+        let directory = try StateDirectory(path: temporary.path + "/state")
+        let old = try SQLiteConnection(path: directory.path + "/" + StateStore.fileName, readOnly: false)
+        try old.execute("""
+            CREATE TABLE accounts (id TEXT PRIMARY KEY NOT NULL, fingerprint TEXT NOT NULL, delivered_fingerprint TEXT,
+                attempts INTEGER NOT NULL, last_attempt_at INTEGER, last_outcome TEXT, next_due_at INTEGER,
+                last_success_at INTEGER, removal TEXT, \(pastRemovals ? "past_removals TEXT, " : "")removing INTEGER NOT NULL)
+                WITHOUT ROWID;
+            INSERT INTO accounts VALUES \(row);
+            PRAGMA user_version = 1;
+            """)
+        return directory
+    }
+
     @Test func aDatabaseOfTheFirstLayoutIsReadAsItIsAndMigratedWhenWritten() throws {
         let temporary = TemporaryDirectory()
-        let directory = try StateDirectory(path: temporary.path + "/state")
+        // What pushreporter wrote before past_removals existed.
+        let directory = try firstLayout(temporary, pastRemovals: false,
+                                        row: #"('alice', 'f1', NULL, 2, 5, 'HTTP 503', 9, NULL, '{"method":"DELETE"}', 0)"#)
         let path = directory.path + "/" + StateStore.fileName
-        do {
-            // What pushreporter wrote before past_removals existed (schema 1).
-            let old = try SQLiteConnection(path: path, readOnly: false)
-            try old.execute("""
-                CREATE TABLE accounts (id TEXT PRIMARY KEY NOT NULL, fingerprint TEXT NOT NULL, delivered_fingerprint TEXT,
-                    attempts INTEGER NOT NULL, last_attempt_at INTEGER, last_outcome TEXT, next_due_at INTEGER,
-                    last_success_at INTEGER, removal TEXT, removing INTEGER NOT NULL) WITHOUT ROWID;
-                INSERT INTO accounts VALUES ('alice', 'f1', NULL, 2, 5, 'HTTP 503', 9, NULL, '{"method":"DELETE"}', 0);
-                PRAGMA user_version = 1;
-                """)
-        }
         func version() throws -> Int64 {
             let statement = try SQLiteConnection(path: path, readOnly: true).prepare("PRAGMA user_version")
             return try statement.step() ? statement.int64(0) ?? -1 : -1
@@ -131,19 +138,9 @@ import Testing
 
     @Test func aDatabaseOfTheFirstLayoutThatHasPastRemovalsAlreadyOpens() throws {
         let temporary = TemporaryDirectory()
-        let directory = try StateDirectory(path: temporary.path + "/state")
-        let path = directory.path + "/" + StateStore.fileName
-        do {
-            // What later builds of schema 1 wrote: the column added, the number left at 1.
-            let old = try SQLiteConnection(path: path, readOnly: false)
-            try old.execute("""
-                CREATE TABLE accounts (id TEXT PRIMARY KEY NOT NULL, fingerprint TEXT NOT NULL, delivered_fingerprint TEXT,
-                    attempts INTEGER NOT NULL, last_attempt_at INTEGER, last_outcome TEXT, next_due_at INTEGER,
-                    last_success_at INTEGER, removal TEXT, past_removals TEXT, removing INTEGER NOT NULL) WITHOUT ROWID;
-                INSERT INTO accounts VALUES ('bob', 'f1', NULL, 0, NULL, NULL, NULL, NULL, NULL, '["kept"]', 0);
-                PRAGMA user_version = 1;
-                """)
-        }
+        // What later builds of schema 1 wrote: the column added, the number left at 1.
+        let directory = try firstLayout(temporary, pastRemovals: true,
+                                        row: #"('bob', 'f1', NULL, 0, NULL, NULL, NULL, NULL, NULL, '["kept"]', 0)"#)
         #expect(try StateStore(directory: directory, readOnly: true).records().first?.pastRemovals == ["kept"])
         let store = try StateStore(directory: directory)
         #expect(try store.records().first?.pastRemovals == ["kept"])
