@@ -12,6 +12,8 @@ public struct LoadResult: Sendable {
     public var sources: [String: SourceText]
     /// The configuration files whose accounts were read while they were parsed (for tests).
     var streamedFiles = 0
+    /// Of those, the files whose accounts were parsed in two parts at once (for tests).
+    var splitFiles = 0
     /// With ``ConfigurationLoader/earlyCheckHostname`` set, for each account of
     /// `configuration.accounts`, whether it was checked while it loaded and found to have no
     /// problem (``RequestBuilder/checkAll(into:skipping:)`` leaves those out); else nil.
@@ -31,6 +33,9 @@ public struct ConfigurationLoader: Sendable {
     /// accounts to the loader while it is parsed; 0 parses each file when it is loaded. nil:
     /// 2 with several processors, else 0 (tests set it to compare).
     var readAhead: Int?
+    /// From how many bytes on a file's `accounts:` may be parsed by two threads at once (with a
+    /// reading thread; see ``SplitFeed``). nil: 1 MiB, about 2,500 accounts; `Int.max`: never.
+    var splitAbove: Int?
     /// When set, each account is also checked as it is read, against what is loaded so far, as
     /// `RequestBuilder.checkAll` would with this hostname and no installation id; an account
     /// found without a problem (see ``RequestBuilder/passesWithoutRendering(_:)``) is marked in
@@ -50,13 +55,14 @@ public struct ConfigurationLoader: Sendable {
         for path in paths { files += session.files(at: path) }
         // With a second processor, files are parsed on another thread, a couple ahead of the one
         // being loaded, whose accounts are read while it is parsed.
-        let reader = FileReader(paths: files, ahead: readAhead ?? (Processors.online > 1 ? 2 : 0))
+        let reader = FileReader(paths: files, ahead: readAhead ?? (Processors.online > 1 ? 2 : 0),
+                                splitAbove: splitAbove ?? (1 << 20))
         for index in files.indices {
             session.loadFile(files[index], from: reader, index: index)
         }
         session.finish()
         var result = LoadResult(configuration: session.configuration, diagnostics: session.diagnostics, sources: session.sources,
-                          streamedFiles: session.streamedFiles)
+                          streamedFiles: session.streamedFiles, splitFiles: session.splitFiles)
         result.passedEarly = earlyCheckHostname == nil ? nil : session.passedEarly
         return result
     }
@@ -85,6 +91,7 @@ struct LoadSession {
     let environment: LoaderEnvironment
     var accountRuns: Int?
     var streamedFiles = 0
+    var splitFiles = 0
     /// See ``ConfigurationLoader/earlyCheckHostname``.
     var earlyCheckHostname: String?
     /// Indexed like `configuration.accounts` (kept only with `earlyCheckHostname`).
@@ -179,7 +186,7 @@ struct LoadSession {
     /// Loads the file at `index` of `reader`, reading its accounts while it is parsed when the
     /// reader streams them.
     mutating func loadFile(_ path: String, from reader: FileReader, index: Int) {
-        guard let stream = reader.stream(index), case .streaming(let before) = stream.start() else {
+        guard let stream = reader.stream(index), case .streaming(let before, let section) = stream.start() else {
             loadFile(path, parsed: reader.take(index))
             return
         }
@@ -190,7 +197,14 @@ struct LoadSession {
         configuration.files.append(path)
         var defaults = AccountLayer()
         _ = loadRootEntries(before[...], file: path, defaults: &defaults)
+        // The items of the second part of a split sequence, read on a thread of their own as
+        // they are parsed (and dropped if the parser did not splice them after the first's).
+        let sectionReader = section.map {
+            SectionReader($0, run: AccountRun(session: withoutAccountLists(), checking: earlyCheckerForLoadedGlobals()),
+                          file: path, defaults: defaults)
+        }
         var streamed = 0
+        var spliced = false
         while true {
             // Items as they come (the parser waits once a thousand are ready), and what remains
             // when the parser is done, on every processor when there are enough.
@@ -201,6 +215,12 @@ struct LoadSession {
                          runs: isLast ? Processors.runs(accounts: items.count, perRun: 250) : nil)
             if isLast { break }
             stream.giveBack(items)
+        }
+        if let sectionReader, stream.isSpliced {
+            let run = sectionReader.result()
+            streamed += run.accounts.count
+            take(run)
+            spliced = true
         }
         let parsed = reader.take(index)
         guard case .success(let contents) = parsed.contents, case .mapping(let root)? = contents.parsed.root,
@@ -225,6 +245,7 @@ struct LoadSession {
         _ = take(parsed, path: path, what: "configuration file")
         _ = loadRootEntries(root.entries[(before.count + 1)...], file: path, defaults: &defaults)
         streamedFiles += 1
+        if spliced { splitFiles += 1 }
     }
 
     /// What a session was before a file was streamed into it, to go back to: a copy of the
@@ -591,42 +612,52 @@ struct LoadSession {
         // Runs of accounts are read at once, each by a copy of this session that starts with no
         // diagnostics; what each account produced is then taken in file order, so diagnostics,
         // duplicate ids and service references come out as they would one account at a time.
-        let base = withoutAccountLists()
+        let base = AccountRun(session: withoutAccountLists(), checking: checker)
         let first = items.startIndex
         let read = Processors.inRuns(count: items.count, runs: runs) { range in
-            var worker = base
-            var checking = checker
-            var accounts: [(account: Account?, diagnostics: Int, references: Int, passedEarly: Bool)] = []
-            accounts.reserveCapacity(range.count)
-            for item in items[(first + range.lowerBound)..<(first + range.upperBound)] {
-                let account = worker.readAccount(item, file: file, defaults: defaults)
-                let passed = account.map { checking?.passesWithoutRendering($0) ?? false } ?? false
-                accounts.append((account, worker.diagnostics.all.count, worker.accountServiceReferences.count, passed))
-            }
-            return AccountRun(accounts: accounts, session: worker)
+            var run = base
+            run.read(items[(first + range.lowerBound)..<(first + range.upperBound)], file: file, defaults: defaults)
+            return run
         }
-        for run in read {
-            var diagnosticsTaken = 0
-            var referencesTaken = 0
-            for (account, diagnosticCount, referenceCount, passed) in run.accounts {
-                diagnostics.append(contentsOf: run.session.diagnostics.all[diagnosticsTaken..<diagnosticCount])
-                accountServiceReferences += run.session.accountServiceReferences[referencesTaken..<referenceCount]
-                diagnosticsTaken = diagnosticCount
-                referencesTaken = referenceCount
-                if let account { admit(account, passedEarly: passed) }
-            }
-            // Templates a run read for the first time.
-            sources.merge(run.session.sources) { mine, _ in mine }
-            templateCache.merge(run.session.templateCache) { mine, _ in mine }
-            templatePaths.merge(run.session.templatePaths) { mine, _ in mine }
-        }
+        for run in read { take(run) }
     }
 
-    /// What one run of `readAccounts` read: each account (nil when it could not be used) with the
-    /// number of diagnostics and service references its session had after it.
+    /// Admits what `run` read, as if this session had read it.
+    mutating func take(_ run: AccountRun) {
+        var diagnosticsTaken = 0
+        var referencesTaken = 0
+        for (account, diagnosticCount, referenceCount, passed) in run.accounts {
+            diagnostics.append(contentsOf: run.session.diagnostics.all[diagnosticsTaken..<diagnosticCount])
+            accountServiceReferences += run.session.accountServiceReferences[referencesTaken..<referenceCount]
+            diagnosticsTaken = diagnosticCount
+            referencesTaken = referenceCount
+            if let account { admit(account, passedEarly: passed) }
+        }
+        // Templates a run read for the first time.
+        sources.merge(run.session.sources) { mine, _ in mine }
+        templateCache.merge(run.session.templateCache) { mine, _ in mine }
+        templatePaths.merge(run.session.templatePaths) { mine, _ in mine }
+    }
+
+    /// Accounts read apart from the session, by a copy of it without its account lists, to be
+    /// admitted later in file order (``take(_:)``): each account (nil when it could not be
+    /// used) with the number of diagnostics and service references its session had after it.
     struct AccountRun: Sendable {
-        var accounts: [(account: Account?, diagnostics: Int, references: Int, passedEarly: Bool)]
+        var accounts: [(account: Account?, diagnostics: Int, references: Int, passedEarly: Bool)] = []
         var session: LoadSession
+        /// Checks each account as it is read (see ``LoadSession/earlyCheckHostname``).
+        var checking: RequestBuilder?
+
+        /// Reads `items` of `accounts:` after those read so far.
+        mutating func read<Items: Collection<YAMLNode>>(_ items: Items, file: String, defaults: AccountLayer) {
+            // Exactly for one call; a reader called for batch after batch lets the array grow.
+            if accounts.isEmpty { accounts.reserveCapacity(items.count) }
+            for item in items {
+                let account = session.readAccount(item, file: file, defaults: defaults)
+                let passed = account.map { checking?.passesWithoutRendering($0) ?? false } ?? false
+                accounts.append((account, session.diagnostics.all.count, session.accountServiceReferences.count, passed))
+            }
+        }
     }
 
     /// Reads one item of `accounts:` over the file's `defaults`; nil (with diagnostics) when it

@@ -49,12 +49,13 @@ final class FileReader: @unchecked Sendable {
     /// Whether the reading thread runs: set once, in `init`, before anything reads it.
     private var threaded = false
 
-    init(paths: [String], ahead: Int) {
+    /// `splitAbove`: see ``SequenceStream/splitAbove``.
+    init(paths: [String], ahead: Int, splitAbove: Int? = nil) {
         self.paths = paths
         self.ahead = ahead
         shared = ConditionLock(Shared(files: Array(repeating: nil, count: paths.count)))
         let reads = ahead > 0 && !paths.isEmpty
-        streams = reads ? paths.map { _ in SequenceStream(key: TopLevelKey.accounts.rawValue) } : []
+        streams = reads ? paths.map { _ in SequenceStream(key: TopLevelKey.accounts.rawValue, splitAbove: splitAbove) } : []
         if reads { threaded = OwnThread(named: "pushrep-read", detached: true) { [self] in readAll() } != nil }
     }
 
@@ -124,3 +125,46 @@ enum Processors {
 /// glibc's `sched_getaffinity`, which Swift's Glibc module does not show (it needs `_GNU_SOURCE`).
 @_silgen_name("sched_getaffinity")
 private func schedGetAffinity(_ pid: pid_t, _ size: Int, _ mask: UnsafeMutableRawPointer) -> Int32
+
+/// Reads the accounts of the second part of a split `accounts:` (see ``SplitFeed``) on a thread
+/// of its own as they are parsed, into an ``LoadSession/AccountRun`` the loader takes once the
+/// first part is read. Without a thread, the items wait, however many, until the result is
+/// asked for, and are read then.
+final class SectionReader: @unchecked Sendable {
+    private let items: SequenceStream
+    private let file: String
+    private let defaults: LoadSession.AccountLayer
+    private let state: ConditionLock<LoadSession.AccountRun?>
+    private var threaded = false
+    /// The run, until a thread reads into it (then the thread owns it).
+    private var unstarted: LoadSession.AccountRun?
+
+    init(_ items: SequenceStream, run: LoadSession.AccountRun, file: String, defaults: LoadSession.AccountLayer) {
+        self.items = items
+        self.file = file
+        self.defaults = defaults
+        state = ConditionLock(nil)
+        unstarted = run
+        threaded = OwnThread(named: "pushrep-section", detached: true) { [self, run] in
+            let finished = readAll(into: run)
+            state.change { $0 = finished }
+        } != nil
+        if threaded { unstarted = nil } else { items.removeLimit() }
+    }
+
+    private func readAll(into run: LoadSession.AccountRun) -> LoadSession.AccountRun {
+        var run = run
+        while true {
+            let (batch, isLast) = items.next()
+            run.read(batch, file: file, defaults: defaults)
+            if isLast { return run }
+            items.giveBack(batch)
+        }
+    }
+
+    /// The accounts read, once the section's items all came.
+    func result() -> LoadSession.AccountRun {
+        guard threaded else { return readAll(into: unstarted!) }
+        return state.wait(until: { $0 != nil }) { $0! }
+    }
+}

@@ -61,16 +61,19 @@ struct ParallelLoadingTests {
     }
 
     static func outcome(accountRuns: Int, checkingRuns: Int, readAhead: Int = 0,
-                        files: [(String, String)] = files, streamed: Int? = nil,
+                        files: [(String, String)] = files, streamed: Int? = nil, split: Int? = nil,
                         installID: String? = "i", earlyCheck: Bool = false) -> Outcome {
         let directory = TemporaryDirectory()
         for (name, text) in files { directory.write(name, text) }
         var loader = ConfigurationLoader(environment: LoaderEnvironment(variables: [:], templateSearchPath: [RepositoryPaths.templates]))
         loader.accountRuns = accountRuns
         loader.readAhead = readAhead
+        // Split whatever is long enough when a test counts splits, else never.
+        loader.splitAbove = split == nil ? .max : 0
         if earlyCheck { loader.earlyCheckHostname = "h" }
         let result = loader.load(paths: [directory.path])
         if let streamed { #expect(result.streamedFiles == streamed, "files streamed") }
+        if let split { #expect(result.splitFiles == split, "files split") }
         if earlyCheck {
             #expect(result.passedEarly?.count == result.configuration.accounts.count, "one flag per account")
         } else {
@@ -159,6 +162,32 @@ struct ParallelLoadingTests {
         #expect(awkward.diagnostics.contains { $0.contains("duplicate key 'accounts'") })
         #expect(awkward.diagnostics.contains { $0.contains("40-twice.yaml") && $0.contains("'unknownKey'") })
         #expect(awkward.diagnostics.count { $0.contains("templates/broken.yaml") } == 1)
+    }
+
+    /// Files long enough to split (libyaml reads 16 KB at once, and the split line is in the middle
+    /// of what is left): problems of every kind in both parts.
+    static let long: [(String, String)] = [
+        brokenTemplate,
+        ("10-a.yaml", """
+            defaults:
+              pushTokenReporterUrl: https://h.example/r?u=%account[username]%&s=%selector%&t=%pushTokenOther%&x=%account[secret]%
+            """ + "\n" + accounts(prefix: "a", count: 700) + "services:\n  s: {type: acrobits}\n"),
+        // Ids of the first file repeated in both parts of this one.
+        ("20-b.yaml", accounts(prefix: "b", count: 400) + accounts(prefix: "a", count: 300).dropFirst("accounts:\n".count)),
+    ]
+
+    @Test("parsing a long file's accounts in two parts gives what reading them from the tree gives",
+          arguments: [(1, 0), (1, 2), (3, 2)])
+    func splittingIsInvisible(accountRuns: Int, checkingRuns: Int) {
+        let fromTree = Self.outcome(accountRuns: 1, checkingRuns: 1, readAhead: 0, files: Self.long, streamed: 0)
+        #expect(fromTree.accounts.count > 1_000)
+        #expect(fromTree.diagnostics.count { $0.contains("already used") } > 300)
+        let split = Self.outcome(accountRuns: accountRuns, checkingRuns: max(1, checkingRuns), readAhead: 2, files: Self.long,
+                                 streamed: 2, split: 2, installID: checkingRuns == 0 ? "i" : nil, earlyCheck: checkingRuns > 0)
+        let reference = checkingRuns == 0 ? fromTree
+            : Self.outcome(accountRuns: 1, checkingRuns: 1, readAhead: 0, files: Self.long, installID: nil)
+        #expect(split.accounts == reference.accounts)
+        #expect(split.diagnostics.sorted() == reference.diagnostics.sorted())
     }
 
     /// Accounts that pass, beside ones whose check needs the whole configuration or rendering.

@@ -13,22 +13,33 @@
 final class SequenceStream: @unchecked Sendable {
     /// How the file starts, as far as the loader needs to know.
     enum Start {
-        /// The sequence's items are coming; these are the root entries before it.
-        case streaming(before: [(key: YAMLScalar, value: YAMLNode)])
+        /// The sequence's items are coming; these are the root entries before it. With a
+        /// `section`, the parser split the sequence (see ``SplitFeed``): the section's items
+        /// come on it, from another thread, and follow this stream's items if, once this one
+        /// ended, ``isSpliced`` says so (else they are dropped: this stream brings them all).
+        case streaming(before: [(key: YAMLScalar, value: YAMLNode)], section: SequenceStream?)
         /// Nothing is streamed: take the finished file.
         case notStreaming
     }
 
     let key: String
+    /// From how many bytes of text on the parser may split the sequence between two threads
+    /// (see ``SplitFeed``); nil: never.
+    let splitAbove: Int?
 
     private struct Shared {
         /// The root entries before the sequence, once it begins.
         var before: [(key: YAMLScalar, value: YAMLNode)]?
+        var section: SequenceStream?
+        /// Whether the section's items follow this stream's.
+        var spliced = false
         /// Items handed over and not yet taken.
         var ready: [YAMLNode] = []
         var ended = false
         /// Items the loader is done with, for the parser to free (see ``giveBack(_:)``).
         var spent: [[YAMLNode]] = []
+        /// The most items that wait for the loader.
+        var limit = SequenceStream.readyLimit
     }
 
     private let shared = ConditionLock(Shared())
@@ -40,14 +51,18 @@ final class SequenceStream: @unchecked Sendable {
     /// pile up. 1,024 and 4,096 were as fast on the 100k bench; 1,024 peaked 6 MB lower.
     private static let readyLimit = 1_024
 
-    init(key: String) {
+    init(key: String, splitAbove: Int? = nil) {
         self.key = key
+        self.splitAbove = splitAbove
     }
 
     // MARK: The parser's side
 
-    func begin(before entries: [(key: YAMLScalar, value: YAMLNode)]) {
-        shared.change { $0.before = entries }
+    func begin(before entries: [(key: YAMLScalar, value: YAMLNode)], section: SequenceStream? = nil) {
+        shared.change {
+            $0.before = entries
+            $0.section = section
+        }
     }
 
     /// Hands `item` over; waits while `readyLimit` items are ready and not taken.
@@ -57,7 +72,7 @@ final class SequenceStream: @unchecked Sendable {
         let items = batch
         batch = []
         batch.reserveCapacity(Self.batchSize)
-        let spent = shared.wait(until: { $0.ready.count < Self.readyLimit }) { shared in
+        let spent = shared.wait(until: { $0.ready.count < $0.limit }) { shared in
             shared.ready += items
             defer { shared.spent = [] }
             return shared.spent
@@ -66,12 +81,13 @@ final class SequenceStream: @unchecked Sendable {
         _ = consume spent
     }
 
-    /// No more items (idempotent).
-    func end() {
+    /// No more items (idempotent); `spliced`: the section's items follow.
+    func end(spliced: Bool = false) {
         let rest = batch
         batch = []
         let spent = shared.change { shared in
             shared.ready += rest
+            if spliced { shared.spliced = true }
             shared.ended = true
             defer { shared.spent = [] }
             return shared.spent
@@ -95,11 +111,22 @@ final class SequenceStream: @unchecked Sendable {
         }
     }
 
+    /// Lets the parser hand over every item without waiting: for a reader that takes them
+    /// only once they all came.
+    func removeLimit() {
+        shared.change { $0.limit = .max }
+    }
+
     /// Waits until the sequence begins or the parser is done without streaming it.
     func start() -> Start {
         shared.wait(until: { $0.before != nil || $0.ended }) { shared in
-            shared.before.map { .streaming(before: $0) } ?? .notStreaming
+            shared.before.map { .streaming(before: $0, section: shared.section) } ?? .notStreaming
         }
+    }
+
+    /// Whether the section's items follow this stream's; known once it ended.
+    var isSpliced: Bool {
+        shared.change { $0.spliced }
     }
 
     /// The items handed over since the last call, waiting for some; `isLast` when the parser is

@@ -72,8 +72,13 @@ public enum YAMLParser {
         return bytes.withUnsafeBufferPointer { buffer in
             // Non-empty here, so `baseAddress` is non-nil.
             let input = UnsafeBufferPointer(rebasing: buffer[bomLength...])
-            yaml_parser_set_input_string(parser, input.baseAddress!, input.count)
-            var builder = TreeBuilder(input: input, stream: stream)
+            let feed = stream.flatMap { SplitFeed(stream: $0, bytes: bytes, bomLength: bomLength, input: input) }
+            if let feed {
+                yaml_parser_set_input(parser, SplitFeed.readHandler, Unmanaged.passUnretained(feed).toOpaque())
+            } else {
+                yaml_parser_set_input_string(parser, input.baseAddress!, input.count)
+            }
+            var builder = TreeBuilder(input: input, stream: stream, feed: feed)
             defer { builder.deallocate() }
             while true {
                 guard yaml_parser_parse(parser, event) != 0 else {
@@ -84,7 +89,64 @@ public enum YAMLParser {
                 yaml_event_delete(event)
                 if !proceed { break }
             }
+            feed?.cancel()
+            if let feed, feed.jumped, builder.isInDoubt {
+                // Whatever went wrong after the jump, only a parse of the whole text tells what,
+                // and where: the streamed items are not in it, which the loader notices.
+                stream?.end()
+                return parse(bytes)
+            }
             return builder.result
+        }
+    }
+
+    /// Parses the items of a block sequence whose first item starts at byte `start` of `input`,
+    /// at `column`, as the value of the root's `key`, as libyaml would read them in the whole
+    /// file: the second part of a split file (see ``SplitFeed``). Nil when the part cannot be
+    /// used as it is (any error, anchor or alias in it, or `isCancelled` turned true).
+    static func parseSection(
+        of input: UnsafeBufferPointer<UInt8>, start: Int, column: Int, into stream: SequenceStream, isCancelled: () -> Bool
+    ) -> SplitSection? {
+        // Whatever happens, whoever reads the section's items is told when there are no more.
+        defer { stream.end() }
+        guard let before = SplitFeed.count(input[..<start]) else { return nil }
+        let key = stream.key
+        // The part as the value of a mapping's first key, on the line before its own first line.
+        var text = Array(key.utf8)
+        text += [UInt8(ascii: ":"), 0x0A]
+        let prefixLength = text.count
+        text.reserveCapacity(prefixLength + input.count - start)
+        text += input[start...]
+
+        let parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
+        defer { parser.deallocate() }
+        let event = UnsafeMutablePointer<yaml_event_t>.allocate(capacity: 1)
+        defer { event.deallocate() }
+        guard yaml_parser_initialize(parser) != 0 else { return nil }
+        defer { yaml_parser_delete(parser) }
+        yaml_parser_set_encoding(parser, YAML_UTF8_ENCODING)
+
+        return text.withUnsafeBufferPointer { buffer in
+            yaml_parser_set_input_string(parser, buffer.baseAddress!, buffer.count)
+            var builder = TreeBuilder(input: buffer, section: (key: key, column: column), stream: stream,
+                                      lineShift: before.lines - 1)
+            defer { builder.deallocate() }
+            var events = 0
+            while true {
+                guard yaml_parser_parse(parser, event) != 0 else { return nil }
+                let proceed = builder.consume(event)
+                yaml_event_delete(event)
+                if !proceed { break }
+                events += 1
+                if events & 4095 == 0, isCancelled() { return nil }
+            }
+            guard let (items, nodes, end) = builder.sectionResult else { return nil }
+            // The sequence ends at the next root key, at a line's start, or at the end.
+            let endOffset = builder.byteOffset(ofCharacterIndex: end.index)
+            guard end.column == 0 || endOffset == buffer.count else { return nil }
+            let endLine = end.line + before.lines - 1
+            return SplitSection(itemCount: items, nodeCount: nodes, resumeOffset: endOffset - prefixLength + start,
+                                characterIndex: before.characters, lineShift: endLine - before.lines)
         }
     }
 
@@ -232,9 +294,57 @@ private struct TreeBuilder {
     /// Where the items of the root's `stream.key` sequence go as they are read, if anywhere.
     private let stream: SequenceStream?
 
-    init(input: UnsafeBufferPointer<UInt8>, stream: SequenceStream?) {
+    /// Feeds libyaml when the streamed sequence may be split (see ``SplitFeed``).
+    private let feed: SplitFeed?
+    /// Whether the split was found not to match the whole file: the parse stops.
+    private var splitFailed = false
+    /// Whether the items of the other part were added to the stream.
+    private var spliced = false
+    /// Whether the document has no `%YAML` or `%TAG` directive, and its root is a block mapping
+    /// at column 0: what a split assumes, since the other part is parsed without them.
+    private var splittable = false
+
+    /// Parsing the second part of a split file: the items of the root's `key` sequence, whose
+    /// items start at `column`, go to `stream`; anything else makes the part unusable.
+    private let section: (key: String, column: Int)?
+    /// Where the section's sequence ended, and its node count, once it did.
+    private var sectionEnd: (mark: yaml_mark_t, nodes: Int)?
+    /// Whether the section holds something its parse cannot reproduce (an anchor or alias).
+    private var sectionUnusable = false
+
+    /// Lines added to libyaml's line numbers for marks at or after character `lineShiftFrom`:
+    /// for the second part, all of them (its text starts with a line of its own); after the
+    /// jump over the second part, the lines jumped over.
+    private var lineShift = 0
+    private var lineShiftFrom = 0
+
+    init(input: UnsafeBufferPointer<UInt8>, stream: SequenceStream?, feed: SplitFeed? = nil) {
         self.input = input
         self.stream = stream
+        self.feed = feed
+        self.section = nil
+    }
+
+    /// A builder for the second part of a split file (see ``YAMLParser/parseSection``).
+    init(input: UnsafeBufferPointer<UInt8>, section: (key: String, column: Int), stream: SequenceStream, lineShift: Int) {
+        self.input = input
+        self.stream = stream
+        self.feed = nil
+        self.section = section
+        self.lineShift = lineShift
+    }
+
+    /// Whether the result of a parse that jumped over the second part may differ from that of
+    /// the whole text: the split did not match, or something went wrong whose position or
+    /// cause the whole text might tell differently.
+    var isInDoubt: Bool {
+        splitFailed || !spliced || failed || !errors.isEmpty
+    }
+
+    /// The second part's item and node counts and where its sequence ended; nil when unusable.
+    var sectionResult: (items: Int, nodes: Int, end: yaml_mark_t)? {
+        guard let sectionEnd, !sectionUnusable, !failed, errors.isEmpty else { return nil }
+        return (streamedItemCount ?? 0, sectionEnd.nodes, sectionEnd.mark)
     }
 
     /// The items handed to `stream`, once its sequence began.
@@ -254,6 +364,18 @@ private struct TreeBuilder {
         entryBuffers = []
     }
 
+    /// A libyaml mark as a position in the file.
+    @inline(__always)
+    private func position(_ mark: yaml_mark_t) -> SourcePosition {
+        SourcePosition(line: line(of: mark) + 1, column: mark.column + 1)
+    }
+
+    /// The 0-based line of a libyaml mark in the file.
+    @inline(__always)
+    private func line(of mark: yaml_mark_t) -> Int {
+        mark.index >= lineShiftFrom ? mark.line + lineShift : mark.line
+    }
+
     /// Stops with the fatal `error`, which replaces any errors collected so far.
     mutating func fail(_ error: YAMLError) {
         failed = true
@@ -263,10 +385,19 @@ private struct TreeBuilder {
 
     /// Handles one event; returns false when parsing should stop.
     mutating func consume(_ event: UnsafePointer<yaml_event_t>) -> Bool {
+        if !spliced, let jumpIndex = feed?.jumpIndex, !continuesAcross(jumpIndex, event) {
+            splitFailed = true
+            stream?.end()
+            return false
+        }
         switch event.pointee.type {
         case YAML_SCALAR_EVENT:
             nodeCount += 1
             if let anchor = event.pointee.data.scalar.anchor {
+                if section != nil {
+                    sectionUnusable = true
+                    return false
+                }
                 let scalar = makeScalar(event)
                 anchors[String(cString: anchor)] = Anchored(node: .scalar(scalar), size: 1)
                 attachScalar(scalar)
@@ -281,24 +412,42 @@ private struct TreeBuilder {
             let data = event.pointee.data.sequence_start
             return open(.sequence, tag: data.tag, anchor: data.anchor, event: event)
         case YAML_MAPPING_END_EVENT, YAML_SEQUENCE_END_EVENT:
-            close()
+            return close(event)
         case YAML_ALIAS_EVENT:
+            if section != nil {
+                sectionUnusable = true
+                return false
+            }
             return alias(String(cString: event.pointee.data.alias.anchor),
-                         at: sourcePosition(event.pointee.start_mark))
+                         at: position(event.pointee.start_mark))
         case YAML_DOCUMENT_START_EVENT:
             documentCount += 1
             if documentCount > 1 {
                 errors.append(YAMLError(
                     message: "the file holds more than one YAML document; put each in its own file",
-                    position: sourcePosition(event.pointee.start_mark)))
+                    position: position(event.pointee.start_mark)))
                 return false
             }
+            let data = event.pointee.data.document_start
+            splittable = data.version_directive == nil && data.tag_directives.start == nil
         case YAML_STREAM_END_EVENT:
             return false
         default:
             break // stream start, document end, no event
         }
         return true
+    }
+
+    /// Whether `event`, from a parse that jumped over the second part of the file at
+    /// `jumpIndex`, is what the whole text would give there. Before the jump, nothing may run
+    /// into it (a quoted scalar or flow collection on several lines would); after it, only the
+    /// ends of the last item's collections may come before the streamed sequence ends (any
+    /// other node would take its position, or more, from the text after the jump; an empty value
+    /// is placed at its `:` or `-`, before it).
+    private func continuesAcross(_ jumpIndex: Int, _ event: UnsafePointer<yaml_event_t>) -> Bool {
+        guard event.pointee.start_mark.index >= jumpIndex else { return event.pointee.end_mark.index <= jumpIndex }
+        let type = event.pointee.type
+        return type == YAML_MAPPING_END_EVENT || type == YAML_SEQUENCE_END_EVENT
     }
 
     /// The scalar a scalar event describes.
@@ -325,9 +474,9 @@ private struct TreeBuilder {
             style: style,
             tag: data.tag.map { String(cString: $0) },
             start: data.tag == nil && data.anchor == nil
-                ? sourcePosition(event.pointee.start_mark)
+                ? position(event.pointee.start_mark)
                 : textStart(from: event.pointee.start_mark, before: event.pointee.end_mark),
-            end: sourcePosition(event.pointee.end_mark))
+            end: position(event.pointee.end_mark))
     }
 
     /// Where a node's own text starts: a scalar's quote, block indicator or first character; a
@@ -341,7 +490,7 @@ private struct TreeBuilder {
         // Start first: the cursor only moves forward cheaply.
         var offset = byteOffset(ofCharacterIndex: start.index)
         let endOffset = end.map { byteOffset(ofCharacterIndex: $0.index) } ?? input.count
-        var line = start.line
+        var line = line(of: start)
         var column = start.column
         while offset < endOffset, input[offset] == UInt8(ascii: "!") || input[offset] == UInt8(ascii: "&") {
             // The property. libyaml ends a tag only at a space or line break (`!<…>` at its
@@ -382,7 +531,7 @@ private struct TreeBuilder {
             }
         }
         // A scalar with properties but no text (`key: !env`) starts at its properties.
-        guard offset < endOffset else { return sourcePosition(start) }
+        guard offset < endOffset else { return position(start) }
         return SourcePosition(line: line + 1, column: column + 1)
     }
 
@@ -408,7 +557,7 @@ private struct TreeBuilder {
         var characters = 0
         for offset in lineStart..<input.count where input[offset] & 0xC0 != 0x80 { characters += 1 }
         // `mark.line` is 0-based and one past the last line, so it is the last line 1-based.
-        return SourcePosition(line: mark.line, column: characters + 1)
+        return SourcePosition(line: line(of: mark), column: characters + 1)
     }
 
     /// Whether libyaml allows `byte` in an anchor name: ASCII letters and digits, `-`, `_`.
@@ -441,11 +590,16 @@ private struct TreeBuilder {
 
     /// The byte offset in `input` of the character at libyaml character index `index`
     /// (libyaml counts characters, a CR LF pair being two). Scans forward from the cursor.
-    private mutating func byteOffset(ofCharacterIndex index: Int) -> Int {
+    mutating func byteOffset(ofCharacterIndex index: Int) -> Int {
         if index < cursorIndex {
             // Events come in file order, so this does not happen; restart to stay correct.
             cursorIndex = 0
             cursorOffset = 0
+        }
+        if let feed, let jumpIndex = feed.jumpIndex, index >= jumpIndex, cursorIndex < jumpIndex {
+            // libyaml read the text after the second part right after the first.
+            cursorIndex = jumpIndex
+            cursorOffset = feed.resumeOffset
         }
         // Skip `remaining` characters, counting their lead (non-continuation) bytes.
         var remaining = index - cursorIndex
@@ -480,9 +634,13 @@ private struct TreeBuilder {
         anchor: UnsafeMutablePointer<yaml_char_t>?, event: UnsafePointer<yaml_event_t>
     ) -> Bool {
         let start = tag == nil && anchor == nil
-            ? sourcePosition(event.pointee.start_mark)
+            ? position(event.pointee.start_mark)
             : textStart(from: event.pointee.start_mark, before: nil)
         let depth = stack.count
+        if depth == 0 {
+            splittable = splittable && kind == .mapping && event.pointee.start_mark.column == 0
+                && event.pointee.data.mapping_start.style == YAML_BLOCK_MAPPING_STYLE
+        }
         guard depth < YAMLParser.maximumDepth else {
             fail(YAMLError(message: "nesting is deeper than \(YAMLParser.maximumDepth) levels", position: start))
             return false
@@ -490,6 +648,10 @@ private struct TreeBuilder {
         nodeCount += 1
         let anchorName = anchor.map { String(cString: $0) }
         if let anchorName {
+            if section != nil {
+                sectionUnusable = true
+                return false
+            }
             // An alias inside this collection must not resolve to an older node of the same
             // name: it would refer to this unfinished one, which is reported as recursive.
             anchors[anchorName] = nil
@@ -499,7 +661,7 @@ private struct TreeBuilder {
             entryBuffers.append(ScratchBuffer())
         }
         var frame = Frame(kind: kind, tag: tag.map { String(cString: $0) }, anchor: anchorName, start: start)
-        if let stream, kind == .sequence, depth == 1, tag == nil, anchorName == nil, documentCount == 1,
+        if section == nil, let stream, kind == .sequence, depth == 1, tag == nil, anchorName == nil, documentCount == 1,
            stack[0].kind == .mapping, stack[0].tag == nil, stack[0].merges.isEmpty, stack[0].anchor == nil,
            stack[0].pendingKey?.value == stream.key, stack[0].pendingKey?.tag == nil {
             let entries = entryBuffers[0]
@@ -507,21 +669,60 @@ private struct TreeBuilder {
             if !(0..<entries.count).contains(where: { entries.base[$0].key.value == stream.key }) {
                 frame.streams = true
                 streamedItemCount = 0
-                stream.begin(before: (0..<entries.count).map { entries.base[$0] })
+                let section = splittable && event.pointee.data.sequence_start.style == YAML_BLOCK_SEQUENCE_STYLE
+                    ? feed?.plan(column: event.pointee.start_mark.column, key: stream.key) : nil
+                stream.begin(before: (0..<entries.count).map { entries.base[$0] }, section: section)
             }
+        }
+        if let section, depth == 1 {
+            // The second part of a split file: its text starts with the sequence.
+            guard kind == .sequence, tag == nil, stack[0].pendingKey?.value == section.key,
+                  event.pointee.start_mark.column == section.column, event.pointee.start_mark.line == 1,
+                  event.pointee.data.sequence_start.style == YAML_BLOCK_SEQUENCE_STYLE else {
+                sectionUnusable = true
+                return false
+            }
+            frame.streams = true
+            streamedItemCount = 0
         }
         stack.append(frame)
         return true
     }
 
-    /// Finishes the innermost collection and attaches it to its parent.
-    private mutating func close() {
-        guard let frame = stack.popLast() else { return }
+    /// Finishes the innermost collection and attaches it to its parent; false when parsing
+    /// should stop.
+    private mutating func close(_ event: UnsafePointer<yaml_event_t>) -> Bool {
+        guard var frame = stack.popLast() else { return true }
         let depth = stack.count
         let node: YAMLNode
         switch frame.kind {
         case .sequence:
-            if frame.streams { stream?.end() }
+            if frame.streams {
+                if section != nil {
+                    // The second part ends with its sequence: the rest is the first part's.
+                    sectionEnd = (event.pointee.start_mark, frame.size - 1)
+                    stream?.end()
+                    return false
+                }
+                if let feed, let jump = feed.takeJump() {
+                    // The sequence must end after the jump, or the second part was not its.
+                    guard event.pointee.start_mark.index >= jump.characterIndex else {
+                        splitFailed = true
+                        stream?.end()
+                        return false
+                    }
+                    spliced = true
+                    streamedItemCount! += jump.itemCount
+                    nodeCount += jump.nodeCount
+                    frame.size += jump.nodeCount
+                    lineShiftFrom = jump.characterIndex
+                    lineShift = jump.lineShift
+                    stream?.end(spliced: true)
+                } else {
+                    feed?.streamClosed = true
+                    stream?.end()
+                }
+            }
             node = .sequence(YAMLSequence(items: itemBuffers[depth].takeAll(), tag: frame.tag, start: frame.start))
         case .mapping:
             var entries = entryBuffers[depth].takeAll()
@@ -530,6 +731,7 @@ private struct TreeBuilder {
         }
         if let anchor = frame.anchor { anchors[anchor] = Anchored(node: node, size: frame.size) }
         attach(node, size: frame.size)
+        return true
     }
 
     /// Expands an alias to a copy of its anchored node, enforcing the node budget.
