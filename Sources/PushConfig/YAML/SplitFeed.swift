@@ -241,3 +241,39 @@ final class SectionParse: @unchecked Sendable {
         state.wait(until: { $0.finished }) { $0.section }
     }
 }
+
+/// Feeds libyaml a few bytes of its own, then a text where it is, without copying the text.
+final class PrefixedFeed {
+    let prefix: [UInt8]
+    private let text: UnsafeBufferPointer<UInt8>
+    /// The bytes fed so far, prefix included.
+    private var position = 0
+
+    init(prefix: [UInt8], text: UnsafeBufferPointer<UInt8>) {
+        self.prefix = prefix
+        self.text = text
+    }
+
+    private func read(into buffer: UnsafeMutablePointer<UInt8>, size: Int) -> Int {
+        if position < prefix.count {
+            let count = min(size, prefix.count - position)
+            prefix.withUnsafeBufferPointer { buffer.update(from: $0.baseAddress! + position, count: count) }
+            position += count
+            return count
+        }
+        let offset = position - prefix.count
+        let count = min(size, text.count - offset)
+        if count > 0 { buffer.update(from: text.baseAddress! + offset, count: count) }
+        position += count
+        return count
+    }
+
+    /// libyaml's read handler; `data` is the feed, unretained.
+    static let readHandler: @convention(c) (
+        UnsafeMutableRawPointer?, UnsafeMutablePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?
+    ) -> Int32 = { data, buffer, size, sizeRead in
+        let feed = Unmanaged<PrefixedFeed>.fromOpaque(data!).takeUnretainedValue()
+        sizeRead!.pointee = feed.read(into: buffer!, size: size)
+        return 1
+    }
+}

@@ -111,12 +111,10 @@ public enum YAMLParser {
         defer { stream.end() }
         guard let before = SplitFeed.count(input[..<start]) else { return nil }
         let key = stream.key
-        // The part as the value of a mapping's first key, on the line before its own first line.
-        var text = Array(key.utf8)
-        text += [UInt8(ascii: ":"), 0x0A]
-        let prefixLength = text.count
-        text.reserveCapacity(prefixLength + input.count - start)
-        text += input[start...]
+        // The part as the value of a mapping's first key, on the line before its own first
+        // line: libyaml is fed that line, then the part where it is.
+        let part = UnsafeBufferPointer(rebasing: input[start...])
+        let feed = PrefixedFeed(prefix: Array(key.utf8) + [UInt8(ascii: ":"), 0x0A], text: part)
 
         let parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
         defer { parser.deallocate() }
@@ -126,10 +124,11 @@ public enum YAMLParser {
         defer { yaml_parser_delete(parser) }
         yaml_parser_set_encoding(parser, YAML_UTF8_ENCODING)
 
-        return text.withUnsafeBufferPointer { buffer in
-            yaml_parser_set_input_string(parser, buffer.baseAddress!, buffer.count)
-            var builder = TreeBuilder(input: buffer, section: (key: key, column: column), stream: stream,
-                                      lineShift: before.lines - 1)
+        return withExtendedLifetime(feed) {
+            yaml_parser_set_input(parser, PrefixedFeed.readHandler, Unmanaged.passUnretained(feed).toOpaque())
+            // The prefix is ASCII: its characters are its bytes.
+            var builder = TreeBuilder(input: part, section: (key: key, column: column), stream: stream,
+                                      lineShift: before.lines - 1, indexShift: feed.prefix.count)
             defer { builder.deallocate() }
             var events = 0
             while true {
@@ -143,9 +142,9 @@ public enum YAMLParser {
             guard let (items, nodes, end) = builder.sectionResult else { return nil }
             // The sequence ends at the next root key, at a line's start, or at the end.
             let endOffset = builder.byteOffset(ofCharacterIndex: end.index)
-            guard end.column == 0 || endOffset == buffer.count else { return nil }
+            guard end.column == 0 || endOffset == part.count else { return nil }
             let endLine = end.line + before.lines - 1
-            return SplitSection(itemCount: items, nodeCount: nodes, resumeOffset: endOffset - prefixLength + start,
+            return SplitSection(itemCount: items, nodeCount: nodes, resumeOffset: start + endOffset,
                                 characterIndex: before.characters, lineShift: endLine - before.lines)
         }
     }
@@ -325,14 +324,20 @@ private struct TreeBuilder {
         self.section = nil
     }
 
-    /// A builder for the second part of a split file (see ``YAMLParser/parseSection``).
-    init(input: UnsafeBufferPointer<UInt8>, section: (key: String, column: Int), stream: SequenceStream, lineShift: Int) {
+    /// A builder for the second part of a split file (see ``YAMLParser/parseSection``), whose
+    /// `input` libyaml reads after `indexShift` characters of its own.
+    init(input: UnsafeBufferPointer<UInt8>, section: (key: String, column: Int), stream: SequenceStream, lineShift: Int,
+         indexShift: Int) {
         self.input = input
         self.stream = stream
         self.feed = nil
         self.section = section
         self.lineShift = lineShift
+        self.indexShift = indexShift
     }
+
+    /// Characters libyaml read before `input` (none but for the second part of a split file).
+    private var indexShift = 0
 
     /// Whether the result of a parse that jumped over the second part may differ from that of
     /// the whole text: the split did not match, or something went wrong whose position or
@@ -591,6 +596,7 @@ private struct TreeBuilder {
     /// The byte offset in `input` of the character at libyaml character index `index`
     /// (libyaml counts characters, a CR LF pair being two). Scans forward from the cursor.
     mutating func byteOffset(ofCharacterIndex index: Int) -> Int {
+        let index = max(0, index - indexShift)
         if index < cursorIndex {
             // Events come in file order, so this does not happen; restart to stay correct.
             cursorIndex = 0
