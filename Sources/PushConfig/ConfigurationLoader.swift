@@ -784,6 +784,8 @@ struct LoadSession {
         return keys
     }()
     static let knownAccountKeySet = Set(knownAccountKeys)
+    /// The keys a near miss of which is warned about whatever it starts with.
+    private static let nearMissKeys = DeviceValues.names + ["username", "password", "enabled", "services"]
 
     /// Accounts take any key, but a near-miss of a key the agent acts on is almost always a typo.
     mutating func warnIfMisspelt(_ key: YAMLScalar, file: String, account: String?) {
@@ -822,9 +824,11 @@ struct LoadSession {
         if let known = keySuggestions[name] { return known }
         let lowered = name.lowercased()
         // Accounts take any key, so only names that look like ours are checked: our prefixes,
-        // or a near miss of a device value (a misspelt `selctor` silently drops the value).
+        // or a near miss of a device value or an account's own key of five letters or more (a
+        // misspelt `selctor` or `usernme` silently drops the value; `user` or `ip` may well be
+        // the author's own keys).
         let looksLikeOurs = lowered.hasPrefix("push") || lowered.hasPrefix("account") || lowered.hasPrefix("selector")
-            || NameSuggester.nearest(to: name, among: DeviceValues.names, maxDistance: 2) != nil
+            || NameSuggester.nearest(to: name, among: Self.nearMissKeys, maxDistance: 2) != nil
         let suggestion = looksLikeOurs ? NameSuggester.nearest(to: name, among: Self.knownAccountKeys, maxDistance: 2) : nil
         keySuggestions[name] = .some(suggestion)
         return suggestion

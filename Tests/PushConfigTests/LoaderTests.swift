@@ -237,6 +237,11 @@ struct RequestBuildingTests {
         #expect(l.lines.contains { $0.hasSuffix("warning: 'selctor' is not a key pushreporter acts on; did you mean 'selector'? [account a]") },
                 "\(l.lines)")
         #expect(!l.lines.contains { $0.contains("'extension'") }, "\(l.lines)")
+        // The same for the account's own keys of five letters or more, not for short keys.
+        let own = loaded("pushTokenReporterUrl: https://h.example/t\nusernme: bob\nuser: x\nip: 10.0.0.1")
+        #expect(own.lines.contains { $0.hasSuffix("warning: 'usernme' is not a key pushreporter acts on; did you mean 'username'? [account a]") },
+                "\(own.lines)")
+        #expect(!own.lines.contains { $0.contains("'user'") || $0.contains("'ip'") }, "\(own.lines)")
     }
 
     @Test("GET without a body, POST with one, explicit methods upper-cased")
