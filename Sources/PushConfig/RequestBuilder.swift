@@ -289,7 +289,14 @@ public struct RequestBuilder: Sendable {
         }
         // Checked before giving up on a failed request, so one run reports every problem.
         checkAccountReferences(account: account, diagnostics: &diagnostics)
-        guard !failed, let url else { return nil }
+        guard !failed, let url else {
+            // A JSON body is checked even so: its problem would otherwise show only once the
+            // others are mended.
+            if bodyFormat == .json, let body, let postDataValue {
+                checkJSON(body, origin: postDataValue, account: account, reporter: reporter, diagnostics: &diagnostics)
+            }
+            return nil
+        }
         return PreparedRequest(urlValue: urlValue, url: url, contentType: contentType, bodyFormat: bodyFormat,
                                postDataValue: postDataValue, body: body, method: method, headerTemplates: headerTemplates,
                                authUsername: authUsername, authPassword: authPassword, timeout: timeout)
@@ -381,9 +388,27 @@ public struct RequestBuilder: Sendable {
             shown.hasSecretMarkers = markers
             return shown
         } catch {
-            report(.error, "\(error.message) (in \(error.key))", at: error.origin, diagnostics: &diagnostics, account: id)
+            reportRenderFailure(error, account: id, diagnostics: &diagnostics)
             return nil
         }
+    }
+
+    /// Renders a JSON body alone and reports it if it is not JSON, or cannot be rendered.
+    private mutating func checkJSON(_ body: Template, origin: ConfigValue, account: Account, reporter: Reporter,
+                                    diagnostics: inout DiagnosticList) {
+        let values = AccountValues(account: account, context: renderContext())
+        do throws(RenderFailure) {
+            let rendered = try render(body, values, .reveal, origin: origin)
+            if let problem = JSONValidator.problem(in: rendered) {
+                reportInvalidJSON(problem, reporter: reporter, at: origin, account: account.id, diagnostics: &diagnostics)
+            }
+        } catch {
+            reportRenderFailure(error, account: account.id, diagnostics: &diagnostics)
+        }
+    }
+
+    private func reportRenderFailure(_ failure: RenderFailure, account: String, diagnostics: inout DiagnosticList) {
+        report(.error, "\(failure.message) (in \(failure.key))", at: failure.origin, diagnostics: &diagnostics, account: account)
     }
 
     private func reportNoHost(reporter: Reporter, at urlValue: ConfigValue, diagnostics: inout DiagnosticList) {

@@ -224,6 +224,18 @@ struct RequestBuildingTests {
         #expect(l.lines.contains { $0.contains("error: pushTokenReporterMethod must be GET, POST, PUT, HEAD or DELETE, not 'PATCH'") })
     }
 
+    @Test("a body that is not JSON is reported beside a URL that cannot be compiled")
+    func invalidJSONBesideBrokenURL() {
+        let l = loaded("""
+            pushTokenReporterUrl: https://h.example/t?x=%nosuch%
+            pushTokenReporterContentType: application/json
+            pushTokenReporterPostData: '{"u": "%account[username]%"'
+            """)
+        #expect(l.lines.contains { $0.contains("error: unknown variable 'nosuch'") }, "\(l.lines)")
+        #expect(l.lines.contains { $0.contains("error: the rendered pushTokenReporterPostData is not valid JSON: expected '}' at byte 14 [account a]") },
+                "\(l.lines)")
+    }
+
     @Test("a misspelt account key is reported beside an unknown variable of the same template")
     func everyProblemOfOneTemplate() {
         let l = loaded("pushTokenReporterUrl: https://h.example/t?u=%account[usrname]%&t=%pushTokenOthr%")
