@@ -29,11 +29,7 @@ struct Validate: ParsableCommand {
         var loaded = LoadedConfiguration(options: config, checkingEarly: true)
         let installID = loaded.storedInstallID
         var builder = loaded.builder(installID: installID)
-        // The early checks rendered `%installid%` as `<installid>`. An account that passed used no
-        // value but to look for line breaks where a header inserts values as they are: the id
-        // changes that only if it holds one.
-        let idMatters = installID?.utf8.contains { $0 == 0x0A || $0 == 0x0D || $0 == 0 } == true
-        builder.checkAll(into: &loaded.diagnostics, skipping: idMatters ? nil : loaded.result.passedEarly)
+        builder.checkAll(into: &loaded.diagnostics, skipping: loaded.result.passedEarly)
         let diagnostics = loaded.diagnostics.sorted(fileOrder: loaded.result.configuration.files)
         let errors = loaded.diagnostics.errorCount
         let warnings = loaded.diagnostics.warningCount

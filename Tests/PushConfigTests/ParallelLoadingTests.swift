@@ -261,6 +261,26 @@ struct ParallelLoadingTests {
         #expect(!early.diagnostics.contains { $0.contains("10-later-global.yaml") })
     }
 
+    @Test("an installation id with a line break gets every account checked, though they passed while loading")
+    func installIDWithLineBreak() {
+        let files = [("10-install.yaml", """
+            defaults:
+              pushTokenReporterUrl: https://h.example/?s=%selector%
+              pushTokenReporterCustomHeaders: "X-Install: %installid%"
+            accounts:
+              - id: i1
+                selector: S1
+            """)]
+        let early = Self.outcome(accountRuns: 1, checkingRuns: 1, readAhead: 2, files: files, installID: "a\nb", earlyCheck: true)
+        #expect(early.passedEarly == 1)
+        let all = Self.outcome(accountRuns: 1, checkingRuns: 1, readAhead: 2, files: files, installID: "a\nb")
+        #expect(all.diagnostics.count == 1)
+        #expect(early.diagnostics == all.diagnostics)
+        // With an id a header can hold, the account is not checked again.
+        #expect(Self.outcome(accountRuns: 1, checkingRuns: 1, readAhead: 2, files: files, installID: "ab", earlyCheck: true)
+            .diagnostics.isEmpty)
+    }
+
     @Test("runs are used only with several processors and thousands of accounts")
     func runsNeedWork() {
         #expect(Processors.runs(accounts: 3_999) == 1)
