@@ -152,6 +152,17 @@ public struct Account: Sendable {
     }
 
     public subscript(key: String) -> String? { values[key]?.text }
+
+    /// Whether the account (or `defaults`) gives `key`, under either name of an alias pair,
+    /// even with a value that could not be read: that was reported where it is written, so
+    /// nothing is reported again as missing.
+    public func writes(_ key: String) -> Bool {
+        if values.contains(key) || unreadableKeys.contains(key) { return true }
+        guard !unreadableKeys.isEmpty else { return false }
+        return DeviceValues.aliases.contains { pair in
+            (pair.0 == key && unreadableKeys.contains(pair.1)) || (pair.1 == key && unreadableKeys.contains(pair.0))
+        }
+    }
 }
 
 /// A backend entry under the top-level `services:` key, kept for the backends to interpret.

@@ -147,13 +147,13 @@ public struct RequestBuilder: Sendable {
             if reporter == .pushTokenReporter { reportsSomething = true }
             checkRequest(for: account, reporter: reporter, diagnostics: &diagnostics)
         }
-        // A URL written but unreadable (an unset !env) was reported where it is written.
-        if !reportsSomething && !account.unreadableKeys.contains(Reporter.pushTokenReporter.key(.url)) {
+        // A value written but unreadable (an unset !env) was reported where it is written.
+        if !reportsSomething && !account.writes(Reporter.pushTokenReporter.key(.url)) {
             diagnostics.warning("the account has no pushTokenReporterUrl and no services, so nothing is reported for it",
                                 file: account.file, at: account.position, account: account.id)
         }
-        if account.values.contains(Reporter.pushTokenReporter.key(.url)), !account.values.contains("selector"),
-           !account.values.contains("pushTokenOther"), !account.values.contains("pushTokenIncomingCall") {
+        if account.values.contains(Reporter.pushTokenReporter.key(.url)), !account.writes("selector"),
+           !account.writes("pushTokenOther"), !account.writes("pushTokenIncomingCall") {
             diagnostics.warning("the account has no device values (selector, pushTokenOther, pushTokenIncomingCall); its report carries no token",
                                 file: account.file, at: account.position, account: account.id)
         }
@@ -636,7 +636,7 @@ public struct RequestBuilder: Sendable {
     private mutating func checkAccountReferences(account: Account, diagnostics: inout DiagnosticList) {
         for placed in requestReferences {
             for reference in placed.references {
-                guard let key = reference.key, !account.values.contains(key), !account.unreadableKeys.contains(key),
+                guard let key = reference.key, !account.writes(key),
                       !DeviceValues.names.contains(key) else { continue }
                 let origin = (value: placed.origin, baseOffset: placed.baseOffset)
                 let position = position(of: reference.offset + origin.baseOffset, length: reference.length, in: origin.value)

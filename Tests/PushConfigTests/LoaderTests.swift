@@ -372,6 +372,12 @@ struct RequestBuildingTests {
         // Nor is a URL that cannot be read reported again as missing.
         let direct = Loaded("accounts:\n  - id: a\n    selector: S\n    pushTokenReporterUrl: !env UNSET_URL\n")
         #expect(direct.lines == ["config.yaml:4:32: error: environment variable 'UNSET_URL' is not set (needed by !env for 'pushTokenReporterUrl') [account a]"])
+        // Nor a device value, under either name of an alias pair, as the account having none.
+        for key in ["selector", "pushToken"] {
+            let device = Loaded("accounts:\n  - id: a\n    pushTokenReporterUrl: https://h.example/\n    \(key): !env UNSET_TOKEN\n")
+            #expect(device.lines.count == 1, "\(device.lines)")
+            #expect(device.lines.first?.contains("environment variable 'UNSET_TOKEN' is not set") == true, "\(device.lines)")
+        }
     }
 
     @Test("a ${KEY} parameter filled from a secret makes the value secret")
