@@ -198,29 +198,34 @@ struct LoadSession {
         var defaults = AccountLayer()
         _ = loadRootEntries(before[...], file: path, defaults: &defaults)
         // The items of the second part of a split sequence, read on a thread of their own as
-        // they are parsed (and dropped if the parser did not splice them after the first's).
-        let sectionReader = section.map {
-            SectionReader($0, run: AccountRun(session: withoutAccountLists(), checking: earlyCheckerForLoadedGlobals()),
-                          file: path, defaults: defaults)
+        // they are parsed, and taken after the first part's if the parser spliced them.
+        let base = AccountRun(session: withoutAccountLists(), checking: earlyCheckerForLoadedGlobals())
+        let sectionRun = section.flatMap { items in
+            ThreadResult(named: "pushrep-section") { [defaults] in
+                var run = base
+                items.forEachBatch { batch, _ in run.read(batch, file: path, defaults: defaults) }
+                return run
+            }
         }
+        // Without a thread to read them, the parser reads the part itself (it would wait forever
+        // for the part's items to be taken).
+        if sectionRun == nil { section?.cancel() }
         var streamed = 0
-        var spliced = false
-        while true {
-            // Items as they come (the parser waits once a thousand are ready), and what remains
-            // when the parser is done, on every processor when there are enough.
-            let (items, isLast) = stream.next()
+        // Items as they come (the parser waits once a thousand are ready), and what remains
+        // when the parser is done: on every processor, even when fewer than for other runs.
+        stream.forEachBatch { items, isLast in
             streamed += items.count
-            // The last ones are all that is left to do: on every processor even when fewer.
             readAccounts(items[...], file: path, defaults: defaults,
                          runs: isLast ? Processors.runs(accounts: items.count, perRun: 250) : nil)
-            if isLast { break }
-            stream.giveBack(items)
         }
-        if let sectionReader, stream.isSpliced {
-            let run = sectionReader.result()
+        let spliced = sectionRun != nil && stream.isSpliced
+        if let sectionRun, spliced {
+            let run = sectionRun.take()
             streamed += run.accounts.count
             take(run)
-            spliced = true
+        } else {
+            // Not spliced: its items are not wanted, and the thread reading them can stop.
+            section?.cancel()
         }
         let parsed = reader.take(index)
         guard case .success(let contents) = parsed.contents, case .mapping(let root)? = contents.parsed.root,

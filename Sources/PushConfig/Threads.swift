@@ -40,6 +40,25 @@ package struct OwnThread: @unchecked Sendable {
     }
 }
 
+/// The value `body` returns on a thread of its own, for another thread to wait for.
+final class ThreadResult<Value: Sendable>: @unchecked Sendable {
+    private let result = ConditionLock<Value?>(nil)
+
+    /// Starts `body` on a thread named `name`; nil when none can start.
+    init?(named name: String, _ body: @escaping @Sendable () -> Value) {
+        let started = OwnThread(named: name, detached: true) { [result] in
+            let value = body()
+            result.change { $0 = value }
+        }
+        guard started != nil else { return nil }
+    }
+
+    /// Waits for `body` to return, and takes its value (once).
+    func take() -> Value {
+        result.wait(until: { $0 != nil }) { $0.take()! }
+    }
+}
+
 /// State shared by threads that wait for each other's progress: a mutex with a condition
 /// variable. Every change wakes the waiters.
 final class ConditionLock<State>: @unchecked Sendable {
@@ -68,6 +87,13 @@ final class ConditionLock<State>: @unchecked Sendable {
             pthread_mutex_unlock(mutex)
         }
         return body(&state)
+    }
+
+    /// Reads the state, waking no one.
+    func read<R>(_ body: (State) -> R) -> R {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return body(state)
     }
 
     /// Waits until `ready` holds, then changes the state with `body` and wakes the waiters.

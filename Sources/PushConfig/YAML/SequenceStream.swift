@@ -10,13 +10,19 @@
 /// empty (``YAMLParseResult/streamedItemCount`` says how many went): the loader checks the
 /// finished tree against what it read before it relies on it, and parses the file again when it
 /// cannot.
+///
+/// When the parser splits the sequence (see ``SplitFeed``), `begin` also gives the stream the
+/// second part's items come on, and `end(spliced:)` says whether they follow this stream's.
+/// Whoever takes this stream must take that one too, or cancel it: its parser waits once a
+/// thousand items are ready, and this stream's parser waits for that one at the split line.
 final class SequenceStream: @unchecked Sendable {
     /// How the file starts, as far as the loader needs to know.
     enum Start {
         /// The sequence's items are coming; these are the root entries before it. With a
         /// `section`, the parser split the sequence (see ``SplitFeed``): the section's items
         /// come on it, from another thread, and follow this stream's items if, once this one
-        /// ended, ``isSpliced`` says so (else they are dropped: this stream brings them all).
+        /// ended, ``isSpliced`` says so; if not, cancel it (this stream then brings the items,
+        /// or the parser parses the file again, which the loader notices by the item count).
         case streaming(before: [(key: YAMLScalar, value: YAMLNode)], section: SequenceStream?)
         /// Nothing is streamed: take the finished file.
         case notStreaming
@@ -38,8 +44,8 @@ final class SequenceStream: @unchecked Sendable {
         var ended = false
         /// Items the loader is done with, for the parser to free (see ``giveBack(_:)``).
         var spent: [[YAMLNode]] = []
-        /// The most items that wait for the loader.
-        var limit = SequenceStream.readyLimit
+        /// Whether the items are no longer wanted (see ``cancel()``).
+        var cancelled = false
     }
 
     private let shared = ConditionLock(Shared())
@@ -65,15 +71,16 @@ final class SequenceStream: @unchecked Sendable {
         }
     }
 
-    /// Hands `item` over; waits while `readyLimit` items are ready and not taken.
+    /// Hands `item` over; waits while `readyLimit` items are ready and not taken. Once the
+    /// stream is cancelled, items are dropped.
     func add(_ item: YAMLNode) {
         batch.append(item)
         guard batch.count >= Self.batchSize else { return }
         let items = batch
         batch = []
         batch.reserveCapacity(Self.batchSize)
-        let spent = shared.wait(until: { $0.ready.count < $0.limit }) { shared in
-            shared.ready += items
+        let spent = shared.wait(until: { $0.ready.count < Self.readyLimit || $0.cancelled }) { shared in
+            if !shared.cancelled { shared.ready += items }
             defer { shared.spent = [] }
             return shared.spent
         }
@@ -86,7 +93,7 @@ final class SequenceStream: @unchecked Sendable {
         let rest = batch
         batch = []
         let spent = shared.change { shared in
-            shared.ready += rest
+            if !shared.cancelled { shared.ready += rest }
             if spliced { shared.spliced = true }
             shared.ended = true
             defer { shared.spent = [] }
@@ -111,10 +118,21 @@ final class SequenceStream: @unchecked Sendable {
         }
     }
 
-    /// Lets the parser hand over every item without waiting: for a reader that takes them
-    /// only once they all came.
-    func removeLimit() {
-        shared.change { $0.limit = .max }
+    /// Whether ``cancel()`` was called.
+    var isCancelled: Bool {
+        shared.read { $0.cancelled }
+    }
+
+    /// The items are no longer wanted, by either side: items waiting are dropped, the parser's
+    /// `add` no longer waits, and the taker's `next` returns with `isLast` (idempotent).
+    func cancel() {
+        let dropped = shared.change { shared in
+            shared.cancelled = true
+            shared.ended = true
+            defer { shared.ready = [] }
+            return shared.ready
+        }
+        _ = consume dropped
     }
 
     /// Waits until the sequence begins or the parser is done without streaming it.
@@ -127,6 +145,17 @@ final class SequenceStream: @unchecked Sendable {
     /// Whether the section's items follow this stream's; known once it ended.
     var isSpliced: Bool {
         shared.change { $0.spliced }
+    }
+
+    /// Calls `body` with the items as they come (``next()``), each batch but the last handed
+    /// back afterwards (``giveBack(_:)``).
+    func forEachBatch(_ body: (_ items: [YAMLNode], _ isLast: Bool) -> Void) {
+        while true {
+            let (items, isLast) = next()
+            body(items, isLast)
+            if isLast { return }
+            giveBack(items)
+        }
     }
 
     /// The items handed over since the last call, waiting for some; `isLast` when the parser is

@@ -23,11 +23,11 @@ struct SplitSection: Sendable {
 /// A file's tokenising cannot be cut anywhere, but the items of a block sequence at a known
 /// column can: when the streamed sequence begins, this picks the first line near the middle of
 /// the rest of the file that starts like one of its items (`- ` at its column), and another
-/// thread parses from there (``YAMLParser/parseSection(of:start:column:key:isCancelled:)``),
-/// as the value of the same key, up to where the sequence ends. This thread's libyaml is fed
-/// the text up to that line; when it asks for more, it is fed the text after the sequence
-/// instead, and the other thread's items are streamed after this thread's own ones. The line
-/// numbers and byte offsets of what follows are shifted by what was jumped over.
+/// thread parses from there (``YAMLParser/parseSection(of:start:column:into:)``), as the value
+/// of the same key, up to where the sequence ends. This thread's libyaml is fed the text up to
+/// that line; when it asks for more, it is fed the text after the sequence instead, and the
+/// other thread's items follow this thread's own ones. The line numbers and byte offsets of
+/// what follows are shifted by what was jumped over.
 ///
 /// The guess is checked, and the parse falls back to reading the whole text in order:
 /// - the other thread gives up on any error, anchor or alias in its part, or on a sequence
@@ -35,78 +35,64 @@ struct SplitSection: Sendable {
 /// - the tree builder checks that nothing runs across the line (a quoted scalar or a flow
 ///   collection on several lines would), that only the ends of the last item's collections
 ///   come between the line and the end of the sequence, and that the sequence ended after the
-///   line, not before it; when anything is wrong, or on any error after the jump, the whole
-///   text is parsed again without streaming (the loader sees the streamed items are not in the
-///   result and loads the file from that tree).
+///   line, not before it; when anything is wrong, or libyaml stops on an error after the jump
+///   (its position would be off), the whole text is parsed again without streaming (the loader
+///   sees the streamed items are not in the result and loads the file from that tree).
 ///
 /// Used by one thread, the one parsing the file, within the parse.
 final class SplitFeed {
-    private let input: UnsafeBufferPointer<UInt8>
+    /// What libyaml reads.
+    let text: TextFeed
+    private let bytes: [UInt8]
     private let minimum: Int
-    /// The bytes fed so far.
-    private var position = 0
-    /// Where feeding stops until the other part's parse is done.
-    private var stop: Int?
-    private var other: SectionParse?
-    private var section: SplitSection?
-    /// Whether the tree builder saw the streamed sequence end: the split line is not in it.
-    var streamClosed = false
-    /// When the parse jumped, the character index the text after the second part took.
-    private(set) var jumpIndex: Int?
-    /// When the parse jumped, the offset in the text it jumped to.
-    private(set) var resumeOffset = 0
-
-    /// Whether the parse jumped over the second part.
-    var jumped: Bool { jumpIndex != nil }
+    /// The other part's parse, and the stream its items go to, until the split line.
+    private var other: (parse: ThreadResult<SplitSection?>, items: SequenceStream)?
+    /// The second part, once the parse jumped over it.
+    private(set) var jump: SplitSection?
 
     /// A feed for `input` (the text of `bytes` after any byte order mark), when `stream` asks
     /// for splits and the text is long enough for one.
-    init?(stream: SequenceStream, bytes: [UInt8], bomLength: Int, input: UnsafeBufferPointer<UInt8>) {
+    init?(stream: SequenceStream, bytes: [UInt8], input: UnsafeBufferPointer<UInt8>) {
         guard let minimum = stream.splitAbove, input.count >= minimum, input.count > 0 else { return nil }
-        self.input = input
-        self.minimum = minimum
+        text = TextFeed(input)
         self.bytes = bytes
-        self.bomLength = bomLength
+        self.minimum = minimum
+        text.atStop = { [unowned self] in decide() }
     }
-
-    private let bytes: [UInt8]
-    private let bomLength: Int
 
     /// Starts parsing the second part of the streamed sequence that just began, whose items are
     /// at `column`, if enough of the file is left; the stream its items go to, or nil.
     func plan(column: Int, key: String) -> SequenceStream? {
-        guard other == nil, !jumped, input.count - position >= minimum,
-              let start = itemLine(from: position + (input.count - position) / 2, column: column)
+        let fed = text.position
+        let input = text.text
+        guard input.count - fed >= minimum, let start = itemLine(from: fed + (input.count - fed) / 2, column: column)
         else { return nil }
         let bytes = bytes
-        let bomLength = bomLength
-        let stream = SequenceStream(key: key)
-        other = SectionParse { isCancelled in
+        let bomLength = bytes.count - input.count
+        let items = SequenceStream(key: key)
+        let parse = ThreadResult<SplitSection?>(named: "pushrep-split") {
             bytes.withUnsafeBufferPointer { buffer in
-                let input = UnsafeBufferPointer(rebasing: buffer[bomLength...])
-                return YAMLParser.parseSection(of: input, start: start, column: column, into: stream, isCancelled: isCancelled)
+                YAMLParser.parseSection(of: UnsafeBufferPointer(rebasing: buffer[bomLength...]), start: start,
+                                        column: column, into: items)
             }
         }
-        guard other != nil else { return nil }
-        stop = start
-        return stream
+        guard let parse else { return nil }
+        other = (parse, items)
+        text.stop = start
+        return items
     }
 
-    /// The section jumped over, once, for the builder to stream its items.
-    func takeJump() -> SplitSection? {
-        defer { section = nil }
-        return section
-    }
-
-    /// Stops the other part's parse if it still runs.
+    /// Stops the other part's parse, and drops its items: the split line is not in the sequence,
+    /// or the parse stopped before it.
     func cancel() {
-        other?.cancel()
+        other?.items.cancel()
         other = nil
     }
 
     /// The offset of the first line at or after `offset` (not counting a line `offset` is
     /// inside of) that starts with `column` spaces, `-` and a space or line break.
     private func itemLine(from offset: Int, column: Int) -> Int? {
+        let input = text.text
         var lineStart = offset
         while lineStart < input.count {
             // The start of the next line.
@@ -123,43 +109,19 @@ final class SplitFeed {
         return nil
     }
 
-    /// Copies the next bytes for libyaml into `buffer`; 0 at the end of the text.
-    private func read(into buffer: UnsafeMutablePointer<UInt8>, size: Int) -> Int {
-        if let stop, position == stop { decide() }
-        let count = min(size, (stop ?? input.count) - position)
-        if count > 0 { buffer.update(from: input.baseAddress! + position, count: count) }
-        position += count
-        return count
-    }
-
-    /// At the split line: jumps over the second part when its parse could be used.
-    private func decide() {
-        stop = nil
-        guard let other else { return }
+    /// At the split line: where to go on when the second part's parse can be used (the text
+    /// after its sequence), else nil (the line itself).
+    private func decide() -> Int? {
+        guard let other else { return nil }
         self.other = nil
-        if streamClosed {
-            other.cancel()
-            return
-        }
-        guard let section = other.result() else { return }
-        jumpIndex = section.characterIndex
-        resumeOffset = section.resumeOffset
-        position = section.resumeOffset
-        self.section = section
-    }
-
-    /// libyaml's read handler; `data` is the feed, unretained.
-    static let readHandler: @convention(c) (
-        UnsafeMutableRawPointer?, UnsafeMutablePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?
-    ) -> Int32 = { data, buffer, size, sizeRead in
-        let feed = Unmanaged<SplitFeed>.fromOpaque(data!).takeUnretainedValue()
-        sizeRead!.pointee = feed.read(into: buffer!, size: size)
-        return 1
+        guard let section = other.parse.take() else { return nil }
+        jump = section
+        return section.resumeOffset
     }
 
     /// libyaml's line number and character index of the text just after `text`; nil when it
-    /// holds a line break other than LF, CR and CR LF (libyaml counts NEL, LS and PS as breaks
-    /// in some places only).
+    /// holds a line break other than LF, CR and CR LF (NEL, LS and PS are rare: a file with one
+    /// before the split line is parsed in order).
     static func count(_ text: UnsafeBufferPointer<UInt8>.SubSequence) -> (lines: Int, characters: Int)? {
         var lines = 0
         var characters = 0
@@ -209,61 +171,36 @@ final class SplitFeed {
     }
 }
 
-/// The parse of the second part of a split file, on a thread of its own.
-final class SectionParse: @unchecked Sendable {
-    private struct State {
-        var finished = false
-        var cancelled = false
-        var section: SplitSection?
-    }
+/// Feeds libyaml a few bytes of its own (`prefix`), then `text` where it is, without copying it.
+/// At `stop`, `atStop` says where in `text` to go on (nil: at `stop`).
+final class TextFeed {
+    let text: UnsafeBufferPointer<UInt8>
+    private let prefix: [UInt8]
+    private var prefixFed = 0
+    /// The bytes of `text` fed so far, or where feeding goes on.
+    private(set) var position = 0
+    var stop: Int?
+    var atStop: (() -> Int?)?
 
-    private let state = ConditionLock(State())
-
-    /// Starts `parse` on a new thread; nil when none can start. `parse` is given a function
-    /// that tells whether the result is no longer wanted.
-    init?(_ parse: @escaping @Sendable (() -> Bool) -> SplitSection?) {
-        let started = OwnThread(named: "pushrep-split", detached: true) { [self] in
-            let section = parse { self.state.change { $0.cancelled } }
-            state.change {
-                $0.finished = true
-                $0.section = $0.cancelled ? nil : section
-            }
-        }
-        guard started != nil else { return nil }
-    }
-
-    func cancel() {
-        state.change { $0.cancelled = true }
-    }
-
-    /// Waits for the parse to end; its section, or nil when it could not be used.
-    func result() -> SplitSection? {
-        state.wait(until: { $0.finished }) { $0.section }
-    }
-}
-
-/// Feeds libyaml a few bytes of its own, then a text where it is, without copying the text.
-final class PrefixedFeed {
-    let prefix: [UInt8]
-    private let text: UnsafeBufferPointer<UInt8>
-    /// The bytes fed so far, prefix included.
-    private var position = 0
-
-    init(prefix: [UInt8], text: UnsafeBufferPointer<UInt8>) {
-        self.prefix = prefix
+    init(_ text: UnsafeBufferPointer<UInt8>, after prefix: [UInt8] = []) {
         self.text = text
+        self.prefix = prefix
     }
 
+    /// Copies the next bytes for libyaml into `buffer`; 0 at the end of the text.
     private func read(into buffer: UnsafeMutablePointer<UInt8>, size: Int) -> Int {
-        if position < prefix.count {
-            let count = min(size, prefix.count - position)
-            prefix.withUnsafeBufferPointer { buffer.update(from: $0.baseAddress! + position, count: count) }
-            position += count
+        if prefixFed < prefix.count {
+            let count = min(size, prefix.count - prefixFed)
+            prefix.withUnsafeBufferPointer { buffer.update(from: $0.baseAddress! + prefixFed, count: count) }
+            prefixFed += count
             return count
         }
-        let offset = position - prefix.count
-        let count = min(size, text.count - offset)
-        if count > 0 { buffer.update(from: text.baseAddress! + offset, count: count) }
+        if let stop, position == stop {
+            self.stop = nil
+            position = atStop?() ?? stop
+        }
+        let count = min(size, (stop ?? text.count) - position)
+        if count > 0 { buffer.update(from: text.baseAddress! + position, count: count) }
         position += count
         return count
     }
@@ -272,7 +209,7 @@ final class PrefixedFeed {
     static let readHandler: @convention(c) (
         UnsafeMutableRawPointer?, UnsafeMutablePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?
     ) -> Int32 = { data, buffer, size, sizeRead in
-        let feed = Unmanaged<PrefixedFeed>.fromOpaque(data!).takeUnretainedValue()
+        let feed = Unmanaged<TextFeed>.fromOpaque(data!).takeUnretainedValue()
         sizeRead!.pointee = feed.read(into: buffer!, size: size)
         return 1
     }

@@ -72,9 +72,9 @@ public enum YAMLParser {
         return bytes.withUnsafeBufferPointer { buffer in
             // Non-empty here, so `baseAddress` is non-nil.
             let input = UnsafeBufferPointer(rebasing: buffer[bomLength...])
-            let feed = stream.flatMap { SplitFeed(stream: $0, bytes: bytes, bomLength: bomLength, input: input) }
+            let feed = stream.flatMap { SplitFeed(stream: $0, bytes: bytes, input: input) }
             if let feed {
-                yaml_parser_set_input(parser, SplitFeed.readHandler, Unmanaged.passUnretained(feed).toOpaque())
+                yaml_parser_set_input(parser, TextFeed.readHandler, Unmanaged.passUnretained(feed.text).toOpaque())
             } else {
                 yaml_parser_set_input_string(parser, input.baseAddress!, input.count)
             }
@@ -90,10 +90,9 @@ public enum YAMLParser {
                 if !proceed { break }
             }
             feed?.cancel()
-            if let feed, feed.jumped, builder.isInDoubt {
+            if feed?.jump != nil, builder.isInDoubt {
                 // Whatever went wrong after the jump, only a parse of the whole text tells what,
                 // and where: the streamed items are not in it, which the loader notices.
-                stream?.end()
                 return parse(bytes)
             }
             return builder.result
@@ -102,10 +101,11 @@ public enum YAMLParser {
 
     /// Parses the items of a block sequence whose first item starts at byte `start` of `input`,
     /// at `column`, as the value of the root's `key`, as libyaml would read them in the whole
-    /// file: the second part of a split file (see ``SplitFeed``). Nil when the part cannot be
-    /// used as it is (any error, anchor or alias in it, or `isCancelled` turned true).
+    /// file: the second part of a split file (see ``SplitFeed``). Its items go to `stream`. Nil
+    /// when the part cannot be used as it is (any error, anchor or alias in it), or `stream` was
+    /// cancelled.
     static func parseSection(
-        of input: UnsafeBufferPointer<UInt8>, start: Int, column: Int, into stream: SequenceStream, isCancelled: () -> Bool
+        of input: UnsafeBufferPointer<UInt8>, start: Int, column: Int, into stream: SequenceStream
     ) -> SplitSection? {
         // Whatever happens, whoever reads the section's items is told when there are no more.
         defer { stream.end() }
@@ -114,7 +114,8 @@ public enum YAMLParser {
         // The part as the value of a mapping's first key, on the line before its own first
         // line: libyaml is fed that line, then the part where it is.
         let part = UnsafeBufferPointer(rebasing: input[start...])
-        let feed = PrefixedFeed(prefix: Array(key.utf8) + [UInt8(ascii: ":"), 0x0A], text: part)
+        let prefix = Array(key.utf8) + [UInt8(ascii: ":"), 0x0A]
+        let feed = TextFeed(part, after: prefix)
 
         let parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
         defer { parser.deallocate() }
@@ -125,10 +126,10 @@ public enum YAMLParser {
         yaml_parser_set_encoding(parser, YAML_UTF8_ENCODING)
 
         return withExtendedLifetime(feed) {
-            yaml_parser_set_input(parser, PrefixedFeed.readHandler, Unmanaged.passUnretained(feed).toOpaque())
+            yaml_parser_set_input(parser, TextFeed.readHandler, Unmanaged.passUnretained(feed).toOpaque())
             // The prefix is ASCII: its characters are its bytes.
             var builder = TreeBuilder(input: part, section: (key: key, column: column), stream: stream,
-                                      lineShift: before.lines - 1, indexShift: feed.prefix.count)
+                                      lineShift: before.lines - 1, indexShift: prefix.count)
             defer { builder.deallocate() }
             var events = 0
             while true {
@@ -137,9 +138,9 @@ public enum YAMLParser {
                 yaml_event_delete(event)
                 if !proceed { break }
                 events += 1
-                if events & 4095 == 0, isCancelled() { return nil }
+                if events & 4095 == 0, stream.isCancelled { return nil }
             }
-            guard let (items, nodes, end) = builder.sectionResult else { return nil }
+            guard let (items, nodes, end) = builder.sectionResult, !stream.isCancelled else { return nil }
             // The sequence ends at the next root key, at a line's start, or at the end.
             let endOffset = builder.byteOffset(ofCharacterIndex: end.index)
             guard end.column == 0 || endOffset == part.count else { return nil }
@@ -390,9 +391,8 @@ private struct TreeBuilder {
 
     /// Handles one event; returns false when parsing should stop.
     mutating func consume(_ event: UnsafePointer<yaml_event_t>) -> Bool {
-        if !spliced, let jumpIndex = feed?.jumpIndex, !continuesAcross(jumpIndex, event) {
+        if !spliced, let jump = feed?.jump, !continuesAcross(jump.characterIndex, event) {
             splitFailed = true
-            stream?.end()
             return false
         }
         switch event.pointee.type {
@@ -602,10 +602,10 @@ private struct TreeBuilder {
             cursorIndex = 0
             cursorOffset = 0
         }
-        if let feed, let jumpIndex = feed.jumpIndex, index >= jumpIndex, cursorIndex < jumpIndex {
+        if let jump = feed?.jump, index >= jump.characterIndex, cursorIndex < jump.characterIndex {
             // libyaml read the text after the second part right after the first.
-            cursorIndex = jumpIndex
-            cursorOffset = feed.resumeOffset
+            cursorIndex = jump.characterIndex
+            cursorOffset = jump.resumeOffset
         }
         // Skip `remaining` characters, counting their lead (non-continuation) bytes.
         var remaining = index - cursorIndex
@@ -707,14 +707,12 @@ private struct TreeBuilder {
                 if section != nil {
                     // The second part ends with its sequence: the rest is the first part's.
                     sectionEnd = (event.pointee.start_mark, frame.size - 1)
-                    stream?.end()
                     return false
                 }
-                if let feed, let jump = feed.takeJump() {
+                if let jump = feed?.jump {
                     // The sequence must end after the jump, or the second part was not its.
                     guard event.pointee.start_mark.index >= jump.characterIndex else {
                         splitFailed = true
-                        stream?.end()
                         return false
                     }
                     spliced = true
@@ -725,7 +723,8 @@ private struct TreeBuilder {
                     lineShift = jump.lineShift
                     stream?.end(spliced: true)
                 } else {
-                    feed?.streamClosed = true
+                    // The split line, if any, is past the sequence.
+                    feed?.cancel()
                     stream?.end()
                 }
             }
