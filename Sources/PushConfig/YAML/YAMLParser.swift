@@ -341,10 +341,10 @@ private struct TreeBuilder {
     private var indexShift = 0
 
     /// Whether the result of a parse that jumped over the second part may differ from that of
-    /// the whole text: the split did not match, or something went wrong whose position or
-    /// cause the whole text might tell differently.
+    /// the whole text: the split did not match, or libyaml stopped on an error (its marks are
+    /// not shifted; the builder's own errors are placed with shifted positions).
     var isInDoubt: Bool {
-        splitFailed || !spliced || failed || !errors.isEmpty
+        splitFailed || !spliced || failed
     }
 
     /// The second part's item and node counts and where its sequence ended; nil when unusable.
