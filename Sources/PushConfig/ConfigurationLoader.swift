@@ -103,6 +103,8 @@ struct LoadSession {
     var diagnostics = DiagnosticList()
     var sources: [String: SourceText] = [:]
     private var agentKeyOwners: [String: (file: String, position: SourcePosition)] = [:]
+    /// Where each global whose value could not be read is set: it is set all the same.
+    private var unreadableGlobalPlaces: [String: (file: String, line: Int)] = [:]
     private var accountOwners: [String: (file: SourcePath, position: SourcePosition)] = [:]
     private var templateCache: [String: AccountValueTable?] = [:]
     /// Where a template name beside a config folder was found, so accounts do not search again.
@@ -423,9 +425,9 @@ struct LoadSession {
                 diagnostics.error("global '\(name)' would hide the built-in variable of that name", file: file, at: key.start)
                 continue
             }
-            if let existing = configuration.globals[name] {
-                diagnostics.error("global '\(name)' is already set at \(existing.origin.file):\(existing.origin.position.line)",
-                                  file: file, at: key.start)
+            if let existing = configuration.globals[name].map({ ($0.origin.file, $0.origin.position.line) })
+                ?? unreadableGlobalPlaces[name] {
+                diagnostics.error("global '\(name)' is already set at \(existing.0):\(existing.1)", file: file, at: key.start)
                 continue
             }
             guard case .scalar(let scalar) = value else {
@@ -436,6 +438,7 @@ struct LoadSession {
                 configuration.globals[name] = resolved
             } else {
                 configuration.unreadableGlobals.insert(name)
+                unreadableGlobalPlaces[name] = (file, key.start.line)
             }
         }
     }

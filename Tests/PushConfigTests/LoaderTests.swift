@@ -117,6 +117,19 @@ struct LoaderTests {
         #expect(errors.contains { $0.hasSuffix("b.yaml:4:3: error: agent.timeout is already set at a.yaml:2; only one file may set it") })
     }
 
+    @Test("a global set twice is an error naming the first, also when the first could not be read")
+    func globalSetTwice() {
+        let loaded = Loaded([
+            ("a.yaml", "globals:\n  g: !env UNSET_G\n  h: 1\n"),
+            ("b.yaml", "globals:\n  g: x\n  h: 2\n"),
+        ])
+        #expect(loaded.lines == [
+            "a.yaml:2:11: error: environment variable 'UNSET_G' is not set (needed by !env for 'g')",
+            "b.yaml:2:3: error: global 'g' is already set at a.yaml:2",
+            "b.yaml:3:3: error: global 'h' is already set at a.yaml:3",
+        ], "\(loaded.lines)")
+    }
+
     @Test("bad agent values")
     func badAgentValues() {
         let loaded = Loaded("agent:\n  timeout: soon\n  concurrency: 0\n  retry: {multiplier: 0.5}\n")
