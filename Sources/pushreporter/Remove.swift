@@ -113,14 +113,15 @@ struct Remove: AsyncParsableCommand {
         var hosts: [String] = []
         while true {
             var batch = OnceBatch(plans: [], records: [current], defaultTimeout: settings.timeout)
-            save(batch.takeRecordsBeforeSending(), in: setup.store, logger: logger)
+            save(batch.takeRecordsBeforeSending(), in: setup.store, logger: logger, consequence: "the next removal was not sent")
             // The book forgets an account that owes nothing more.
             guard let removal = batch.reports.first else { break }
             let runner = OnceRunner(reports: [removal], settings: settings, transport: transport, logger: logger,
                                     clock: clock, output: output)
             let outcome = await runner.run(deadline: max(clock.now.duration(to: end), .milliseconds(1)))
             let after = batch.records(after: outcome, now: WallClock.epochMilliseconds())
-            save(after, in: setup.store, logger: logger)
+            save(after, in: setup.store, logger: logger,
+                 consequence: "the removals delivered are not recorded, so they are sent again next time")
             guard outcome.undelivered.isEmpty else {
                 transport.shutdown()
                 let kept = hosts.isEmpty ? "" : " (recorded: they are not sent again)"
@@ -148,12 +149,14 @@ struct Remove: AsyncParsableCommand {
         }
     }
 
-    /// Writes what sending changed; exits 1, saying so, when the state cannot be written.
-    private func save(_ changes: (save: [AccountRecord], forget: [String]), in store: StateStore, logger: Logger) {
+    /// Writes what sending changes, or changed; exits 1 when the state cannot be written,
+    /// saying so with its `consequence`.
+    private func save(_ changes: (save: [AccountRecord], forget: [String]), in store: StateStore, logger: Logger,
+                      consequence: String) {
         do {
             try store.save(changes.save, deleting: changes.forget)
         } catch {
-            logger.error("\(error.description); the removals delivered are not recorded, so they are sent again next time")
+            logger.error("\(error.description); \(consequence)")
             exitNow(Exit.failure)
         }
     }
