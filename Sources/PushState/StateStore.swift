@@ -65,8 +65,9 @@ public final class StateStore: Sendable {
                 }
             }
         }
-        connection = Mutex(try Statements(database, readOnly: readOnly,
-                                          hasPastRemovals: try Self.columns(of: database).contains("past_removals")))
+        // Written, the database is at this layout now; read-only, an older one may lack the column.
+        let hasPastRemovals = readOnly && version < Self.schemaVersion ? try Self.columns(of: database).contains("past_removals") : true
+        connection = Mutex(try Statements(database, readOnly: readOnly, hasPastRemovals: hasPastRemovals))
     }
 
     /// The layout this code reads and writes, kept in SQLite's `user_version`. Opening for
@@ -79,6 +80,10 @@ public final class StateStore: Sendable {
     /// The SQL that brings `database`, of layout `version` (0: none yet), to `schemaVersion`.
     private static func migrations(from version: Int64, in database: SQLiteConnection) throws(StateError) -> String {
         switch version {
+        case 0 where try !columns(of: database).isEmpty:
+            // Layout 1's table, without its number: releases before the migrations set the
+            // number after creating the table, not in the same transaction.
+            try migrations(from: 1, in: database)
         case 0:
             """
             CREATE TABLE accounts (

@@ -95,8 +95,10 @@ import Testing
     }
 
     /// A state directory whose database has the first layout (schema 1), as an earlier
-    /// pushreporter wrote it: its accounts table has `pastRemovals` or not, and holds `row`.
-    private func firstLayout(_ temporary: TemporaryDirectory, pastRemovals: Bool, row: String) throws -> StateDirectory {
+    /// pushreporter wrote it: its accounts table has `pastRemovals` or not, and holds `row`;
+    /// `version` 0 is the table without its number (a crash between the two writes).
+    private func firstLayout(_ temporary: TemporaryDirectory, pastRemovals: Bool, row: String,
+                             version: Int = 1) throws -> StateDirectory {
         let directory = try StateDirectory(path: temporary.path + "/state")
         let old = try SQLiteConnection(path: directory.path + "/" + StateStore.fileName, readOnly: false)
         try old.execute("""
@@ -105,7 +107,7 @@ import Testing
                 last_success_at INTEGER, removal TEXT, \(pastRemovals ? "past_removals TEXT, " : "")removing INTEGER NOT NULL)
                 WITHOUT ROWID;
             INSERT INTO accounts VALUES \(row);
-            PRAGMA user_version = 1;
+            PRAGMA user_version = \(version);
             """)
         return directory
     }
@@ -144,6 +146,18 @@ import Testing
         #expect(try StateStore(directory: directory, readOnly: true).records().first?.pastRemovals == ["kept"])
         let store = try StateStore(directory: directory)
         #expect(try store.records().first?.pastRemovals == ["kept"])
+    }
+
+    @Test func aFirstLayoutTableWithoutItsNumberIsMigrated() throws {
+        let temporary = TemporaryDirectory()
+        let directory = try firstLayout(temporary, pastRemovals: false,
+                                        row: #"('carol', 'f1', NULL, 0, NULL, NULL, NULL, NULL, NULL, 0)"#, version: 0)
+        let store = try StateStore(directory: directory)
+        var record = try #require(try store.records().first)
+        #expect(record.id == "carol")
+        record.pastRemovals = ["earlier"]
+        try store.save([record])
+        #expect(try StateStore(directory: directory, readOnly: true).records().first?.pastRemovals == ["earlier"])
     }
 
     @Test func phasesFollowTheRecord() {
