@@ -532,8 +532,10 @@ struct LoadSession {
                                       file: file, at: value.start, account: account)
                     continue
                 }
-                warnIfMisspelt(key, file: file, account: account)
-                if let resolved = resolve(scalar, key: key.value, file: file, account: account) {
+                // Looked up once for both: this runs for every key of every account.
+                let facts = facts(of: key.value)
+                warnIfMisspelt(key, suggestion: facts.suggestion, file: file, account: account)
+                if let resolved = resolve(scalar, key: key.value, facts: facts, file: file, account: account) {
                     own.append((key.value, resolved))
                 } else {
                     layer.unreadable.insert(key.value)
@@ -796,8 +798,9 @@ struct LoadSession {
     private static let nearMissKeys = DeviceValues.names + ["username", "password", "enabled", "services"]
 
     /// Accounts take any key, but a near-miss of a key the agent acts on is almost always a typo.
-    mutating func warnIfMisspelt(_ key: YAMLScalar, file: String, account: String?) {
-        guard let nearest = facts(of: key.value).suggestion else { return }
+    /// `suggestion` is the key's ``KeyFacts/suggestion``.
+    mutating func warnIfMisspelt(_ key: YAMLScalar, suggestion: String?, file: String, account: String?) {
+        guard let nearest = suggestion else { return }
         diagnostics.warning("'\(key.value)' is not a key pushreporter acts on; did you mean '\(nearest)'?", file: file, at: key.start,
                             account: account)
     }
@@ -940,9 +943,11 @@ struct LoadSession {
     }
 
     /// A scalar's value, with `!env`, `!file` and `!credential` resolved.
-    mutating func resolve(_ scalar: YAMLScalar, key: String, file: String, account: String?) -> ConfigValue? {
+    /// `facts` are the key's, when already looked up.
+    mutating func resolve(_ scalar: YAMLScalar, key: String, facts known: KeyFacts? = nil, file: String,
+                          account: String?) -> ConfigValue? {
         guard let tag = scalar.tag, tag != "!", tag != "tag:yaml.org,2002:str" else {
-            return ConfigValue(text: scalar.value, isSecret: facts(of: key).isSecret, origin: ValueOrigin(path: path(of: file), scalar: scalar))
+            return ConfigValue(text: scalar.value, isSecret: (known ?? facts(of: key)).isSecret, origin: ValueOrigin(path: path(of: file), scalar: scalar))
         }
         let origin = ValueOrigin(path: path(of: file), scalar: scalar, isVerbatim: false)
         let name = scalar.value
