@@ -55,17 +55,19 @@ public struct RequestBuilder: Sendable {
                          .version: PushReporterVersion.current]
     }
 
-    /// Every key some account has; built on first need (only when an account lacks a key a template names).
-    private func accountKeys() -> Set<String> {
+    /// `body` given every key some account has, built on first need (only when an account lacks
+    /// a key a template names). Read under the lock rather than copied out: a copy would count
+    /// references to one set from every thread checking accounts.
+    private func withAccountKeys<R>(_ body: (Set<String>) -> R) -> R {
         knownAccountKeys.keys.withLock { keys in
-            if let keys { return keys }
+            if let keys { return body(keys) }
             var found = Set(DeviceValues.names)
             for account in configuration.accounts {
                 found.formUnion(account.values.keys)
                 found.formUnion(account.unreadableKeys)
             }
             keys = found
-            return found
+            return body(found)
         }
     }
 
@@ -640,14 +642,16 @@ public struct RequestBuilder: Sendable {
                       !DeviceValues.names.contains(key) else { continue }
                 let origin = (value: placed.origin, baseOffset: placed.baseOffset)
                 let position = position(of: reference.offset + origin.baseOffset, length: reference.length, in: origin.value)
-                let knownAccountKeys = accountKeys()
-                if knownAccountKeys.contains(key) {
+                let (someAccountHasIt, nearest) = withAccountKeys { keys in
+                    keys.contains(key) ? (true, nil) : (false, NameSuggester.nearest(to: key, among: keys))
+                }
+                if someAccountHasIt {
                     diagnostics.append(Diagnostic(file: origin.value.origin.file, at: position, severity: .warning,
                                                   message: "the account has no key '\(key)', so %account[\(key)]% renders empty",
                                                   account: account.id))
                 } else {
                     var message = "no account has a key '\(key)'"
-                    if let nearest = NameSuggester.nearest(to: key, among: knownAccountKeys) { message += "; did you mean '\(nearest)'?" }
+                    if let nearest { message += "; did you mean '\(nearest)'?" }
                     diagnostics.append(Diagnostic(file: origin.value.origin.file, at: position, severity: .error, message: message))
                 }
             }
