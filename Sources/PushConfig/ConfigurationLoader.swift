@@ -256,7 +256,8 @@ struct LoadSession {
     }
 
     /// What a session was before a file was streamed into it, to go back to: a copy of the
-    /// session without its long lists (accounts, their ids, diagnostics, service references),
+    /// session without its long lists (accounts, their ids, diagnostics, service references,
+    /// early passes),
     /// which only grow while a file loads and are kept as lengths. Copies of them would make
     /// every streamed file copy everything loaded before it. Templates read for the first time
     /// report their problems then, so the template cache goes back too.
@@ -293,8 +294,8 @@ struct LoadSession {
     }
 
     /// This session without the lists that grow with every account read (accounts, their ids,
-    /// diagnostics, service references), which a checkpoint keeps as lengths and a run of
-    /// `readAccounts` starts without.
+    /// diagnostics, service references, early passes), which a checkpoint keeps as lengths and
+    /// an ``AccountRun`` starts without.
     func withoutAccountLists() -> LoadSession {
         var copy = self
         copy.configuration.accounts = []
@@ -604,7 +605,7 @@ struct LoadSession {
     }
 
     /// Reads `items` of `accounts:` and admits them; in runs on every processor when there are
-    /// many, or in `runs` runs when given.
+    /// many, or in `accountRuns` runs when set, else `runs` when given.
     mutating func readAccounts(_ items: ArraySlice<YAMLNode>, file: String, defaults: AccountLayer, runs: Int? = nil) {
         let runs = min(accountRuns ?? runs ?? Processors.runs(accounts: items.count), items.count)
         let checker = earlyCheckerForLoadedGlobals()
@@ -671,7 +672,7 @@ struct LoadSession {
     }
 
     /// Reads one item of `accounts:` over the file's `defaults`; nil (with diagnostics) when it
-    /// cannot be used. Ids are checked for uniqueness by ``admit(_:)``.
+    /// cannot be used. Ids are checked for uniqueness by ``admit(_:passedEarly:)``.
     mutating func readAccount(_ item: YAMLNode, file: String, defaults: AccountLayer) -> Account? {
         guard case .mapping(let mapping) = item else {
             diagnostics.error("an account must be a mapping of keys, not \(item.kindDescription)", file: file, at: item.start)

@@ -13,8 +13,9 @@ public enum SecretDisplay: Sendable {
     case shellVariables
 }
 
-/// Turns accounts into HTTP requests (SPEC §4): compiles each web-service template once, reports
-/// template problems at their file, line and column, and renders requests for any account.
+/// Turns accounts into HTTP requests (SPEC §4): compiles each web-service template once per
+/// builder (each copy that checks a run of accounts compiles its own), reports template
+/// problems at their file, line and column, and renders requests for any account.
 public struct RequestBuilder: Sendable {
     public let configuration: Configuration
     private let sources: [String: SourceText]

@@ -9,8 +9,9 @@ public struct YAMLParseResult: Sendable {
     /// structural ones (duplicate keys, non-scalar keys, bad merge values, extra documents),
     /// in the order they were found.
     public var errors: [YAMLError]
-    /// When the items of a sequence were handed to a ``SequenceStream``, how many: they are not
-    /// in `root`, where that sequence is empty (nil when nothing was streamed).
+    /// When the items of a sequence were handed to a ``SequenceStream``, how many (with those
+    /// of a split file's second part, streamed by another thread): they are not in `root`, where
+    /// that sequence is empty (nil when nothing was streamed).
     var streamedItemCount: Int?
 
     public init(root: YAMLNode? = nil, errors: [YAMLError] = []) {
@@ -281,7 +282,9 @@ private struct TreeBuilder {
     private var nodeCount = 0
     private var documentCount = 0
     private var failed = false
-    /// The text libyaml reads (the file after any byte order mark); valid while parsing.
+    /// The file after any byte order mark, valid while parsing; libyaml's character indexes
+    /// are placed in it (past `indexShift` characters of its own for a split file's second
+    /// part, over the jump for the first part, see ``SplitFeed``).
     private let input: UnsafeBufferPointer<UInt8>
     /// A libyaml character index and the byte offset in `input` of that character. Only moves
     /// forward, so locating scalars costs one pass over the file at most.
