@@ -35,13 +35,8 @@ final class SQLiteConnection {
 
     /// Runs `sql` (one or more statements without parameters).
     func execute(_ sql: String) throws(StateError) {
-        var message: UnsafeMutablePointer<CChar>?
-        let status = sqlite3_exec(handle, sql, nil, nil, &message)
-        if status != SQLITE_OK {
-            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(status))
-            sqlite3_free(message)
-            throw StateError(.query, "the state database \(path) failed (\(text))")
-        }
+        // The message is the connection's, which `failure()` reads.
+        guard sqlite3_exec(handle, sql, nil, nil, nil) == SQLITE_OK else { throw failure() }
     }
 
     /// Compiles `sql` into a statement that can be run many times.
