@@ -74,6 +74,8 @@ struct Run: AsyncParsableCommand {
         var plans: [AccountPlan]
         var settings: AgentSettings
         var installID: String
+        /// What the configuration was loaded with: the notifier and the watched paths use it too.
+        var environment: LoaderEnvironment
     }
 
     /// Loads the configuration and the state directory, prints the diagnostics, and renders
@@ -98,7 +100,8 @@ struct Run: AsyncParsableCommand {
         if setup.plans.isEmpty {
             logger.warning("no enabled account has a pushTokenReporterUrl, so there is nothing to report")
         }
-        return Prepared(store: setup.store, plans: setup.plans, settings: setup.configuration.agent, installID: setup.installID)
+        return Prepared(store: setup.store, plans: setup.plans, settings: setup.configuration.agent, installID: setup.installID,
+                        environment: setup.loaded.environment)
     }
 
     /// `run --once`: every report and every owed removal, retried until the deadline.
@@ -135,7 +138,7 @@ struct Run: AsyncParsableCommand {
     /// The long-running agent, as a group of services that stops on SIGTERM or SIGINT.
     private func runAgent(_ setup: consuming Prepared, records: consuming [AccountRecord], transport: CurlTransport,
                           logger: Logger, hangups: UnixSignalsSequence?) async -> Never {
-        let environment = LoaderEnvironment.current().variables
+        let environment = setup.environment.variables
         let notifier = SystemdNotifier(environment: environment)
         var reloadSources: [Agent<ContinuousClock>.ReloadSource] = []
         if let hangups {
@@ -144,7 +147,7 @@ struct Run: AsyncParsableCommand {
             })
         }
         if watch {
-            let paths = config.resolvedPaths(environment: LoaderEnvironment.current())
+            let paths = config.resolvedPaths(environment: setup.environment)
             reloadSources.append({ continuation in
                 await ConfigWatcher(paths: paths).changes { continuation.yield("changed files") }
             })
