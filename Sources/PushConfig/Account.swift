@@ -157,8 +157,15 @@ public struct Account: Sendable {
     /// even with a value that could not be read: that was reported where it is written, so
     /// nothing is reported again as missing.
     public func writes(_ key: String) -> Bool {
-        if values.contains(key) || unreadableKeys.contains(key) { return true }
+        writes(AccountValueTable.PreparedKey(key))
+    }
+
+    /// ``writes(_:)`` for a key whose digest is known.
+    public func writes(_ key: AccountValueTable.PreparedKey) -> Bool {
+        if values.contains(key) { return true }
         guard !unreadableKeys.isEmpty else { return false }
+        let key = key.name
+        if unreadableKeys.contains(key) { return true }
         return DeviceValues.aliases.contains { pair in
             (pair.0 == key && unreadableKeys.contains(pair.1)) || (pair.1 == key && unreadableKeys.contains(pair.0))
         }
@@ -242,6 +249,17 @@ public enum Reporter: String, CaseIterable, Sendable, Codable {
         case .accountRemovalReporter: Self.accountRemovalReporterKeys[suffix.index]
         }
     }
+
+    /// ``key(_:)`` for looking it up in an account's values.
+    public func tableKey(_ suffix: WebServiceKey) -> AccountValueTable.PreparedKey {
+        switch self {
+        case .pushTokenReporter: Self.pushTokenReporterTableKeys[suffix.index]
+        case .accountRemovalReporter: Self.accountRemovalReporterTableKeys[suffix.index]
+        }
+    }
+
+    private static let pushTokenReporterTableKeys = pushTokenReporterKeys.map(AccountValueTable.PreparedKey.init)
+    private static let accountRemovalReporterTableKeys = accountRemovalReporterKeys.map(AccountValueTable.PreparedKey.init)
 
     /// By `WebServiceKey.index` (a test checks each is `rawValue + suffix.rawValue`).
     static let pushTokenReporterKeys = [

@@ -47,6 +47,28 @@ public struct AccountValueTable: Sendable {
         index(of: key) != nil
     }
 
+    /// A key name with its digest worked out once, for the names looked up in every account.
+    public struct PreparedKey: Sendable {
+        public let name: String
+        fileprivate let digest: UInt64
+
+        public init(_ name: String) {
+            self.name = name
+            digest = AccountValueTable.digest(of: name)
+        }
+    }
+
+    /// The value under `key`.
+    public subscript(key: PreparedKey) -> ConfigValue? {
+        guard let index = index(of: key.name, digest: key.digest) else { return nil }
+        return entries[index].value
+    }
+
+    /// Whether the table has `key` (without copying its value).
+    public func contains(_ key: PreparedKey) -> Bool {
+        index(of: key.name, digest: key.digest) != nil
+    }
+
     public var keys: [String] { entries.map(\.key) }
     public var count: Int { entries.count }
     public var isEmpty: Bool { entries.isEmpty }

@@ -78,3 +78,20 @@ struct AccountValueTableTests {
         #expect(texts(literal) == ["z=last", "y=25"])
     }
 }
+
+extension AccountValueTableTests {
+    @Test("a prepared key finds what its name finds")
+    func preparedKeys() {
+        var table = AccountValueTable()
+        table["pushTokenReporterUrl"] = value("u")
+        table["K"] = value("k")
+        table["é"] = value("e")
+        for name in ["pushTokenReporterUrl", "K", "\u{212A}", "é", "e\u{301}", "absent", ""] {
+            let key = AccountValueTable.PreparedKey(name)
+            #expect(table[key]?.text == table[name]?.text, "\(name)")
+            #expect(table.contains(key) == table.contains(name), "\(name)")
+        }
+        #expect(table[AccountValueTable.PreparedKey("e\u{301}")]?.text == "e")
+        #expect(!table.contains(AccountValueTable.PreparedKey("absent")))
+    }
+}

@@ -233,6 +233,30 @@ struct DiagnosticsTests {
         #expect(loaded.lines == ["config.yaml:9:58: warning: the account has no key 'extension', so %account[extension]% renders empty [account b]"])
     }
 
+    @Test("custom headers shared through defaults: each account's own lack is reported, at its place in the text")
+    func sharedHeaders() {
+        let loaded = Loaded("""
+            defaults:
+              pushTokenReporterUrl: https://h.example/t
+              pushTokenReporterCustomHeaders: "X-Tenant: t\\nX-Ext: %account[extension]%"
+            accounts:
+              - id: a
+                selector: s
+                extension: "7"
+              - id: b
+                selector: s
+              - id: c
+                selector: s
+                extension: "8"
+              - id: d
+                selector: s
+            """)
+        #expect(loaded.lines == [
+            "config.yaml:3:56: warning: the account has no key 'extension', so %account[extension]% renders empty [account b]",
+            "config.yaml:3:56: warning: the account has no key 'extension', so %account[extension]% renders empty [account d]",
+        ])
+    }
+
     @Test("a placeholder in the URL's host")
     func placeholderInHost() {
         let loaded = Loaded("""
