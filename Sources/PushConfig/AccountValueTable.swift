@@ -32,14 +32,7 @@ public struct AccountValueTable: Sendable {
             guard let index = index(of: key) else { return nil }
             return entries[index].value
         }
-        set {
-            let digest = Self.digest(of: key)
-            if let index = index(of: key, digest: digest) {
-                if let newValue { entries[index].value = newValue } else { entries.remove(at: index) }
-            } else if let newValue {
-                entries.append(Entry(digest: digest, key: key, value: newValue))
-            }
-        }
+        set { self[PreparedKey(key)] = newValue }
     }
 
     /// Whether the table has `key` (without copying its value).
@@ -50,7 +43,7 @@ public struct AccountValueTable: Sendable {
     /// A key name with its digest worked out once, for the names looked up in every account.
     public struct PreparedKey: Sendable {
         public let name: String
-        fileprivate let digest: UInt64
+        let digest: UInt64
 
         public init(_ name: String) {
             self.name = name
@@ -58,15 +51,29 @@ public struct AccountValueTable: Sendable {
         }
     }
 
-    /// The value under `key`.
+    /// The value under `key`; setting nil removes it, setting a new key adds it last.
     public subscript(key: PreparedKey) -> ConfigValue? {
-        guard let index = index(of: key.name, digest: key.digest) else { return nil }
-        return entries[index].value
+        get {
+            guard let index = index(of: key.name, digest: key.digest) else { return nil }
+            return entries[index].value
+        }
+        set {
+            if let index = index(of: key.name, digest: key.digest) {
+                if let newValue { entries[index].value = newValue } else { entries.remove(at: index) }
+            } else if let newValue {
+                entries.append(Entry(digest: key.digest, key: key.name, value: newValue))
+            }
+        }
     }
 
     /// Whether the table has `key` (without copying its value).
     public func contains(_ key: PreparedKey) -> Bool {
         index(of: key.name, digest: key.digest) != nil
+    }
+
+    /// Whether a value satisfies `predicate`, read in place (iterating copies each key and value).
+    public func containsValue(where predicate: (ConfigValue) -> Bool) -> Bool {
+        entries.contains { predicate($0.value) }
     }
 
     public var keys: [String] { entries.map(\.key) }

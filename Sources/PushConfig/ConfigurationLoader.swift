@@ -308,10 +308,11 @@ struct LoadSession {
 
     /// Loads top-level entries, except the value of `accounts:`, which it returns; a
     /// `defaults:` goes to `defaults`.
-    mutating func loadRootEntries(_ entries: ArraySlice<(key: YAMLScalar, value: YAMLNode)>, file path: String,
+    mutating func loadRootEntries(_ entries: ArraySlice<YAMLMapping.Entry>, file path: String,
                                   defaults: inout AccountLayer) -> YAMLNode? {
         var accountsNode: YAMLNode?
-        for (key, value) in entries {
+        for pair in entries {
+            let (key, value) = (pair.key, pair.value)
             guard let topKey = TopLevelKey(rawValue: key.value) else {
                 diagnostics.error(unknownKey(key.value, among: TopLevelKey.allCases.map(\.rawValue), context: "at the top level"),
                                   file: path, at: key.start)
@@ -343,7 +344,8 @@ struct LoadSession {
 
     mutating func loadAgent(_ node: YAMLNode, file: String) {
         guard let mapping = mapping(node, file: file, what: "agent") else { return }
-        for (key, value) in mapping.entries {
+        for pair in mapping.entries {
+            let (key, value) = (pair.key, pair.value)
             guard let agentKey = AgentKey(rawValue: key.value) else {
                 diagnostics.error(unknownKey(key.value, among: AgentKey.allCases.map(\.rawValue), context: "under agent"),
                                   file: file, at: key.start)
@@ -366,7 +368,8 @@ struct LoadSession {
             case .retry: loadRetry(value, file: file)
             case .tls:
                 guard let tls = self.mapping(value, file: file, what: "agent.tls") else { continue }
-                for (tlsKey, tlsValue) in tls.entries {
+                for pair in tls.entries {
+                    let (tlsKey, tlsValue) = (pair.key, pair.value)
                     if tlsKey.value == "caFile" {
                         if let text = scalarText(tlsValue, file: file, what: "agent.tls.caFile") {
                             let path = text.hasPrefix("/") ? text : FileSystem.join(FileSystem.directory(of: file), text)
@@ -386,7 +389,8 @@ struct LoadSession {
     mutating func loadRetry(_ node: YAMLNode, file: String) {
         guard let mapping = mapping(node, file: file, what: "agent.retry") else { return }
         let keys = ["initial", "multiplier", "max", "maxRetryAfter"]
-        for (key, value) in mapping.entries {
+        for pair in mapping.entries {
+            let (key, value) = (pair.key, pair.value)
             let what = "agent.retry.\(key.value)"
             switch key.value {
             case "initial": if let d = duration(value, file: file, what: what, allowOff: false) { configuration.agent.retry.initial = d! }
@@ -415,7 +419,8 @@ struct LoadSession {
     mutating func loadGlobals(_ node: YAMLNode, file: String) {
         guard let mapping = mapping(node, file: file, what: "globals") else { return }
         let reserved = Set(DeviceValues.names + BuiltinVariable.allCases.map(\.rawValue) + ["account"])
-        for (key, value) in mapping.entries {
+        for pair in mapping.entries {
+            let (key, value) = (pair.key, pair.value)
             let name = key.value
             guard Template.isVariableName(name) else {
                 diagnostics.error("global '\(name)' cannot be used as %\(name)%: a name is letters, digits and '_', not starting with a digit",
@@ -446,7 +451,8 @@ struct LoadSession {
 
     mutating func loadServices(_ node: YAMLNode, file: String) {
         guard let mapping = mapping(node, file: file, what: "services") else { return }
-        for (key, value) in mapping.entries {
+        for pair in mapping.entries {
+            let (key, value) = (pair.key, pair.value)
             let name = key.value
             if let existing = configuration.services[name] {
                 diagnostics.error("service '\(name)' is already declared at \(existing.file):\(existing.position.line)", file: file, at: key.start)
@@ -455,7 +461,8 @@ struct LoadSession {
             guard let entry = self.mapping(value, file: file, what: "service '\(name)'") else { continue }
             var settings: [String: ConfigValue] = [:]
             var typeName: String?
-            for (settingKey, settingValue) in entry.entries {
+            for pair in entry.entries {
+                let (settingKey, settingValue) = (pair.key, pair.value)
                 guard case .scalar(let scalar) = settingValue else {
                     diagnostics.error("service setting '\(settingKey.value)' must be a single value, not \(settingValue.kindDescription)",
                                       file: file, at: settingValue.start)
@@ -503,95 +510,161 @@ struct LoadSession {
     mutating func accountLayer(_ node: YAMLNode, file: String, what: String, account: String?,
                                base: AccountValueTable = [:]) -> AccountLayer? {
         guard let mapping = mapping(node, file: file, what: what) else { return nil }
-        var own: [(key: String, value: ConfigValue)] = []
-        own.reserveCapacity(mapping.entries.count)
-        var uses: [(name: String, scalar: YAMLScalar)] = []
         var layer = AccountLayer()
-        for (key, value) in mapping.entries {
-            switch key.value {
-            case "use":
-                uses += templateNames(value, file: file)
-            case "services":
-                guard let services = self.mapping(value, file: file, what: "services of \(what)") else { continue }
-                for (serviceKey, serviceValue) in services.entries {
-                    guard let settings = self.mapping(serviceValue, file: file, what: "services.\(serviceKey.value)") else { continue }
-                    var resolved: [String: ConfigValue] = [:]
-                    for (settingKey, settingValue) in settings.entries {
-                        guard case .scalar(let scalar) = settingValue else {
-                            diagnostics.error("'\(settingKey.value)' must be a single value, not \(settingValue.kindDescription)",
-                                              file: file, at: settingValue.start, account: account)
-                            continue
-                        }
-                        if let v = resolve(scalar, key: settingKey.value, file: file, account: account) { resolved[settingKey.value] = v }
+        // Its own keys go over its `use:` templates wherever `use:` is written: with templates,
+        // they wait in `own` until the templates are written; without, as nearly every account
+        // of a large file, they are written at once.
+        let hasUses = mapping.entries.contains { $0.key.value.utf8.count == 3 && $0.key.value == "use" }
+        var own: [(key: String, value: ConfigValue)] = []
+        var uses: [(name: String, scalar: YAMLScalar)] = []
+        var aliases = AliasFill()
+        layer.values = base
+        // One copy of `base` with room for this layer, instead of a copy and then a resize.
+        layer.values.reserveCapacity(base.count + mapping.entries.count + DeviceValues.aliases.count)
+        // Read in place: a copy of each entry (a retain and release of each of its strings)
+        // cost a tenth of reading an account.
+        mapping.entries.withUnsafeBufferPointer { entries in
+            for entry in entries.indices.lazy.map({ entries.baseAddress! + $0 }) {
+                let facts = facts(of: entry.pointee.key.value)
+                switch facts.role {
+                case .use:
+                    uses += templateNames(entry.pointee.value, file: file)
+                case .services:
+                    readServices(entry.pointee.value, into: &layer, file: file, what: what, account: account)
+                case .value:
+                    guard case .scalar(let scalar) = entry.pointee.value else {
+                        diagnostics.error("account key '\(entry.pointee.key.value)' must be a single value, not \(entry.pointee.value.kindDescription)",
+                                          file: file, at: entry.pointee.value.start, account: account)
+                        continue
                     }
-                    layer.services[serviceKey.value] = resolved
-                    accountServiceReferences.append((serviceKey.value, file, serviceKey.start, account ?? what))
-                }
-            default:
-                guard case .scalar(let scalar) = value else {
-                    diagnostics.error("account key '\(key.value)' must be a single value, not \(value.kindDescription)",
-                                      file: file, at: value.start, account: account)
-                    continue
-                }
-                // Looked up once for both: this runs for every key of every account.
-                let facts = facts(of: key.value)
-                warnIfMisspelt(key, suggestion: facts.suggestion, file: file, account: account)
-                if let resolved = resolve(scalar, key: key.value, facts: facts, file: file, account: account) {
-                    own.append((key.value, resolved))
-                } else {
-                    layer.unreadable.insert(key.value)
+                    warnIfMisspelt(entry.pointee.key, suggestion: facts.suggestion, file: file, account: account)
+                    guard let resolved = resolve(scalar, key: facts.key.name, isSecret: facts.isSecret, file: file, account: account) else {
+                        layer.unreadable.insert(facts.key.name)
+                        continue
+                    }
+                    if hasUses {
+                        own.append((facts.key.name, resolved))
+                    } else {
+                        if let alias = facts.alias { aliases.note(alias, resolved) }
+                        layer.values[facts.key] = resolved
+                    }
                 }
             }
         }
-        layer.values = base
-        // One copy of `base` with room for this layer, instead of a copy and then a resize.
-        layer.values.reserveCapacity(base.count + own.count + DeviceValues.aliases.count)
-        for use in uses {
-            guard let keys = template(named: use.name, file: file, at: use.scalar.start, account: account) else { continue }
-            overlay(&layer.values, with: keys, file: file, account: account)
+        if hasUses {
+            for use in uses {
+                guard let keys = template(named: use.name, file: file, at: use.scalar.start, account: account) else { continue }
+                overlay(&layer.values, with: keys, file: file, account: account)
+            }
+            overlay(&layer.values, with: own, file: file, account: account)
+        } else {
+            fill(aliases, in: &layer.values, file: file, account: account)
         }
-        overlay(&layer.values, with: own, file: file, account: account)
         return layer
+    }
+
+    /// Reads a `services:` block of an account or of `defaults` into `layer`.
+    private mutating func readServices(_ node: YAMLNode, into layer: inout AccountLayer, file: String, what: String,
+                                       account: String?) {
+        guard let services = self.mapping(node, file: file, what: "services of \(what)") else { return }
+        for pair in services.entries {
+            let (serviceKey, serviceValue) = (pair.key, pair.value)
+            guard let settings = self.mapping(serviceValue, file: file, what: "services.\(serviceKey.value)") else { continue }
+            var resolved: [String: ConfigValue] = [:]
+            for pair in settings.entries {
+                let (settingKey, settingValue) = (pair.key, pair.value)
+                guard case .scalar(let scalar) = settingValue else {
+                    diagnostics.error("'\(settingKey.value)' must be a single value, not \(settingValue.kindDescription)",
+                                      file: file, at: settingValue.start, account: account)
+                    continue
+                }
+                if let v = resolve(scalar, key: settingKey.value, file: file, account: account) { resolved[settingKey.value] = v }
+            }
+            layer.services[serviceKey.value] = resolved
+            accountServiceReferences.append((serviceKey.value, file, serviceKey.start, account ?? what))
+        }
     }
 
     /// Writes `layer` over `values`. A layer that gives one name of an alias pair sets both,
     /// replacing what `values` had under either; giving both with different values is an error.
     mutating func overlay<S: Sequence>(_ values: inout AccountValueTable, with layer: S, file: String, account: String?)
     where S.Element == (key: String, value: ConfigValue) {
-        // What the layer gave under each name of the two alias pairs (DeviceValues.aliases).
-        var given: (ConfigValue?, ConfigValue?, ConfigValue?, ConfigValue?)
+        var aliases = AliasFill()
         for (key, value) in layer {
             values[key] = value
-            // Most keys are not alias names, and most are told apart by their length alone.
-            let length = key.utf8.count
-            guard length < 64, Self.aliasNameLengths & (1 << UInt64(length)) != 0 else { continue }
-            switch key {
-            case DeviceValues.aliases[0].0: given.0 = value
-            case DeviceValues.aliases[0].1: given.1 = value
-            case DeviceValues.aliases[1].0: given.2 = value
-            case DeviceValues.aliases[1].1: given.3 = value
-            default: break
+            if let alias = AliasFill.Name(key) { aliases.note(alias, value) }
+        }
+        fill(aliases, in: &values, file: file, account: account)
+    }
+
+    /// What one layer gave under each name of the alias pairs (``DeviceValues/aliases``), to
+    /// fill the other name of each pair once the layer is written.
+    struct AliasFill {
+        /// One name of one pair.
+        struct Name {
+            let pair: Int
+            let isSecond: Bool
+
+            /// The alias name `key` is, if it is one.
+            init?(_ key: String) {
+                // Most keys are not alias names, and most are told apart by their length alone.
+                let length = key.utf8.count
+                guard length < 64, Self.lengths & (1 << UInt64(length)) != 0,
+                      let pair = DeviceValues.aliases.firstIndex(where: { $0.0 == key || $0.1 == key }) else { return nil }
+                self.pair = pair
+                isSecond = DeviceValues.aliases[pair].1 == key
+            }
+
+            /// A bit for each length (in UTF-8 bytes) of an alias name.
+            private static let lengths: UInt64 = DeviceValues.aliases.reduce(0) { mask, pair in
+                mask | 1 << UInt64(pair.0.utf8.count) | 1 << UInt64(pair.1.utf8.count)
             }
         }
-        fillAlias(DeviceValues.aliases[0], given.0, given.1, in: &values, file: file, account: account)
-        fillAlias(DeviceValues.aliases[1], given.2, given.3, in: &values, file: file, account: account)
-    }
 
-    /// A bit for each length (in UTF-8 bytes) of an alias name.
-    private static let aliasNameLengths: UInt64 = DeviceValues.aliases.reduce(0) { mask, pair in
-        mask | 1 << UInt64(pair.0.utf8.count) | 1 << UInt64(pair.1.utf8.count)
-    }
+        /// What was given under the first and second name of each pair (stored, not in an
+        /// array: nearly every account gives one).
+        fileprivate var first = Given()
+        fileprivate var second = Given()
 
-    private mutating func fillAlias(_ pair: (String, String), _ first: ConfigValue?, _ second: ConfigValue?,
-                                    in values: inout AccountValueTable, file: String, account: String?) {
-        switch (first, second) {
-        case (let x?, nil): values[pair.1] = x
-        case (nil, let y?): values[pair.0] = y
-        case (let x?, let y?) where x.text != y.text:
-            diagnostics.error("'\(pair.0)' and '\(pair.1)' are two names of one value, but they differ here; give only one",
-                              file: file, at: y.origin.position, account: account)
-        default: break
+        /// What was given under both names of one pair.
+        fileprivate struct Given {
+            var first: ConfigValue?
+            var second: ConfigValue?
         }
+
+        mutating func note(_ name: Name, _ value: ConfigValue) {
+            switch (name.pair, name.isSecond) {
+            case (0, false): first.first = value
+            case (0, true): first.second = value
+            case (1, false): second.first = value
+            default: second.second = value
+            }
+        }
+    }
+
+    private mutating func fill(_ aliases: borrowing AliasFill, in values: inout AccountValueTable, file: String, account: String?) {
+        fill(aliases.first, pair: 0, in: &values, file: file, account: account)
+        fill(aliases.second, pair: 1, in: &values, file: file, account: account)
+    }
+
+    private mutating func fill(_ given: borrowing AliasFill.Given, pair: Int, in values: inout AccountValueTable, file: String,
+                               account: String?) {
+        if let first = given.first {
+            if let second = given.second {
+                guard first.text != second.text else { return }
+                let (firstName, secondName) = DeviceValues.aliases[pair]
+                diagnostics.error("'\(firstName)' and '\(secondName)' are two names of one value, but they differ here; give only one",
+                                  file: file, at: second.origin.position, account: account)
+            } else {
+                values[Self.aliasKeys[pair].second] = first
+            }
+        } else if let second = given.second {
+            values[Self.aliasKeys[pair].first] = second
+        }
+    }
+
+    private static let aliasKeys = DeviceValues.aliases.map {
+        (first: AccountValueTable.PreparedKey($0.0), second: AccountValueTable.PreparedKey($0.1))
     }
 
     mutating func loadAccounts(_ node: YAMLNode, file: String, defaults: AccountLayer) {
@@ -691,19 +764,19 @@ struct LoadSession {
         // A default that could not be read stays unreadable unless the account gives its own.
         var unreadable = layer.unreadable
         for key in defaults.unreadable where !values.contains(key) { unreadable.insert(key) }
-        if values.contains(where: { $0.value.template != nil }) {
-            let label = values["id"]?.text ?? values["username"]?.text
+        if values.containsValue(where: { $0.template != nil }) {
+            let label = values[Self.idKey]?.text ?? values[Self.usernameKey]?.text
             expandTemplateParameters(&values, unreadable: &unreadable, file: file, at: mapping.start, account: label)
         }
         var services = defaults.services
         services.merge(layer.services) { _, new in new }
 
-        guard let id = values["id"]?.text ?? values["username"]?.text, !id.isEmpty else {
+        guard let id = values[Self.idKey]?.text ?? values[Self.usernameKey]?.text, !id.isEmpty else {
             diagnostics.error("the account has neither an id nor a username; one of them identifies it", file: file, at: mapping.start)
             return nil
         }
         var enabled = true
-        if let flag = values["enabled"] {
+        if let flag = values[Self.enabledKey] {
             switch flag.text.lowercased() {
             case "true", "yes", "on": enabled = true
             case "false", "no", "off": enabled = false
@@ -714,6 +787,10 @@ struct LoadSession {
         return Account(id: id, isEnabled: enabled, values: values, services: services,
                        path: path(of: file), position: mapping.start, unreadableKeys: unreadable)
     }
+
+    private static let idKey = AccountValueTable.PreparedKey("id")
+    private static let usernameKey = AccountValueTable.PreparedKey("username")
+    private static let enabledKey = AccountValueTable.PreparedKey("enabled")
 
     /// Adds `account` unless its id is taken (ids are unique across all files), with whether it
     /// passed its check while loading.
@@ -815,24 +892,53 @@ struct LoadSession {
 
     /// What is known of a key name, whatever holds it.
     struct KeyFacts {
+        /// The name, with its digest for setting it in an ``AccountValueTable``.
+        var key: AccountValueTable.PreparedKey
         /// Whether its values are secret (``isSecretKey(_:)``).
         var isSecret: Bool
         /// The key pushreporter acts on that it is a near miss of, if any.
         var suggestion: String?
+        /// Which name of the alias pairs it is, if one (``AliasFill``).
+        var alias: AliasFill.Name?
+        /// What the key is in an account or `defaults`.
+        var role: Role
+
+        enum Role {
+            case use, services, value
+
+            init(_ key: String) {
+                self = switch key {
+                case "use": .use
+                case "services": .services
+                default: .value
+                }
+            }
+        }
     }
 
-    /// The facts of the key names met last. Accounts repeat their keys in the same order, and a
-    /// key compared with the very same string (as the parser shares them) costs less than
-    /// hashing it, which every key of every account did twice.
-    private var recentKeyFacts: [(digest: UInt64, key: String, facts: KeyFacts)] = []
+    /// The facts of the key names met last, and where the next key is expected among them.
+    /// Accounts repeat their keys in the same order, and the parser shares each key's string:
+    /// the entry after the last one found is tried first, and a string compared with the very
+    /// same string is equal at once. Other keys are found by their digest.
+    private var recentKeyFacts: [KeyFacts] = []
+    private var nextKeyFacts = 0
     private static let recentKeyCount = 32
 
     mutating func facts(of key: String) -> KeyFacts {
-        let digest = AccountValueTable.digest(of: key)
-        if let recent = recentKeyFacts.last(where: { $0.digest == digest && $0.key == key }) { return recent.facts }
-        let facts = KeyFacts(isSecret: Self.isSecretKey(key), suggestion: suggestion(forKey: key))
+        if nextKeyFacts < recentKeyFacts.count, recentKeyFacts[nextKeyFacts].key.name == key {
+            nextKeyFacts += 1
+            return recentKeyFacts[nextKeyFacts - 1]
+        }
+        let prepared = AccountValueTable.PreparedKey(key)
+        if let index = recentKeyFacts.lastIndex(where: { $0.key.digest == prepared.digest && $0.key.name == key }) {
+            nextKeyFacts = index + 1
+            return recentKeyFacts[index]
+        }
+        let facts = KeyFacts(key: prepared, isSecret: Self.isSecretKey(key), suggestion: suggestion(forKey: key),
+                             alias: AliasFill.Name(key), role: KeyFacts.Role(key))
         if recentKeyFacts.count == Self.recentKeyCount { recentKeyFacts.removeFirst() }
-        recentKeyFacts.append((digest, key, facts))
+        recentKeyFacts.append(facts)
+        nextKeyFacts = recentKeyFacts.count
         return facts
     }
 
@@ -901,7 +1007,8 @@ struct LoadSession {
         var keys: AccountValueTable?
         if let mapping = parse(path, what: "template") {
             var entries: [(key: String, value: ConfigValue)] = []
-            for (key, value) in mapping.entries {
+            for pair in mapping.entries {
+                let (key, value) = (pair.key, pair.value)
                 guard case .scalar(let scalar) = value else {
                     diagnostics.error("template key '\(key.value)' must be a single value, not \(value.kindDescription)", file: path, at: value.start)
                     continue
@@ -952,10 +1059,10 @@ struct LoadSession {
 
     /// A scalar's value, with `!env`, `!file` and `!credential` resolved.
     /// `facts` are the key's, when already looked up.
-    mutating func resolve(_ scalar: YAMLScalar, key: String, facts known: KeyFacts? = nil, file: String,
+    mutating func resolve(_ scalar: YAMLScalar, key: String, isSecret known: Bool? = nil, file: String,
                           account: String?) -> ConfigValue? {
         guard let tag = scalar.tag, tag != "!", tag != "tag:yaml.org,2002:str" else {
-            return ConfigValue(text: scalar.value, isSecret: (known ?? facts(of: key)).isSecret, origin: ValueOrigin(path: path(of: file), scalar: scalar))
+            return ConfigValue(text: scalar.value, isSecret: known ?? facts(of: key).isSecret, origin: ValueOrigin(path: path(of: file), scalar: scalar))
         }
         let origin = ValueOrigin(path: path(of: file), scalar: scalar, isVerbatim: false)
         let name = scalar.value

@@ -25,7 +25,7 @@ public struct RequestBuilder: Sendable {
     /// The last templates compiled or found in `cache`. Accounts of one file share their
     /// `defaults:` templates, and comparing a text with the very same text is cheaper than
     /// hashing it (URLs and bodies run to hundreds of bytes).
-    private var recentCompilations: [(key: CacheKey, compilation: TemplateCompilation)] = []
+    private var recentCompilations: [RecentCompilation] = []
     private static let recentCompilationCount = 8
     private var reportedOrigins: Set<OriginKey> = []
     /// What renderings share, for the table as it is now (nil once a compilation changed it).
@@ -37,6 +37,28 @@ public struct RequestBuilder: Sendable {
     private struct CacheKey: Hashable {
         var text: String
         var kind: TemplateKind
+    }
+
+    // The lists below hold structs, not tuples: the optimizer copies a tuple of such fields
+    // whole, through the runtime's generic tuple copy, each time a field of an element is read,
+    // and these are read for every request checked.
+
+    private struct RecentCompilation {
+        var key: CacheKey
+        var compilation: TemplateCompilation
+    }
+
+    /// A custom header's name and its compiled value.
+    private struct HeaderTemplate {
+        var name: String
+        var value: PlacedTemplate
+    }
+
+    /// The `%account[KEY]%` references of a template, with the value it was written in.
+    private struct RequestReferences {
+        var references: [TemplateReference]
+        var origin: ConfigValue
+        var baseOffset: Int
     }
 
     private struct OriginKey: Hashable {
@@ -216,7 +238,7 @@ public struct RequestBuilder: Sendable {
         var postDataValue: ConfigValue?
         var body: Template?
         var method: String
-        var headerTemplates: [(name: String, value: PlacedTemplate)]
+        var headerTemplates: [HeaderTemplate]
         var authUsername: PlacedTemplate?
         var authPassword: PlacedTemplate?
         var timeout: Duration?
@@ -268,7 +290,7 @@ public struct RequestBuilder: Sendable {
             }
         }
 
-        var headerTemplates: [(name: String, value: PlacedTemplate)] = []
+        var headerTemplates: [HeaderTemplate] = []
         if let custom = account.values[reporter.tableKey(.customHeaders)] {
             if let parsed = customHeaders(custom, account: account, diagnostics: &diagnostics) {
                 headerTemplates = parsed
@@ -478,7 +500,7 @@ public struct RequestBuilder: Sendable {
         }
         guard alike(prepared.url), prepared.body.map(alike) ?? true,
               prepared.headerTemplates.allSatisfy({ alike($0.value.template) }) else { return false }
-        return [prepared.authUsername, prepared.authPassword].allSatisfy { $0.map { alike($0.template) } ?? true }
+        return (prepared.authUsername.map { alike($0.template) } ?? true) && (prepared.authPassword.map { alike($0.template) } ?? true)
     }
 
     /// Answers about template texts whose answer is the same for all values, newest last.
@@ -515,7 +537,7 @@ public struct RequestBuilder: Sendable {
     /// The placeholders of every template of the current request, compiled or not, with the
     /// value each was written in: their `%account[KEY]%` references are checked once all are
     /// compiled, even when one failed.
-    private var requestReferences: [(references: [TemplateReference], origin: ConfigValue, baseOffset: Int)] = []
+    private var requestReferences: [RequestReferences] = []
 
     /// A compiled template with the value it was written in (where a render failure is reported).
     private struct PlacedTemplate {
@@ -564,7 +586,7 @@ public struct RequestBuilder: Sendable {
                 cache[key] = compilation
             }
             if recentCompilations.count == Self.recentCompilationCount { recentCompilations.removeFirst() }
-            recentCompilations.append((key, compilation))
+            recentCompilations.append(RecentCompilation(key: key, compilation: compilation))
         }
         if !compilation.issues.isEmpty { sawTemplateIssues = true }
         if !compilation.issues.isEmpty,
@@ -576,7 +598,7 @@ public struct RequestBuilder: Sendable {
                                               severity: issue.severity == .error ? .error : .warning, message: issue.message))
             }
         }
-        requestReferences.append((compilation.references, value, baseOffset))
+        requestReferences.append(RequestReferences(references: compilation.references, origin: value, baseOffset: baseOffset))
         return compilation.template
     }
 
@@ -593,7 +615,7 @@ public struct RequestBuilder: Sendable {
     private var lastHeaderLines: (text: String, lines: [HeaderLine])?
 
     private mutating func customHeaders(_ value: ConfigValue, account: Account,
-                                        diagnostics: inout DiagnosticList) -> [(name: String, value: PlacedTemplate)]? {
+                                        diagnostics: inout DiagnosticList) -> [HeaderTemplate]? {
         var failed = false
         let lines: [HeaderLine]
         if let last = lastHeaderLines, last.text == value.text {
@@ -604,7 +626,7 @@ public struct RequestBuilder: Sendable {
             // Only a text read without a word said is read alike for another account.
             lastHeaderLines = !failed && diagnostics.all.count == reported ? (value.text, lines) : nil
         }
-        var result: [(name: String, value: PlacedTemplate)] = []
+        var result: [HeaderTemplate] = []
         result.reserveCapacity(lines.count)
         for line in lines {
             guard let template = compile(value, kind: .headerValue, baseOffset: line.valueOffset, text: line.valueText,
@@ -612,7 +634,7 @@ public struct RequestBuilder: Sendable {
                 failed = true
                 continue
             }
-            result.append((line.name, PlacedTemplate(template: template, origin: value)))
+            result.append(HeaderTemplate(name: line.name, value: PlacedTemplate(template: template, origin: value)))
         }
         return failed ? nil : result
     }

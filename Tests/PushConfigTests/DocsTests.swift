@@ -70,7 +70,7 @@ struct DocsTests {
             let expected = try #require(mapping["result"]?.scalarValue)
             var values: [String: String] = [:]
             if case .mapping(let given)? = mapping["values"] {
-                for (key, value) in given.entries { values[key.value] = value.scalarValue }
+                for entry in given.entries { values[entry.key.value] = entry.value.scalarValue }
             }
             var scope = DocScope()
             let compiled = Template.compile(source, kind: kind, scope: &scope)

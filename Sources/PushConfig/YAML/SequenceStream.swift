@@ -23,7 +23,7 @@ final class SequenceStream: @unchecked Sendable {
         /// come on it, from another thread, and follow this stream's items if, once this one
         /// ended, ``isSpliced`` says so; if not, cancel it (this stream then brings the items,
         /// or the parser parses the file again, which the loader notices by the item count).
-        case streaming(before: [(key: YAMLScalar, value: YAMLNode)], section: SequenceStream?)
+        case streaming(before: [YAMLMapping.Entry], section: SequenceStream?)
         /// Nothing is streamed: take the finished file.
         case notStreaming
     }
@@ -35,7 +35,7 @@ final class SequenceStream: @unchecked Sendable {
 
     private struct Shared {
         /// The root entries before the sequence, once it begins.
-        var before: [(key: YAMLScalar, value: YAMLNode)]?
+        var before: [YAMLMapping.Entry]?
         var section: SequenceStream?
         /// Whether the section's items follow this stream's.
         var spliced = false
@@ -64,7 +64,7 @@ final class SequenceStream: @unchecked Sendable {
 
     // MARK: The parser's side
 
-    func begin(before entries: [(key: YAMLScalar, value: YAMLNode)], section: SequenceStream? = nil) {
+    func begin(before entries: [YAMLMapping.Entry], section: SequenceStream? = nil) {
         shared.change {
             $0.before = entries
             $0.section = section

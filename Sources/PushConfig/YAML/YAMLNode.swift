@@ -57,11 +57,26 @@ public struct YAMLScalar: Sendable {
 
 /// A YAML mapping with its entries in file order. Keys are always scalars and never repeat.
 public struct YAMLMapping: Sendable {
-    public var entries: [(key: YAMLScalar, value: YAMLNode)]
+    /// A key and its value.
+    ///
+    /// A struct, not a tuple: the optimizer copied a `(key:value:)` tuple whole, through the
+    /// runtime's generic tuple copy, each time code read a field of one in an array (twice for
+    /// every key of every account), where it reads a struct's fields in place.
+    public struct Entry: Sendable {
+        public var key: YAMLScalar
+        public var value: YAMLNode
+
+        public init(key: YAMLScalar, value: YAMLNode) {
+            self.key = key
+            self.value = value
+        }
+    }
+
+    public var entries: [Entry]
     public var tag: String?
     public var start: SourcePosition
 
-    public init(entries: [(key: YAMLScalar, value: YAMLNode)], tag: String? = nil, start: SourcePosition) {
+    public init(entries: [Entry], tag: String? = nil, start: SourcePosition) {
         self.entries = entries
         self.tag = tag
         self.start = start

@@ -253,7 +253,7 @@ private func sourcePosition(_ mark: yaml_mark_t) -> SourcePosition {
 }
 
 /// A mapping entry as `YAMLMapping` stores it.
-private typealias Entry = (key: YAMLScalar, value: YAMLNode)
+private typealias Entry = YAMLMapping.Entry
 
 /// Builds the node tree from libyaml events with an explicit stack of open collections.
 ///
@@ -841,7 +841,7 @@ private struct TreeBuilder {
                                     position: key.start))
             return
         }
-        entryBuffers[depth].append((key: key, value: value))
+        entryBuffers[depth].append(Entry(key: key, value: value))
     }
 
     /// Merges the entries of the `<<` sources into `entries` where their keys are not already
