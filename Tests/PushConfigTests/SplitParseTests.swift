@@ -231,4 +231,34 @@ struct SplitParseTests {
         #expect(count("x\u{2029}y") == nil)
         #expect(count("é\u{A9}")! == (0, 2))
     }
+
+    @Test("counts of long texts, in 16-byte blocks or not, are those of one byte at a time")
+    func countsAgreeWithBytes() {
+        /// The rules one byte at a time: a character per byte that does not continue one; a line
+        /// per LF, and per CR not followed by LF; nil at NEL, LS or PS.
+        func reference(_ bytes: ArraySlice<UInt8>) -> (lines: Int, characters: Int)? {
+            let text = String(decoding: bytes, as: UTF8.self)
+            if text.unicodeScalars.contains(where: { [0x85, 0x2028, 0x2029].contains($0.value) }) { return nil }
+            let lines = bytes.indices.filter { i in
+                bytes[i] == 0x0A || (bytes[i] == 0x0D && (i + 1 == bytes.endIndex || bytes[i + 1] != 0x0A))
+            }.count
+            return (lines, bytes.filter { $0 & 0xC0 != 0x80 }.count)
+        }
+        let pieces = ["abcdefgh", "\n", "\r\n", "\r", "é", "€", "  - id: u\n", String(repeating: "x", count: 15), "\u{85}", "\u{2028}"]
+        var generator = SystemRandomNumberGenerator()
+        for round in 0..<400 {
+            // Long runs of ASCII lines (the blocks, more than 255 of them), then anything.
+            var text = round % 4 == 0 ? String(repeating: "0123456789abcde\n", count: Int.random(in: 250...600, using: &generator)) : ""
+            for _ in 0..<Int.random(in: 0...40, using: &generator) {
+                let piece = pieces.randomElement(using: &generator)!
+                if piece.unicodeScalars.first!.value >= 0x85, Int.random(in: 0..<8, using: &generator) != 0 { continue }
+                text += piece
+            }
+            let bytes = Array(text.utf8)
+            let start = bytes.isEmpty ? 0 : Int.random(in: 0..<min(bytes.count, 20), using: &generator)
+            let counted = bytes.withUnsafeBufferPointer { SplitFeed.count($0[start...]) }
+            let expected = reference(bytes[start...])
+            #expect(counted?.lines == expected?.lines && counted?.characters == expected?.characters, "\(Array(text.utf8)) from \(start)")
+        }
+    }
 }
