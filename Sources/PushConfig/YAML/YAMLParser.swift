@@ -902,8 +902,31 @@ private struct TreeBuilder {
 /// that differs from the one in its slot replaces it).
 private struct KeyInterner {
     private var slots: [String?] = Array(repeating: nil, count: 64)
+    /// The keys made last, in order, and the one expected next: the items of a sequence repeat
+    /// their keys in the same order, and comparing with the key expected costs a fifth of
+    /// hashing and checking a key's bytes again.
+    private var recent: [String] = []
+    private var next = 0
+    private static let recentCount = 32
 
     mutating func string(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        if next < recent.count, Self.equal(recent[next], bytes) {
+            next += 1
+            return recent[next - 1]
+        }
+        // A mapping's first key, after the last key of the mapping before; or another order.
+        if let index = recent.firstIndex(where: { Self.equal($0, bytes) }) {
+            next = index + 1
+            return recent[index]
+        }
+        let made = make(bytes)
+        if recent.count == Self.recentCount { recent.removeFirst() }
+        recent.append(made)
+        next = recent.count
+        return made
+    }
+
+    private mutating func make(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
         // Up to 15 UTF-8 bytes, a String holds its text inline: nothing to share.
         guard bytes.count > 15 else { return String(decoding: bytes, as: UTF8.self) }
         let hash = Self.hash(bytes)
