@@ -18,11 +18,20 @@ public struct ConfigWatcher: Sendable {
         self.quietPeriod = quietPeriod
     }
 
+    /// Why the files cannot be watched: one sentence, starting lower-case.
+    public struct Failure: Error, Sendable {
+        public var message: String
+    }
+
     /// Calls `onChange` after each burst of changes, until the calling task is cancelled.
-    /// Returns at once when inotify is not available.
-    public func changes(_ onChange: @escaping @Sendable () -> Void) async {
+    /// Throws at once when the files cannot be watched (no inotify instance or watch left for
+    /// this user, no thread), so that the operator hears of it.
+    public func changes(_ onChange: @escaping @Sendable () -> Void) async throws(Failure) {
         let inotify = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        guard inotify >= 0 else { return }
+        guard inotify >= 0 else {
+            let limit = errno == EMFILE ? " (the limit is fs.inotify.max_user_instances)" : ""
+            throw Failure(message: "inotify cannot start: \(Self.reason(errno))\(limit)")
+        }
         defer { close(inotify) }
         var watches: [Watch] = []
         for path in paths {
@@ -41,7 +50,7 @@ public struct ConfigWatcher: Sendable {
         // A blocking poll on a thread of its own: the cooperative pool is never held, and an idle
         // agent does not wake up at all. A pipe tells the thread to stop.
         var pipeEnds: [Int32] = [0, 0]
-        guard pipe(&pipeEnds) == 0 else { return }
+        guard pipe(&pipeEnds) == 0 else { throw Failure(message: "a pipe cannot be made: \(Self.reason(errno))") }
         let (stopRead, stopWrite) = (pipeEnds[0], pipeEnds[1])
         _ = fcntl(stopRead, F_SETFD, FD_CLOEXEC)
         _ = fcntl(stopWrite, F_SETFD, FD_CLOEXEC)
@@ -52,9 +61,14 @@ public struct ConfigWatcher: Sendable {
         } finished: {
             continuation.finish()
         }
+        if let (directory, code) = thread.watchAll() {
+            close(stopWrite)
+            let limit = code == ENOSPC ? " (the limit is fs.inotify.max_user_watches)" : ""
+            throw Failure(message: "\(directory) cannot be watched: \(Self.reason(code))\(limit)")
+        }
         guard thread.start() else {
             close(stopWrite)
-            return
+            throw Failure(message: "its thread cannot start")
         }
         await withTaskCancellationHandler {
             for await _ in events { onChange() }
@@ -66,6 +80,9 @@ public struct ConfigWatcher: Sendable {
         thread.join()
     }
 
+    private static func reason(_ code: Int32) -> String {
+        String(cString: strerror(code)).lowercased()
+    }
 }
 
 /// A watched directory, and the one file in it that matters (nil: any file but editors' own).
@@ -114,10 +131,23 @@ private final class WatchThread: @unchecked Sendable {
         thread?.join()
     }
 
-    /// Watches the directory of `watches[index]` (again, after it was replaced or removed).
-    private func add(_ index: Int) {
+    /// Watches every directory, before the thread starts; the first that cannot be, with the
+    /// error, if any.
+    func watchAll() -> (directory: String, errno: Int32)? {
+        for index in watches.indices {
+            guard add(index) else { return (watches[index].directory, errno) }
+        }
+        return nil
+    }
+
+    /// Watches the directory of `watches[index]` (again, after it was replaced or removed);
+    /// false (with `errno`) when it cannot be.
+    @discardableResult
+    private func add(_ index: Int) -> Bool {
         let descriptor = inotify_add_watch(inotify, watches[index].directory, Self.mask)
-        if descriptor >= 0, !descriptors[descriptor, default: []].contains(index) { descriptors[descriptor, default: []].append(index) }
+        guard descriptor >= 0 else { return false }
+        if !descriptors[descriptor, default: []].contains(index) { descriptors[descriptor, default: []].append(index) }
+        return true
     }
 
     /// Reads the pending events; true when one concerns a configuration file.
@@ -157,7 +187,6 @@ private final class WatchThread: @unchecked Sendable {
 
     private func loop() {
         defer { finished() }
-        for index in watches.indices { add(index) }
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         var pendingBurst = false
         while true {

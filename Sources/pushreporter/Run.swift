@@ -148,8 +148,12 @@ struct Run: AsyncParsableCommand {
         }
         if watch {
             let paths = config.resolvedPaths(environment: setup.environment)
-            reloadSources.append({ continuation in
-                await ConfigWatcher(paths: paths).changes { continuation.yield("changed files") }
+            reloadSources.append({ [logger] continuation in
+                do throws(ConfigWatcher.Failure) {
+                    try await ConfigWatcher(paths: paths).changes { continuation.yield("changed files") }
+                } catch {
+                    logger.error("--watch cannot watch the configuration: \(error.message); it is reloaded only on SIGHUP (systemctl reload)")
+                }
             })
         }
         let options = config
