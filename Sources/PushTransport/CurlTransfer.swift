@@ -78,6 +78,12 @@ final class CurlTransfer: @unchecked Sendable {
             headerList = curl_slist_append(headerList, "\(header.name): \(header.value)")
         }
         headerList = curl_slist_append(headerList, "Expect:")
+        // A POST without a body carries no Content-Type unless the request gives one (libcurl
+        // would add its form type, which `preview` does not show and the request never chose).
+        if method == "POST", request.body == nil,
+           !request.headers.contains(where: { $0.name.lowercased() == "content-type" }) {
+            headerList = curl_slist_append(headerList, "Content-Type:")
+        }
         set(pr_easy_setopt_pointer(handle, CURLOPT_HTTPHEADER, headerList))
 
         // Redirects are followed by the loop, hop by hop (see `redirect(result:)`), so that no hop

@@ -26,7 +26,11 @@ enum RequestFormatter {
         lines.append("\(request.method) \(target) HTTP/1.1")
         lines.append("Host: \(host)")
         for header in request.headers { lines.append("\(header.name): \(header.value)") }
-        guard let body = request.body else { return lines.joined(separator: "\n") }
+        guard let body = request.body else {
+            // The transport sends a POST without a body with a length of zero.
+            if request.method == "POST" { lines.append("Content-Length: 0") }
+            return lines.joined(separator: "\n")
+        }
         lines.append("Content-Length: \(body.utf8.count)")
         // Header lines end in LF for reading; the body is printed byte for byte, as sent.
         return lines.joined(separator: "\n") + "\n\n" + body
@@ -42,7 +46,13 @@ enum RequestFormatter {
         for header in request.headers {
             words += ["-H", word(header.name + ": " + header.value)]
         }
-        if let body = request.body { words += ["--data-binary", word(body)] }
+        if let body = request.body {
+            words += ["--data-binary", word(body)]
+        } else if request.method == "POST" {
+            // As the transport sends it: a length of zero, and no Content-Type curl would add.
+            if !request.headers.contains(where: { $0.name.lowercased() == "content-type" }) { words += ["-H", word("Content-Type:")] }
+            words += ["--data-binary", word("")]
+        }
         if let credentials = request.credentials {
             words += ["--anyauth", "-u", word(credentials.username + ":" + credentials.password)]
         }

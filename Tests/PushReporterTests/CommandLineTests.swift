@@ -89,6 +89,32 @@ struct CommandLineTests {
             """)
     }
 
+    @Test("a POST without a body: Content-Length 0 and no Content-Type, as the transport sends it")
+    func previewBodilessPost() throws {
+        let config = """
+            accounts:
+              - id: a
+                selector: s
+                pushTokenReporterUrl: https://h.example/t?s=%selector%
+                pushTokenReporterMethod: POST
+            """
+        let http = try ProcessRunner.pushreporter(config: config, ["preview", "--format", "http"])
+        #expect(http.stdout == """
+            ### a pushTokenReporter
+            POST /t?s=s HTTP/1.1
+            Host: h.example
+            User-Agent: pushreporter/0.1.0
+            Content-Length: 0
+
+            """)
+        let curl = try ProcessRunner.pushreporter(config: config, ["preview", "--format", "curl"])
+        #expect(curl.stdout == """
+            # a pushTokenReporter
+            curl --fail-with-body -sS -X POST -H 'User-Agent: pushreporter/0.1.0' -H 'Content-Type:' --data-binary '' 'https://h.example/t?s=s'
+
+            """)
+    }
+
     @Test("preview --format curl: secrets as shell variables, and the command runs in a shell as written")
     func previewCurl() throws {
         let output = try ProcessRunner.pushreporter(config: """

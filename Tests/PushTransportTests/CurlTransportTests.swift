@@ -63,6 +63,17 @@ import Testing
         #expect(received.header("Expect") == nil)
     }
 
+    @Test func aPostWithoutABodyCarriesALengthOfZeroAndNoTypeOfItsOwn() async throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(200) }
+        _ = try await transport.send(TransportRequest(method: "POST", url: server.baseURL + "/a"))
+        _ = try await transport.send(TransportRequest(method: "POST", url: server.baseURL + "/b", headers: [("Content-Type", "text/plain")]))
+        let (bare, typed) = (server.requests[0], server.requests[1])
+        #expect(bare.header("Content-Length") == "0")
+        #expect(bare.header("Content-Type") == nil)
+        #expect(bare.body.isEmpty)
+        #expect(typed.header("Content-Type") == "text/plain")
+    }
+
     @Test func putAndDeleteUseTheirMethods() async throws {
         let server = try LoopbackHTTPServer { _, _ in .status(200) }
         _ = try await transport.send(TransportRequest(method: "PUT", url: server.baseURL + "/a", body: Array("x=1".utf8)))
