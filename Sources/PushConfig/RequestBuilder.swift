@@ -621,10 +621,13 @@ public struct RequestBuilder: Sendable {
         if let last = lastHeaderLines, last.text == value.text {
             lines = last.lines
         } else {
-            let reported = diagnostics.all.count
-            (lines, failed) = headerLines(value, diagnostics: &diagnostics)
+            // Into a list of its own: `diagnostics` drops a repeat (another account's same
+            // warning), which would look like a text read without a word said.
+            var found = DiagnosticList()
+            (lines, failed) = headerLines(value, diagnostics: &found)
+            diagnostics.append(contentsOf: found.all)
             // Only a text read without a word said is read alike for another account.
-            lastHeaderLines = !failed && diagnostics.all.count == reported ? (value.text, lines) : nil
+            lastHeaderLines = !failed && found.all.isEmpty ? (value.text, lines) : nil
         }
         var result: [HeaderTemplate] = []
         result.reserveCapacity(lines.count)

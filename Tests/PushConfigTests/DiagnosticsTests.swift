@@ -257,6 +257,19 @@ struct DiagnosticsTests {
         ])
     }
 
+    @Test("a custom headers problem is reported where each file writes it, even after another account repeated it")
+    func headerProblemInEachFile() {
+        let defaults = "defaults:\n  pushTokenReporterUrl: https://h.example/t\n  pushTokenReporterCustomHeaders: \"X-A: 1\\nX-A: 2\"\n"
+        let loaded = Loaded([
+            ("a.yaml", defaults + "accounts:\n  - id: a1\n    selector: s\n  - id: a2\n    selector: s\n"),
+            ("b.yaml", defaults + "accounts:\n  - id: b1\n    selector: s\n"),
+        ])
+        #expect(loaded.lines == [
+            "a.yaml:3:44: warning: the header X-A is given twice; both lines are sent",
+            "b.yaml:3:44: warning: the header X-A is given twice; both lines are sent",
+        ])
+    }
+
     @Test("a placeholder in the URL's host")
     func placeholderInHost() {
         let loaded = Loaded("""
