@@ -6,7 +6,8 @@ import PushTemplates
 /// compiled once renders for any account.
 struct SymbolTable: TemplateScope {
     enum Source: Sendable {
-        case accountKey(String)
+        /// With its digest worked out once: every rendering of every account looks it up.
+        case accountKey(AccountValueTable.PreparedKey)
         case global(String)
         case builtin(BuiltinVariable)
     }
@@ -26,7 +27,7 @@ struct SymbolTable: TemplateScope {
         let source: Source
         if let literal = DeviceValues.names.first(where: { $0 == name }) {
             // The literal, never reference counted: every account's rendering looks it up.
-            source = .accountKey(literal)
+            source = .accountKey(AccountValueTable.PreparedKey(literal))
         } else if let builtin = BuiltinVariable(rawValue: name) {
             source = .builtin(builtin)
         } else if variableNames.contains(name) {
@@ -42,7 +43,7 @@ struct SymbolTable: TemplateScope {
     mutating func slot(forVariable name: String, key: String) -> Int? {
         guard name == "account" else { return nil }
         if let slot = accountSlots[key] { return slot }
-        sources.append(.accountKey(LoadSession.knownAccountKeys.first { $0 == key } ?? key))
+        sources.append(.accountKey(AccountValueTable.PreparedKey(LoadSession.knownAccountKeys.first { $0 == key } ?? key)))
         accountSlots[key] = sources.count - 1
         return sources.count - 1
     }
@@ -88,7 +89,7 @@ struct AccountValues: TemplateValues {
     func secretName(at slot: Int) -> String {
         switch context.table.sources[slot] {
         case .accountKey(let key):
-            return account.values[key]?.secretName ?? ShellVariable.name(from: key)
+            return account.values[key]?.secretName ?? ShellVariable.name(from: key.name)
         case .global(let name):
             return context.globals[name]?.secretName ?? ShellVariable.name(from: name)
         case .builtin(let builtin):
