@@ -92,7 +92,7 @@ struct Remove: AsyncParsableCommand {
         let outcome = await runner.run(deadline: agent.deadlineDuration)
         transport.shutdown()
         guard outcome.undelivered.isEmpty else {
-            print(outcome.summary)
+            print(notDelivered(outcome, delivered: 0, of: 1))
             exitNow(Exit.failure)
         }
         forget(in: setup.store, logger: logger)
@@ -124,10 +124,7 @@ struct Remove: AsyncParsableCommand {
                  consequence: "the removals delivered are not recorded, so they are sent again next time")
             guard outcome.undelivered.isEmpty else {
                 transport.shutdown()
-                let kept = hosts.isEmpty ? "" : " (recorded: they are not sent again)"
-                print("Delivered \(hosts.count) of \(count) \(count == 1 ? "removal" : "removals") of \(id)\(kept); "
-                      + "the next was not delivered within the deadline (\(DurationText(agent.deadlineDuration))):\n"
-                      + outcome.undeliveredLines.joined(separator: "\n"))
+                print(notDelivered(outcome, delivered: hosts.count, of: count))
                 exitNow(Exit.failure)
             }
             hosts.append(removal.host)
@@ -138,6 +135,17 @@ struct Remove: AsyncParsableCommand {
         let distinct = hosts.reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
         print("Removal of \(id) delivered to \(distinct.joined(separator: ", ")); the account is forgotten.")
         exitNow(.success)
+    }
+
+    /// What `remove` prints when removal `delivered + 1` of `count` was not delivered.
+    private func notDelivered(_ outcome: OnceOutcome, delivered: Int, of count: Int) -> String {
+        let done = switch delivered {
+        case 0: count == 1 ? "The removal of \(id) was not delivered " : "Delivered 0 of \(count) removals of \(id); the first was not delivered "
+        case 1: "Delivered 1 of \(count) removals of \(id) (recorded: it is not sent again); removal 2 was not delivered "
+        default: "Delivered \(delivered) of \(count) removals of \(id) (recorded: they are not sent again); "
+            + "removal \(delivered + 1) was not delivered "
+        }
+        return done + "within the deadline (\(DurationText(agent.deadlineDuration))):\n" + outcome.undeliveredLines.joined(separator: "\n")
     }
 
     private func makeTransport(_ settings: AgentSettings, logger: Logger) -> CurlTransport {
