@@ -29,8 +29,9 @@ public struct ConfigWatcher: Sendable {
     public func changes(_ onChange: @escaping @Sendable () -> Void) async throws(Failure) {
         let inotify = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         guard inotify >= 0 else {
-            let limit = errno == EMFILE ? " (the limit is fs.inotify.max_user_instances)" : ""
-            throw Failure(message: "inotify cannot start: \(Self.reason(errno))\(limit)")
+            let code = errno
+            let limit = code == EMFILE ? " (the limit is fs.inotify.max_user_instances, or the process's open files)" : ""
+            throw Failure(message: "inotify cannot start: \(Self.reason(code))\(limit)")
         }
         defer { close(inotify) }
         var watches: [Watch] = []
@@ -40,9 +41,9 @@ public struct ConfigWatcher: Sendable {
                 watches.append(Watch(directory: path, name: nil))
                 continue
             }
-            // A file that is a symbolic link changes when a link is swapped (Kubernetes' `..data`
-            // beside it, a `current -> release` link), in events that do not name the file: then
-            // any change in its directory counts.
+            // A file that is a symbolic link changes when a link beside it is swapped (Kubernetes'
+            // `..data`), in events that do not name the file: then any change in its directory
+            // counts. A link higher up the path was resolved once, here (docs/deploying.md).
             let isLink = lstat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFLNK
             watches.append(Watch(directory: FileSystem.directory(of: path), name: isLink ? nil : FileSystem.baseName(of: path)))
         }
