@@ -637,7 +637,8 @@ struct LoadSession {
             case (0, false): first.first = value
             case (0, true): first.second = value
             case (1, false): second.first = value
-            default: second.second = value
+            case (1, true): second.second = value
+            default: preconditionFailure("AliasFill holds two alias pairs; DeviceValues.aliases has more")
             }
         }
     }
@@ -1057,12 +1058,13 @@ struct LoadSession {
         return false
     }
 
-    /// A scalar's value, with `!env`, `!file` and `!credential` resolved.
-    /// `facts` are the key's, when already looked up.
+    /// A scalar's value, with `!env`, `!file` and `!credential` resolved. `isSecret` is whether
+    /// `key` names a secret, when already known (else ``isSecretKey(_:)`` says: globals, service
+    /// settings and template keys are not account keys, whose recent facts it would push out).
     mutating func resolve(_ scalar: YAMLScalar, key: String, isSecret known: Bool? = nil, file: String,
                           account: String?) -> ConfigValue? {
         guard let tag = scalar.tag, tag != "!", tag != "tag:yaml.org,2002:str" else {
-            return ConfigValue(text: scalar.value, isSecret: known ?? facts(of: key).isSecret, origin: ValueOrigin(path: path(of: file), scalar: scalar))
+            return ConfigValue(text: scalar.value, isSecret: known ?? Self.isSecretKey(key), origin: ValueOrigin(path: path(of: file), scalar: scalar))
         }
         let origin = ValueOrigin(path: path(of: file), scalar: scalar, isVerbatim: false)
         let name = scalar.value
