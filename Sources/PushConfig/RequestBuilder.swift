@@ -134,12 +134,14 @@ public struct RequestBuilder: Sendable {
     /// header inserts values as they are: if one of this builder's holds such a byte, every
     /// account is checked.
     public mutating func checkAll(into diagnostics: inout DiagnosticList, skipping passed: [Bool]? = nil) {
-        checkAll(into: &diagnostics, runs: Processors.runs(accounts: configuration.accounts.count), skipping: passed)
+        // Runs sized by the accounts left to check: each run's builder compiles every template.
+        let remaining = stillPassed(passed).map { $0.count { !$0 } } ?? configuration.accounts.count
+        checkAll(into: &diagnostics, runs: Processors.runs(accounts: remaining), skipping: passed)
     }
 
     /// `checkAll` in `runs` runs (tests compare it with one run).
     mutating func checkAll(into diagnostics: inout DiagnosticList, runs: Int, skipping passed: [Bool]? = nil) {
-        let passed = builtins.values.contains { $0.utf8.contains(where: Template.isForbiddenInHeader) } ? nil : passed
+        let passed = stillPassed(passed)
         let accounts = configuration.accounts
         precondition(passed == nil || passed?.count == accounts.count, "passed is not indexed like the accounts")
         guard runs > 1, !accounts.isEmpty else {
@@ -158,6 +160,11 @@ public struct RequestBuilder: Sendable {
         }
     }
 
+    /// The early passes that still hold with this builder's built-in values (see ``checkAll(into:skipping:)``).
+    private func stillPassed(_ passed: [Bool]?) -> [Bool]? {
+        builtins.values.contains { $0.utf8.contains(where: Template.isForbiddenInHeader) } ? nil : passed
+    }
+
     private mutating func check(_ indices: Range<Int>, of accounts: [Account], skipping passed: [Bool]?,
                                 into diagnostics: inout DiagnosticList) {
         for index in indices where passed?[index] != true {
@@ -167,17 +174,17 @@ public struct RequestBuilder: Sendable {
 
     private mutating func check(_ account: Account, into diagnostics: inout DiagnosticList) {
         guard account.isEnabled else { return }
-        var reportsSomething = !account.services.isEmpty
+        var hasPushURL = false
         for reporter in Reporter.allCases where account.values.contains(reporter.tableKey(.url)) {
-            if reporter == .pushTokenReporter { reportsSomething = true }
+            if reporter == .pushTokenReporter { hasPushURL = true }
             checkRequest(for: account, reporter: reporter, diagnostics: &diagnostics)
         }
         // A value written but unreadable (an unset !env) was reported where it is written.
-        if !reportsSomething && !account.writes(Reporter.pushTokenReporter.tableKey(.url)) {
+        if !hasPushURL && account.services.isEmpty && !account.writes(Reporter.pushTokenReporter.tableKey(.url)) {
             diagnostics.warning("the account has no pushTokenReporterUrl and no services, so nothing is reported for it",
                                 file: account.file, at: account.position, account: account.id)
         }
-        if account.values.contains(Reporter.pushTokenReporter.tableKey(.url)), !account.writes(Self.selectorKey),
+        if hasPushURL, !account.writes(Self.selectorKey),
            !account.writes(Self.pushTokenOtherKey), !account.writes(Self.pushTokenIncomingCallKey) {
             diagnostics.warning("the account has no device values (selector, pushTokenOther, pushTokenIncomingCall); its report carries no token",
                                 file: account.file, at: account.position, account: account.id)
