@@ -203,6 +203,20 @@ struct SplitParseTests {
         #expect(split.errors == ["\(300 * 3 + 3):1 duplicate key 'services' (first at line 1)"])
     }
 
+    @Test("problems the tree builder finds in the second part keep the split, in one parse's order and places")
+    func keptWithErrorsInTheSecondPart() {
+        // A duplicate key in item 250 (second part), one in item 3 (first part), one after.
+        let late = Self.item(250).replacingOccurrences(of: "    token:", with: "    id: again\n    token:")
+        let early = Self.item(3).replacingOccurrences(of: "    token:", with: "    username: again\n    token:")
+        let text = "services: {}\naccounts:\n" + Self.items(0..<3) + early + Self.items(4..<250) + late
+            + Self.items(251..<300) + "services: {}\n"
+        let split = Self.split(text)
+        #expect(split.spliced && !split.reparsed)
+        #expect(split.tree == Self.whole(text).tree)
+        #expect(split.errors == Self.whole(text).errors)
+        #expect(split.errors.count == 3)
+    }
+
     @Test("a cancelled stream takes items without waiting, and its reader sees the end")
     func cancelledStream() {
         let stream = SequenceStream(key: "accounts")

@@ -15,6 +15,9 @@ struct SplitSection: Sendable {
     /// The lines between the second part's start and `resumeOffset`, which the first part's
     /// parse does not see.
     var lineShift: Int
+    /// Problems the tree builder found in the second part (a duplicate key in an item, …),
+    /// placed as one parse of the whole text places them. A libyaml error makes it unusable.
+    var errors: [YAMLError]
 }
 
 /// Feeds a file to libyaml so that its streamed sequence (`accounts:`) can be parsed by two
@@ -30,7 +33,7 @@ struct SplitSection: Sendable {
 /// what follows are shifted by what was jumped over.
 ///
 /// The guess is checked, and the parse falls back to reading the whole text in order:
-/// - the other thread gives up on any error, anchor or alias in its part, or on a sequence
+/// - the other thread gives up on a YAML error, an anchor or alias in its part, or on a sequence
 ///   that does not end at a line's start: this thread then reads on through the line;
 /// - the tree builder checks that nothing runs across the line (a quoted scalar or a flow
 ///   collection on several lines would), that only the ends of the last item's collections

@@ -103,7 +103,7 @@ public enum YAMLParser {
     /// Parses the items of a block sequence whose first item starts at byte `start` of `input`,
     /// at `column`, as the value of the root's `key`, as libyaml would read them in the whole
     /// file: the second part of a split file (see ``SplitFeed``). Its items go to `stream`. Nil
-    /// when the part cannot be used as it is (any error, anchor or alias in it), or `stream` was
+    /// when the part cannot be used as it is (a YAML error, an anchor or alias in it), or `stream` was
     /// cancelled.
     static func parseSection(
         of input: UnsafeBufferPointer<UInt8>, start: Int, column: Int, into stream: SequenceStream
@@ -141,13 +141,13 @@ public enum YAMLParser {
                 events += 1
                 if events & 4095 == 0, stream.isCancelled { return nil }
             }
-            guard let (items, nodes, end) = builder.sectionResult, !stream.isCancelled else { return nil }
+            guard let (items, nodes, end, errors) = builder.sectionResult, !stream.isCancelled else { return nil }
             // The sequence ends at the next root key, at a line's start, or at the end.
             let endOffset = builder.byteOffset(ofCharacterIndex: end.index)
             guard end.column == 0 || endOffset == part.count else { return nil }
             let endLine = end.line + before.lines - 1
             return SplitSection(itemCount: items, nodeCount: nodes, resumeOffset: start + endOffset,
-                                characterIndex: before.characters, lineShift: endLine - before.lines)
+                                characterIndex: before.characters, lineShift: endLine - before.lines, errors: errors)
         }
     }
 
@@ -350,10 +350,11 @@ private struct TreeBuilder {
         splitFailed || !spliced || failed
     }
 
-    /// The second part's item and node counts and where its sequence ended; nil when unusable.
-    var sectionResult: (items: Int, nodes: Int, end: yaml_mark_t)? {
-        guard let sectionEnd, !sectionUnusable, !failed, errors.isEmpty else { return nil }
-        return (streamedItemCount ?? 0, sectionEnd.nodes, sectionEnd.mark)
+    /// The second part's item and node counts, where its sequence ended, and the problems found
+    /// in it (already placed as one parse of the whole text places them); nil when unusable.
+    var sectionResult: (items: Int, nodes: Int, end: yaml_mark_t, errors: [YAMLError])? {
+        guard let sectionEnd, !sectionUnusable, !failed else { return nil }
+        return (streamedItemCount ?? 0, sectionEnd.nodes, sectionEnd.mark, errors)
     }
 
     /// The items handed to `stream`, once its sequence began.
@@ -720,6 +721,9 @@ private struct TreeBuilder {
                     }
                     spliced = true
                     streamedItemCount! += jump.itemCount
+                    // After the first part's, before what follows the sequence: where one parse
+                    // finds them.
+                    errors += jump.errors
                     nodeCount += jump.nodeCount
                     frame.size += jump.nodeCount
                     lineShiftFrom = jump.characterIndex
