@@ -78,38 +78,34 @@ package enum FileSystem {
         }
         // Opened non-blocking so a FIFO without a writer cannot hang the open; reads block again.
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
-        if Int(info.st_size) > limit { return .failure(FileError(message: "it is larger than \(limit >> 20) MiB")) }
+        let tooLarge = FileError(message: "it is larger than \(limit >> 20) MiB")
+        if Int(info.st_size) > limit { return .failure(tooLarge) }
         // Straight into an array of the file's size (through a chunk, a 38 MB configuration
-        // was copied twice before its parse could start); one byte more tells a file that
-        // grew since `fstat`, which is then read on in chunks.
-        var failure: FileError?
-        var bytes = [UInt8](unsafeUninitializedCapacity: Int(info.st_size) + 1) { buffer, count in
-            while count < buffer.count {
-                let n = Glibc.read(fd, buffer.baseAddress! + count, buffer.count - count)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    failure = FileError(errno: errno)
-                    return
-                }
-                if n == 0 { return }
-                count += n
-            }
-        }
-        if let failure { return .failure(failure) }
-        if bytes.count > limit { return .failure(FileError(message: "it is larger than \(limit >> 20) MiB")) }
-        guard bytes.count == Int(info.st_size) + 1 else { return .success(bytes) }
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        // was copied twice before its parse could start). One byte more tells a file that grew
+        // since `fstat`, or whose size says nothing (a /proc file, a FIFO): the room then
+        // doubles, up to one byte past the limit.
+        var capacity = info.st_size > 0 ? Int(info.st_size) + 1 : 1 << 16
+        var bytes: [UInt8] = []
         while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                return .failure(FileError(errno: errno))
+            var failure: FileError?
+            bytes = [UInt8](unsafeUninitializedCapacity: capacity) { [bytes] buffer, count in
+                count = buffer.initialize(fromContentsOf: bytes)
+                while count < buffer.count {
+                    let n = Glibc.read(fd, buffer.baseAddress! + count, buffer.count - count)
+                    if n < 0 {
+                        if errno == EINTR { continue }
+                        failure = FileError(errno: errno)
+                        return
+                    }
+                    if n == 0 { return }
+                    count += n
+                }
             }
-            if n == 0 { break }
-            if bytes.count + n > limit { return .failure(FileError(message: "it is larger than \(limit >> 20) MiB")) }
-            bytes.append(contentsOf: chunk[0..<n])
+            if let failure { return .failure(failure) }
+            if bytes.count > limit { return .failure(tooLarge) }
+            if bytes.count < capacity { return .success(bytes) }
+            capacity = min(capacity * 2, limit + 1)
         }
-        return .success(bytes)
     }
 
     /// The names in a directory, sorted.

@@ -144,7 +144,7 @@ final class SequenceStream: @unchecked Sendable {
 
     /// Whether the section's items follow this stream's; known once it ended.
     var isSpliced: Bool {
-        shared.change { $0.spliced }
+        shared.read { $0.spliced }
     }
 
     /// Calls `body` with the items as they come (``next()``), each batch but the last handed

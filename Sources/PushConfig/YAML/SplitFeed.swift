@@ -174,7 +174,7 @@ final class SplitFeed {
             if offset + 8 <= end {
                 let word = UnsafeRawPointer(base + offset).loadUnaligned(as: UInt64.self)
                 // Plain ASCII without CR: count the LFs in the word at once.
-                if word & 0x8080_8080_8080_8080 == 0, !hasByte(word, 0x0D) {
+                if word & 0x8080_8080_8080_8080 == 0, !hasZeroByte(word ^ 0x0D0D_0D0D_0D0D_0D0D) {
                     lines += countByte(word, 0x0A)
                     characters += 8
                     offset += 8
@@ -206,10 +206,6 @@ final class SplitFeed {
         // A byte's high bit ends up set exactly when the byte is zero.
         let low = 0x7F7F_7F7F_7F7F_7F7F as UInt64
         return (~(((x & low) &+ low) | x | low)).nonzeroBitCount
-    }
-
-    private static func hasByte(_ word: UInt64, _ byte: UInt8) -> Bool {
-        countByte(word, byte) > 0
     }
 }
 
