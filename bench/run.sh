@@ -45,34 +45,48 @@ fi
 "$BIN/pushreporter" --version >/dev/null || die "the release binary does not start"
 
 # ---- timing ------------------------------------------------------------------------------------
-# measure NAME CMD...: runs CMD $RUNS times ($MEASURE_RUNS when set; stdout and stderr to
-# $OUT/NAME.out / .err) and sets BEST_WALL (s, best run), BEST_CPU (user+sys s of that run) and
-# BEST_RSS (peak KB, or "").
+# time_run NAME CMD...: runs CMD once (stdout and stderr to $OUT/NAME.out / .err) and sets RUN_WALL
+# (s), RUN_CPU (user+sys s) and RUN_RSS (peak KB, or "").
 if [ -x /usr/bin/time ]; then HAVE_TIME=1; else HAVE_TIME=0; fi
-measure() {
+time_run() {
     local name=$1; shift
+    local t0 t1 rc user sys
+    t0=$EPOCHREALTIME
+    if [ "$HAVE_TIME" = 1 ]; then
+        /usr/bin/time -f '%U %S %M' -o "$OUT/$name.time" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err" && rc=0 || rc=$?
+        t1=$EPOCHREALTIME
+        read -r user sys RUN_RSS <"$OUT/$name.time" || true
+    else
+        local TIMEFORMAT='%U %S'
+        { time "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"; } 2>"$OUT/$name.time" && rc=0 || rc=$?
+        t1=$EPOCHREALTIME
+        read -r user sys <"$OUT/$name.time" || true
+        RUN_RSS=
+    fi
+    [ "$rc" -eq 0 ] || { cat "$OUT/$name.err" | tail -5 >&2; die "$name exited with status $rc (stderr: $OUT/$name.err)"; }
+    RUN_CPU=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
+    RUN_WALL=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+}
+
+# keep_best PREFIX: sets PREFIX_WALL, PREFIX_CPU and PREFIX_RSS to the last run's (time_run) when it
+# is the fastest so far (PREFIX_WALL empty: none yet).
+keep_best() {
+    local best="${1}_WALL"
+    if [ -z "${!best}" ] || awk -v w="$RUN_WALL" -v b="${!best}" 'BEGIN { exit !(w < b) }'; then
+        printf -v "${1}_WALL" '%s' "$RUN_WALL"
+        printf -v "${1}_CPU" '%s' "$RUN_CPU"
+        printf -v "${1}_RSS" '%s' "$RUN_RSS"
+    fi
+}
+
+# measure NAME CMD...: runs CMD $RUNS times and sets BEST_WALL (s, best run), BEST_CPU (user+sys s
+# of that run) and BEST_RSS (peak KB, or "").
+measure() {
+    local name=$1 i; shift
     BEST_WALL=; BEST_CPU=; BEST_RSS=
-    local i wall cpu rss t0 t1 rc runs=${MEASURE_RUNS:-$RUNS}
-    for ((i = 1; i <= runs; i++)); do
-        t0=$EPOCHREALTIME
-        if [ "$HAVE_TIME" = 1 ]; then
-            /usr/bin/time -f '%U %S %M' -o "$OUT/$name.time" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err" && rc=0 || rc=$?
-            t1=$EPOCHREALTIME
-            read -r user sys rss <"$OUT/$name.time" || true
-            cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
-        else
-            local TIMEFORMAT='%U %S'
-            { time "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"; } 2>"$OUT/$name.time" && rc=0 || rc=$?
-            t1=$EPOCHREALTIME
-            read -r user sys <"$OUT/$name.time" || true
-            cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
-            rss=
-        fi
-        [ "$rc" -eq 0 ] || { cat "$OUT/$name.err" | tail -5 >&2; die "$name exited with status $rc (stderr: $OUT/$name.err)"; }
-        wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
-        if [ -z "$BEST_WALL" ] || awk -v w="$wall" -v b="$BEST_WALL" 'BEGIN { exit !(w < b) }'; then
-            BEST_WALL=$wall; BEST_CPU=$cpu; BEST_RSS=$rss
-        fi
+    for ((i = 1; i <= RUNS; i++)); do
+        time_run "$name" "$@"
+        keep_best BEST
     done
 }
 mb() { [ -n "$1" ] && awk -v k="$1" 'BEGIN { printf "%.0f MB", k / 1024 }' || printf 'n/a'; }
@@ -90,16 +104,12 @@ say "== a) validate vs. raw libyaml (best of $RUNS wall-clock runs each, taken i
 # could get a quiet minute and the other a noisy one.
 V_WALL= Y_WALL= PAIR_RATIOS=()
 for ((pair = 1; pair <= RUNS; pair++)); do
-    MEASURE_RUNS=1 measure validate "$BIN/pushreporter" validate --config "$CONFIG"
-    if [ -z "$V_WALL" ] || awk -v w="$BEST_WALL" -v b="$V_WALL" 'BEGIN { exit !(w < b) }'; then
-        V_WALL=$BEST_WALL V_CPU=$BEST_CPU V_RSS=$BEST_RSS
-    fi
-    pair_validate=$BEST_WALL
-    MEASURE_RUNS=1 measure yaml_events "$OUT/yaml_events" "${files[@]}"
-    if [ -z "$Y_WALL" ] || awk -v w="$BEST_WALL" -v b="$Y_WALL" 'BEGIN { exit !(w < b) }'; then
-        Y_WALL=$BEST_WALL Y_CPU=$BEST_CPU Y_RSS=$BEST_RSS
-    fi
-    PAIR_RATIOS+=("$(awk -v v="$pair_validate" -v y="$BEST_WALL" 'BEGIN { printf "%.3f", v / y }')")
+    time_run validate "$BIN/pushreporter" validate --config "$CONFIG"
+    keep_best V
+    pair_validate=$RUN_WALL
+    time_run yaml_events "$OUT/yaml_events" "${files[@]}"
+    keep_best Y
+    PAIR_RATIOS+=("$(awk -v v="$pair_validate" -v y="$RUN_WALL" 'BEGIN { printf "%.3f", v / y }')")
 done
 say "   validate said: $(tail -1 "$OUT/validate.err")   (all of its stderr: $OUT/validate.err)"
 say "   libyaml parsed: $(cat "$OUT/yaml_events.out")"
