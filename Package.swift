@@ -81,10 +81,26 @@ let package = Package(
             name: "PushState",
             dependencies: ["CSQLite"]
         ),
-        // Composition: configuration → requests → scheduler → transport, with logging.
+        // The contract every backend fulfils (SPEC §9.0): what a backend renders, how its
+        // requests are sent and judged. Backends import it, never each other.
+        .target(
+            name: "PushBackend",
+            dependencies: ["PushConfig", "PushTemplates", "PushScheduler", "PushTransport"]
+        ),
+        // The Acrobits web services (SPEC §2–§5, §9.1).
+        .target(
+            name: "PushAcrobits",
+            dependencies: [
+                "PushBackend", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        // Composition: configuration → backends → scheduler → transport, with state and logging.
         .target(
             name: "PushAgent",
             dependencies: [
+                "PushBackend",
+                "PushAcrobits",
                 "PushConfig",
                 "PushTemplates",
                 "PushScheduler",
@@ -103,6 +119,8 @@ let package = Package(
             name: "pushreporter",
             dependencies: [
                 "PushAgent",
+                "PushAcrobits",
+                "PushBackend",
                 "PushConfig",
                 "PushState",
                 "PushTemplates",
@@ -129,14 +147,18 @@ let package = Package(
         .executableTarget(name: "pushreporter-bench", dependencies: ["PushTemplates"], path: "Sources/PushBench"),
         .target(name: "FuzzSupport"),
         .executableTarget(name: "FuzzTemplate", dependencies: ["FuzzSupport", "PushTemplates"]),
-        .executableTarget(name: "FuzzLoader", dependencies: ["FuzzSupport", "PushConfig"]),
+        .executableTarget(name: "FuzzLoader", dependencies: ["FuzzSupport", "PushConfig", "PushAcrobits"]),
         .testTarget(
             name: "PushTemplatesTests",
             dependencies: ["PushTemplates", "PushTestSupport"]
         ),
         .testTarget(
             name: "PushConfigTests",
-            dependencies: ["PushConfig", "PushTemplates", "PushTestSupport"]
+            dependencies: ["PushConfig", "PushAcrobits", "PushBackend", "PushTemplates", "PushTestSupport"]
+        ),
+        .testTarget(
+            name: "PushAcrobitsTests",
+            dependencies: ["PushAcrobits", "PushBackend", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport", "PushTestSupport"]
         ),
         .testTarget(
             name: "PushSchedulerTests",
@@ -152,7 +174,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushAgentTests",
-            dependencies: ["PushAgent", "PushConfig", "PushScheduler", "PushState", "PushTransport", "PushTestSupport"]
+            dependencies: ["PushAgent", "PushAcrobits", "PushBackend", "PushConfig", "PushScheduler", "PushState", "PushTransport", "PushTestSupport"]
         ),
         .testTarget(
             name: "PushReporterTests",

@@ -1,4 +1,5 @@
 import FuzzSupport
+import PushAcrobits
 import PushConfig
 import PushTemplates
 

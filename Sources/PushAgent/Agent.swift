@@ -1,3 +1,5 @@
+import PushAcrobits
+import PushBackend
 import Logging
 import PushConfig
 import PushScheduler

@@ -7,12 +7,12 @@ extension Logger {
     /// the rest at `debug`.
     func delivered(_ report: PlannedReport, attempts: Int) {
         let retries = attempts > 1 ? " after \(attempts) attempts" : ""
-        if report.reporter == .accountRemovalReporter {
+        if report.reporter == Reporter.accountRemovalReporter.rawValue {
             notice("\(report.account): removal delivered to \(report.host)\(retries)")
         } else if attempts > 1 {
-            notice("\(report.account): \(report.reporter.rawValue) delivered to \(report.host)\(retries)")
+            notice("\(report.account): \(report.reporter) delivered to \(report.host)\(retries)")
         } else {
-            debug("\(report.account): \(report.reporter.rawValue) delivered to \(report.host)")
+            debug("\(report.account): \(report.reporter) delivered to \(report.host)")
         }
     }
 
@@ -21,7 +21,7 @@ extension Logger {
     /// a URL, header or body.
     func failed(_ report: PlannedReport, attempt: Int, failure: AttemptFailure, retryIn: Duration) {
         let message: Logger.Message = """
-            \(report.account): \(report.reporter.rawValue) to \(report.host) failed: \(failure.reason) \
+            \(report.account): \(report.reporter) to \(report.host) failed: \(failure.reason) \
             (attempt \(attempt)); next attempt in \(DurationText(retryIn))
             """
         if attempt & (attempt - 1) == 0 { warning(message) } else { debug(message) }

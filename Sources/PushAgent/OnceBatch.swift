@@ -1,3 +1,5 @@
+import PushAcrobits
+import PushBackend
 import PushState
 
 /// What `run --once` sends and what it then writes to the state: every planned report and every

@@ -1,3 +1,5 @@
+import PushAcrobits
+import PushBackend
 import Logging
 import PushConfig
 import PushScheduler
@@ -102,7 +104,7 @@ public struct OnceOutcome: Sendable {
         /// The report's position in the runner's `reports`.
         public var index: Int
         public var account: String
-        public var reporter: Reporter
+        public var reporter: String
         public var host: String
         /// Attempts that finished (0 when the only one was still running at the deadline).
         public var attempts: Int
@@ -131,7 +133,7 @@ public struct OnceOutcome: Sendable {
     public var undeliveredLines: [String] {
         undelivered.map { failure in
             let attempts = failure.attempts == 1 ? "1 attempt" : "\(failure.attempts) attempts"
-            return "  \(failure.account): \(failure.reporter.rawValue) to \(failure.host): \(failure.reason) (\(attempts))"
+            return "  \(failure.account): \(failure.reporter) to \(failure.host): \(failure.reason) (\(attempts))"
         }
     }
 }

@@ -14,10 +14,21 @@ public struct LoadResult: Sendable {
     var streamedFiles = 0
     /// Of those, the files whose accounts were parsed in two parts at once (for tests).
     var splitFiles = 0
-    /// With ``ConfigurationLoader/earlyCheckHostname`` set, for each account of
+    /// With ``ConfigurationLoader/earlyChecker`` set, for each account of
     /// `configuration.accounts`, whether it was checked while it loaded and found to have no
-    /// problem (``RequestBuilder/checkAll(into:skipping:)`` leaves those out); else nil.
+    /// problem (the full check then leaves those out); else nil.
     public var passedEarly: [Bool]?
+}
+
+/// Checks accounts while they load (`validate`), for a backend that can tell whether an
+/// account has no problem without the rest of the configuration.
+///
+/// Made for the configuration loaded so far (globals, services; no accounts). An account it
+/// passes must pass with the whole configuration too.
+public protocol EarlyAccountChecker: Sendable {
+    /// Whether checking `account` finds no problem at all, when that is known without the rest
+    /// of the configuration; false when it finds one, or only the full check can tell.
+    mutating func passesWithoutRendering(_ account: Account) -> Bool
 }
 
 /// Loads YAML configuration files and directories (SPEC §2) into a ``Configuration``.
@@ -36,11 +47,11 @@ public struct ConfigurationLoader: Sendable {
     /// From how many bytes on a file's `accounts:` may be parsed by two threads at once (with a
     /// reading thread; see ``SplitFeed``). nil: 1 MiB, about 2,500 accounts; `Int.max`: never.
     var splitAbove: Int?
-    /// When set, each account is also checked as it is read, against what is loaded so far, as
-    /// `RequestBuilder.checkAll` would with this hostname and no installation id; an account
-    /// found without a problem (see ``RequestBuilder/passesWithoutRendering(_:)``) is marked in
-    /// ``LoadResult/passedEarly``. The checking then overlaps the parsing.
-    public var earlyCheckHostname: String?
+    /// When set, each account is also checked as it is read, by a checker made with the
+    /// configuration loaded so far (its globals; without its accounts); an account found
+    /// without a problem is marked in ``LoadResult/passedEarly``. The checking then overlaps
+    /// the parsing.
+    public var earlyChecker: (@Sendable (Configuration) -> any EarlyAccountChecker)?
 
     public init(environment: LoaderEnvironment = .current()) {
         self.environment = environment
@@ -50,7 +61,7 @@ public struct ConfigurationLoader: Sendable {
     public func load(paths: [String]) -> LoadResult {
         var session = LoadSession(environment: environment)
         session.accountRuns = accountRuns
-        session.earlyCheckHostname = earlyCheckHostname
+        session.earlyCheckerFactory = earlyChecker
         var files: [String] = []
         for path in paths { files += session.files(at: path) }
         // With a second processor, files are parsed on another thread, a couple ahead of the one
@@ -63,7 +74,7 @@ public struct ConfigurationLoader: Sendable {
         session.finish()
         var result = LoadResult(configuration: session.configuration, diagnostics: session.diagnostics, sources: session.sources,
                           streamedFiles: session.streamedFiles, splitFiles: session.splitFiles)
-        result.passedEarly = earlyCheckHostname == nil ? nil : session.passedEarly
+        result.passedEarly = earlyChecker == nil ? nil : session.passedEarly
         return result
     }
 }
@@ -92,13 +103,13 @@ struct LoadSession {
     var accountRuns: Int?
     var streamedFiles = 0
     var splitFiles = 0
-    /// See ``ConfigurationLoader/earlyCheckHostname``.
-    var earlyCheckHostname: String?
-    /// Indexed like `configuration.accounts` (kept only with `earlyCheckHostname`).
+    /// See ``ConfigurationLoader/earlyChecker``.
+    var earlyCheckerFactory: (@Sendable (Configuration) -> any EarlyAccountChecker)?
+    /// Indexed like `configuration.accounts` (kept only with `earlyCheckerFactory`).
     var passedEarly: [Bool] = []
-    /// The builder accounts are checked with as they are read, and the number of globals it
+    /// The checker accounts are checked with as they are read, and the number of globals it
     /// knows: made again when a file adds globals.
-    private var earlyChecker: (builder: RequestBuilder, globals: Int)?
+    private var earlyChecker: (checker: any EarlyAccountChecker, globals: Int)?
     var configuration = Configuration()
     var diagnostics = DiagnosticList()
     var sources: [String: SourceText] = [:]
@@ -691,7 +702,7 @@ struct LoadSession {
                 admit(account, passedEarly: passed)
             }
             // Kept with the templates it compiled, for the next items of the file.
-            if let checking { earlyChecker?.builder = checking }
+            if let checking { earlyChecker?.checker = checking }
             return
         }
         // Runs of accounts are read at once, each by a copy of this session that starts with no
@@ -737,8 +748,8 @@ struct LoadSession {
     struct AccountRun: Sendable {
         var accounts: [(account: Account?, diagnostics: Int, references: Int, passedEarly: Bool)] = []
         var session: LoadSession
-        /// Checks each account as it is read (see ``LoadSession/earlyCheckHostname``).
-        var checking: RequestBuilder?
+        /// Checks each account as it is read (see ``ConfigurationLoader/earlyChecker``).
+        var checking: (any EarlyAccountChecker)?
 
         /// Reads `items` of `accounts:` after those read so far.
         mutating func read<Items: Collection<YAMLNode>>(_ items: Items, file: String, defaults: AccountLayer) {
@@ -803,23 +814,23 @@ struct LoadSession {
         }
         accountOwners[account.id] = (account.path, account.position)
         configuration.accounts.append(consume account)
-        if earlyCheckHostname != nil { passedEarly.append(passed) }
+        if earlyCheckerFactory != nil { passedEarly.append(passed) }
     }
 
-    /// The builder that checks accounts as they are read, for the globals loaded so far; nil
-    /// without `earlyCheckHostname`.
-    mutating func earlyCheckerForLoadedGlobals() -> RequestBuilder? {
+    /// The checker of accounts as they are read, for the globals loaded so far; nil without
+    /// `earlyCheckerFactory`.
+    mutating func earlyCheckerForLoadedGlobals() -> (any EarlyAccountChecker)? {
         // A global that could not be read may still be given a value by a later file, which
         // could then fail what passed here (the load has an error then anyway).
-        guard let hostname = earlyCheckHostname, configuration.unreadableGlobals.isEmpty else { return nil }
+        guard let factory = earlyCheckerFactory, configuration.unreadableGlobals.isEmpty else { return nil }
         let globals = configuration.globals.count
-        if let checker = earlyChecker, checker.globals == globals { return checker.builder }
+        if let checker = earlyChecker, checker.globals == globals { return checker.checker }
         // Without the accounts: a check reads them only to word a problem.
         var loaded = configuration
         loaded.accounts = []
-        let builder = RequestBuilder(configuration: loaded, sources: [:], installID: nil, hostname: hostname)
-        earlyChecker = (builder, globals)
-        return builder
+        let checker = factory(loaded)
+        earlyChecker = (checker, globals)
+        return checker
     }
 
     /// Fills `${KEY}` in values that came from a `use:` template with the account's own `KEY`.

@@ -87,10 +87,10 @@ final class FileReader: @unchecked Sendable {
 }
 
 /// The processors this process may run on, and how work on accounts is cut for them.
-enum Processors {
+public enum Processors {
     /// The processors in this process's CPU affinity mask (as `taskset` or systemd's
     /// `CPUAffinity=` set it), else the online ones. A CPU quota (`CPUQuota=`) is not counted.
-    static let online: Int = {
+    public static let online: Int = {
         // A mask for 1,024 processors, glibc's cpu_set_t.
         var mask = [UInt64](repeating: 0, count: 16)
         let status = mask.withUnsafeMutableBytes { schedGetAffinity(0, $0.count, $0.baseAddress!) }
@@ -102,14 +102,14 @@ enum Processors {
     /// on one processor or for fewer than four runs' worth, else runs of at least `perRun`
     /// accounts, 16 per processor at most (accounts differ in cost, so equal halves would not
     /// end together). Smaller runs suit work nothing else runs beside.
-    static func runs(accounts: Int, perRun: Int = 1_000) -> Int {
+    public static func runs(accounts: Int, perRun: Int = 1_000) -> Int {
         guard online > 1, accounts >= 4 * perRun else { return 1 }
         return max(1, min(online * 16, accounts / perRun))
     }
 
     /// `body` for each of `runs` consecutive ranges that together cover `0..<count`, on every
     /// processor (whichever thread is free takes the next run); the results in range order.
-    static func inRuns<Result: Sendable>(count: Int, runs: Int, _ body: @Sendable (Range<Int>) -> Result) -> [Result] {
+    public static func inRuns<Result: Sendable>(count: Int, runs: Int, _ body: @Sendable (Range<Int>) -> Result) -> [Result] {
         let size = (count + runs - 1) / runs
         return [Result](unsafeUninitializedCapacity: runs) { buffer, initialized in
             // Each run initializes only its own element.

@@ -64,12 +64,12 @@ final class RenderContext: Sendable {
     }
 }
 
-/// One account's values as a template sees them.
-struct AccountValues: TemplateValues {
-    let account: Account
+/// One account's values as a template sees them (``AccountTemplates/values(for:)``).
+public struct AccountValues: TemplateValues, Sendable {
+    public let account: Account
     let context: RenderContext
 
-    func value(at slot: Int) -> String {
+    public func value(at slot: Int) -> String {
         switch context.table.sources[slot] {
         case .accountKey(let key): account.values[key]?.text ?? ""
         case .global(let name): context.globals[name]?.text ?? ""
@@ -77,7 +77,7 @@ struct AccountValues: TemplateValues {
         }
     }
 
-    func isSecret(at slot: Int) -> Bool {
+    public func isSecret(at slot: Int) -> Bool {
         switch context.table.sources[slot] {
         case .accountKey(let key): account.values[key]?.isSecret ?? false
         case .global(let name): context.globals[name]?.isSecret ?? false
@@ -86,7 +86,7 @@ struct AccountValues: TemplateValues {
     }
 
     /// The shell-variable name a preview uses for the secret in `slot`.
-    func secretName(at slot: Int) -> String {
+    public func secretName(at slot: Int) -> String {
         switch context.table.sources[slot] {
         case .accountKey(let key):
             return account.values[key]?.secretName ?? ShellVariable.name(from: key.name)

@@ -2,7 +2,9 @@ import ArgumentParser
 #if canImport(Glibc)
 import Glibc
 #endif
+import PushAcrobits
 import PushAgent
+import PushBackend
 import PushConfig
 import PushState
 
@@ -37,12 +39,12 @@ struct LoadedConfiguration {
     let environment: LoaderEnvironment
 
     /// Loads the configuration `options` name; `checkingEarly` also checks each account as it
-    /// loads (for `validate`, see ``ConfigurationLoader/earlyCheckHostname``).
+    /// loads (for `validate`, see ``ConfigurationLoader/earlyChecker``).
     init(options: ConfigOptions, checkingEarly: Bool = false) {
         environment = LoaderEnvironment.current()
         let paths = options.resolvedPaths(environment: environment)
         var loader = ConfigurationLoader(environment: environment)
-        if checkingEarly { loader.earlyCheckHostname = environment.hostname }
+        if checkingEarly { loader.earlyChecker = RequestBuilder.earlyChecker(hostname: environment.hostname) }
         result = loader.load(paths: paths)
         if options.paths.isEmpty, environment.variables["PUSHREPORTER_CONFIG"] ?? "" == "",
            access(paths[0], F_OK) != 0 {

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Logging
+import PushAcrobits
 import PushAgent
+import PushBackend
 import PushConfig
 import PushState
 import PushTransport

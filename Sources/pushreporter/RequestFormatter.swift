@@ -1,4 +1,5 @@
 import PushAgent
+import PushBackend
 import PushConfig
 
 /// Renders requests as `preview` prints them.
@@ -8,7 +9,7 @@ enum RequestFormatter {
         let headers = JSONText.object(request.headers.map { ($0.name, JSONText.string($0.value)) }, indent: "  ")
         return JSONText.object([
             ("account", JSONText.string(request.account)),
-            ("reporter", JSONText.string(request.reporter.rawValue)),
+            ("reporter", JSONText.string(request.reporter)),
             ("method", JSONText.string(request.method)),
             ("url", JSONText.string(request.url)),
             ("headers", headers),
@@ -18,7 +19,7 @@ enum RequestFormatter {
 
     /// The raw HTTP/1.1 request, after a `###` separator line naming the account (as REST-client files do).
     static func http(_ request: RenderedRequest) -> String {
-        var lines = ["### \(request.account) \(request.reporter.rawValue)"]
+        var lines = ["### \(request.account) \(request.reporter)"]
         if let credentials = request.credentials {
             lines.append("# answered with HTTP Digest (or Basic over https) as '\(credentials.username)'")
         }
@@ -60,7 +61,7 @@ enum RequestFormatter {
             words += ["--max-time", String(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)]
         }
         words.append(word(request.url))
-        return "# \(request.account) \(request.reporter.rawValue)\n" + words.joined(separator: " ")
+        return "# \(request.account) \(request.reporter)\n" + words.joined(separator: " ")
     }
 
     /// Host and request target of an absolute URL.

@@ -1,5 +1,7 @@
 import ArgumentParser
+import PushAcrobits
 import PushAgent
+import PushBackend
 import PushConfig
 import PushState
 

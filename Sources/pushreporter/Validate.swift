@@ -1,5 +1,7 @@
 import ArgumentParser
+import PushAcrobits
 import PushAgent
+import PushBackend
 import PushConfig
 
 /// `pushreporter validate`: check configurations, and every request as rendering it would.

@@ -1,4 +1,7 @@
 @testable import PushAgent
+@testable import PushAcrobits
+import PushBackend
+import PushConfig
 import PushConfig
 import PushState
 import Testing
@@ -6,10 +9,10 @@ import Testing
 /// The agent's decisions, driven synchronously: no tasks, no clock, no server.
 @Suite struct AgentBookTests {
     static func plan(_ id: String, token: String, removal: Bool = true) -> AccountPlan {
-        let report = RenderedRequest(account: id, reporter: .pushTokenReporter, method: "GET",
+        let report = RenderedRequest(account: id, reporter: "pushTokenReporter", method: "GET",
                                      url: "https://push.example.com/r/\(id)?t=\(token)", headers: [], body: nil,
                                      fingerprint: "\(id)-\(token)")
-        let removalRequest = RenderedRequest(account: id, reporter: .accountRemovalReporter, method: "DELETE",
+        let removalRequest = RenderedRequest(account: id, reporter: "accountRemovalReporter", method: "DELETE",
                                              url: "https://gone.example.com/\(id)?t=\(token)", headers: [], body: nil)
         return AccountPlan(report: PlannedReport(report, defaultTimeout: .seconds(30)),
                            removal: removal ? StoredRequest(removalRequest).text : nil)
@@ -278,7 +281,7 @@ import Testing
 
 @Suite struct StoredRequestTests {
     @Test func aStoredRequestReadsBackAsItWasWritten() throws {
-        let rendered = RenderedRequest(account: "alice", reporter: .accountRemovalReporter, method: "DELETE",
+        let rendered = RenderedRequest(account: "alice", reporter: "accountRemovalReporter", method: "DELETE",
                                        url: "https://gone.example.com/a?t=1/2", headers: [("X-Sig", "a\"b\\c\n"), ("Accept", "*/*")],
                                        body: "{\"é\":\"\u{1}\"}", credentials: .init(username: "u", password: "p&w"),
                                        timeout: .milliseconds(1500))
@@ -293,7 +296,7 @@ import Testing
         #expect(back.headers.map { "\($0.name)=\($0.value)" } == ["X-Sig=a\"b\\c\n", "Accept=*/*"])
         #expect(back.timeout == .milliseconds(1500))
         // Optional parts left out read back as absent.
-        let bare = StoredRequest(RenderedRequest(account: "b", reporter: .accountRemovalReporter, method: "GET",
+        let bare = StoredRequest(RenderedRequest(account: "b", reporter: "accountRemovalReporter", method: "GET",
                                                  url: "http://127.0.0.1/x", headers: [], body: nil))
         #expect(bare.text == #"{"headers":[],"method":"GET","url":"http://127.0.0.1/x"}"#)
         #expect(StoredRequest(text: bare.text) == bare)

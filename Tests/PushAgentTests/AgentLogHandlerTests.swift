@@ -1,5 +1,8 @@
 import Logging
 @testable import PushAgent
+@testable import PushAcrobits
+import PushBackend
+import PushConfig
 import Synchronization
 import Testing
 

@@ -1,4 +1,7 @@
 import PushAgent
+@testable import PushAcrobits
+import PushBackend
+import PushConfig
 import Testing
 
 @Suite("ConfigWatcher")

@@ -1,5 +1,8 @@
 import Logging
 @testable import PushAgent
+@testable import PushAcrobits
+import PushBackend
+import PushConfig
 import PushConfig
 import PushScheduler
 import PushTestSupport
@@ -39,7 +42,7 @@ final class ScriptedTransport: HTTPTransport {
 
 @Suite struct OnceRunnerTests {
     static func report(_ account: String, url: String) -> PlannedReport {
-        PlannedReport(RenderedRequest(account: account, reporter: .pushTokenReporter, method: "GET", url: url,
+        PlannedReport(RenderedRequest(account: account, reporter: "pushTokenReporter", method: "GET", url: url,
                                       headers: [("User-Agent", "pushreporter/0.1.0")], body: nil),
                       defaultTimeout: .seconds(5))
     }

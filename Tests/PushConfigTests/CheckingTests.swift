@@ -1,4 +1,6 @@
 @testable import PushConfig
+@testable import PushAcrobits
+import PushBackend
 import Testing
 
 /// `validate` renders a request only where values can matter (``ValueSensitivity``); its

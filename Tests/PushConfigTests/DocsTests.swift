@@ -1,5 +1,7 @@
 import Foundation
 @testable import PushConfig
+@testable import PushAcrobits
+import PushBackend
 import PushTemplates
 import PushTestSupport
 import Testing

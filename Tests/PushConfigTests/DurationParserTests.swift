@@ -25,6 +25,6 @@ struct DurationParserTests {
         ("hxxp://a", false), ("htt\u{212A}p://a", false),
     ])
     func scheme(text: String, expected: Bool) {
-        #expect(RequestBuilder.hasHTTPPrefix(text) == expected)
+        #expect(URLText.hasHTTPPrefix(text) == expected)
     }
 }

@@ -1,5 +1,7 @@
 import Foundation
 import PushConfig
+@testable import PushAcrobits
+import PushBackend
 import PushTestSupport
 
 /// Loads `files` (name → YAML) from a fresh directory and runs every request check, as validate does.

@@ -1,4 +1,5 @@
 import PushConfig
+import PushBackend
 import PushTestSupport
 import Testing
 

@@ -1,5 +1,7 @@
 import Foundation
 @testable import PushConfig
+@testable import PushAcrobits
+import PushBackend
 import PushTestSupport
 import Testing
 
@@ -70,7 +72,7 @@ struct ParallelLoadingTests {
         loader.readAhead = readAhead
         // Split whatever is long enough when a test counts splits, else never.
         loader.splitAbove = split == nil ? .max : 0
-        if earlyCheck { loader.earlyCheckHostname = "h" }
+        if earlyCheck { loader.earlyChecker = RequestBuilder.earlyChecker(hostname: "h") }
         let result = loader.load(paths: [directory.path])
         if let streamed { #expect(result.streamedFiles == streamed, "files streamed") }
         if let split { #expect(result.splitFiles == split, "files split") }

@@ -1,52 +1,15 @@
 import Crypto
-import Synchronization
+import PushBackend
+import PushConfig
 import PushTemplates
-
-/// How a rendered request shows secrets.
-public enum SecretDisplay: Sendable {
-    /// As sent: secrets filled over https or to a loopback host, `********` over plain http elsewhere.
-    case asSent
-    /// Every secret, and every value computed from one, as `********`.
-    case stars
-    /// Every secret as a marker ``RequestBuilder/secretMarker(_:)`` naming a shell variable
-    /// (for `preview --format curl`); values computed from secrets as `********`.
-    case shellVariables
-}
 
 /// Turns accounts into HTTP requests (SPEC §4): compiles each web-service template once per
 /// builder (each copy that checks a run of accounts compiles its own), reports template
 /// problems at their file, line and column, and renders requests for any account.
 public struct RequestBuilder: Sendable {
-    public let configuration: Configuration
-    private let sources: [String: SourceText]
-    private var table: SymbolTable
-    private let builtins: [BuiltinVariable: String]
-    private var cache: [CacheKey: TemplateCompilation] = [:]
-    /// The last templates compiled or found in `cache`. Accounts of one file share their
-    /// `defaults:` templates, and comparing a text with the very same text is cheaper than
-    /// hashing it (URLs and bodies run to hundreds of bytes).
-    private var recentCompilations: [RecentCompilation] = []
-    private static let recentCompilationCount = 8
-    private var reportedOrigins: Set<OriginKey> = []
-    /// What renderings share, for the table as it is now (nil once a compilation changed it).
-    private var currentRenderContext: RenderContext?
-    /// Every key some account has, to tell a misspelt `%account[KEY]%` from one only some lack.
-    /// Shared by the copies `checkAll` checks runs with, so it is built once.
-    private let knownAccountKeys = SharedAccountKeys()
-
-    private struct CacheKey: Hashable {
-        var text: String
-        var kind: TemplateKind
-    }
-
-    // The lists below hold structs, not tuples: the optimizer copies a tuple of such fields
-    // whole, through the runtime's generic tuple copy, each time a field of an element is read,
-    // and these are read for every request checked.
-
-    private struct RecentCompilation {
-        var key: CacheKey
-        var compilation: TemplateCompilation
-    }
+    /// The account templates this builder compiles and renders with.
+    private(set) var templates: AccountTemplates
+    public var configuration: Configuration { templates.configuration }
 
     /// A custom header's name and its compiled value.
     private struct HeaderTemplate {
@@ -54,64 +17,14 @@ public struct RequestBuilder: Sendable {
         var value: PlacedTemplate
     }
 
-    /// The `%account[KEY]%` references of a template, with the value it was written in.
-    private struct RequestReferences {
-        var references: [TemplateReference]
-        var origin: ConfigValue
-        var baseOffset: Int
-    }
-
-    private struct OriginKey: Hashable {
-        var file: SourcePath
-        var position: SourcePosition
-        var baseOffset: Int
-        var template: CacheKey
-    }
-
     /// - Parameters:
     ///   - installID: the `%installid%` value (read from the state directory), nil to show `<installid>`.
     public init(configuration: Configuration, sources: [String: SourceText], installID: String?, hostname: String) {
-        self.configuration = configuration
-        self.sources = sources
-        self.table = SymbolTable(globals: Array(configuration.globals.keys) + configuration.unreadableGlobals)
-        self.builtins = [.installid: installID ?? "<installid>", .hostname: hostname, .platform: "linux",
-                         .version: PushReporterVersion.current]
-    }
-
-    /// `body` given every key some account has, built on first need (only when an account lacks
-    /// a key a template names). Read under the lock rather than copied out: a copy would count
-    /// references to one set from every thread checking accounts.
-    private func withAccountKeys<R>(_ body: (Set<String>) -> R) -> R {
-        knownAccountKeys.keys.withLock { keys in
-            if let keys { return body(keys) }
-            var found = Set(DeviceValues.names)
-            for account in configuration.accounts {
-                found.formUnion(account.values.keys)
-                found.formUnion(account.unreadableKeys)
-            }
-            keys = found
-            return body(found)
-        }
-    }
-
-    /// Every key some account has, once built.
-    private final class SharedAccountKeys: Sendable {
-        let keys = Mutex<Set<String>?>(nil)
+        templates = AccountTemplates(configuration: configuration, sources: sources, installID: installID, hostname: hostname)
     }
 
     /// The `User-Agent` of every request (SPEC §4).
-    static let userAgent = "pushreporter/\(PushReporterVersion.current)"
-
-    /// The text standing for a secret in `.shellVariables` display: `\u{1}NAME\u{1}`. A request
-    /// whose text holds U+0001 of its own is shown with stars instead (``RenderedRequest/hasSecretMarkers``
-    /// is false), so that no text of its own is read as a marker.
-    public static func secretMarker(_ name: String) -> String { "\u{1}" + name + "\u{1}" }
-
-    private static func containsMarkerCharacter(_ request: RenderedRequest) -> Bool {
-        let texts = [request.url, request.body ?? "", request.credentials?.username ?? "", request.credentials?.password ?? ""]
-            + request.headers.map(\.value)
-        return texts.contains { $0.utf8.contains(0x01) }
-    }
+    static let userAgent = PushReporterVersion.userAgent
 
     // MARK: Checking (validate)
 
@@ -162,7 +75,7 @@ public struct RequestBuilder: Sendable {
 
     /// The early passes that still hold with this builder's built-in values (see ``checkAll(into:skipping:)``).
     private func stillPassed(_ passed: [Bool]?) -> [Bool]? {
-        builtins.values.contains { $0.utf8.contains(where: Template.isForbiddenInHeader) } ? nil : passed
+        templates.builtinsHoldHeaderForbiddenBytes ? nil : passed
     }
 
     private mutating func check(_ indices: Range<Int>, of accounts: [Account], skipping passed: [Bool]?,
@@ -201,9 +114,6 @@ public struct RequestBuilder: Sendable {
     /// values is not rendered, and `deferredRendering` says so.
     private var defersRendering = false
     private var deferredRendering = false
-    /// Whether a template of the account checked had a problem (reported or not: each is
-    /// reported once, for the first account that uses the template).
-    private var sawTemplateIssues = false
 
     /// Whether checking `account` finds no problem at all, when that is known without rendering
     /// a request with its values; false when it finds one, or only `checkAll` can tell.
@@ -214,14 +124,14 @@ public struct RequestBuilder: Sendable {
     /// not have passed), the key list of all accounts is read only for a key an account lacks
     /// (a problem), and file positions only place problems. Validate does not check such an
     /// account again.
-    mutating func passesWithoutRendering(_ account: Account) -> Bool {
+    public mutating func passesWithoutRendering(_ account: Account) -> Bool {
         var found = DiagnosticList()
         defersRendering = true
         deferredRendering = false
-        sawTemplateIssues = false
+        templates.resetIssueFlag()
         defer { defersRendering = false }
         check(account, into: &found)
-        return found.all.isEmpty && !deferredRendering && !sawTemplateIssues
+        return found.all.isEmpty && !deferredRendering && !templates.sawTemplateIssues
     }
 
     // MARK: Rendering
@@ -256,26 +166,26 @@ public struct RequestBuilder: Sendable {
     private mutating func prepare(_ account: Account, reporter: Reporter, diagnostics: inout DiagnosticList) -> PreparedRequest? {
         guard let urlValue = account.values[reporter.tableKey(.url)] else { return nil }
         var failed = false
-        requestReferences.removeAll(keepingCapacity: true)
+        templates.beginRequest()
 
         let contentTypeValue = account.values[reporter.tableKey(.contentType)]
         let contentType = contentTypeValue?.text ?? "application/x-www-form-urlencoded"
         let bodyFormat = BodyFormat(contentType: contentType)
 
-        let url = compile(urlValue, kind: .url, account: account, diagnostics: &diagnostics)
+        let url = templates.compile(urlValue, kind: .url, diagnostics: &diagnostics)
         if url == nil { failed = true }
-        if !Self.hasHTTPPrefix(urlValue.text) {
-            report(.error, "\(reporter.key(.url)) must start with http:// or https://", at: urlValue, diagnostics: &diagnostics)
+        if !URLText.hasHTTPPrefix(urlValue.text) {
+            templates.report(.error, "\(reporter.key(.url)) must start with http:// or https://", at: urlValue, diagnostics: &diagnostics)
             failed = true
         }
 
         var body: Template?
         let postDataValue = account.values[reporter.tableKey(.postData)]
         if let postData = postDataValue, !postData.text.isEmpty {
-            body = compile(postData, kind: .body(bodyFormat), account: account, diagnostics: &diagnostics)
+            body = templates.compile(postData, kind: .body(bodyFormat), diagnostics: &diagnostics)
             if body == nil { failed = true }
             if bodyFormat == .raw, let contentTypeValue {
-                report(.warning, "Content-Type '\(contentType)' has no encoding rule, so values go into the body as they are",
+                templates.report(.warning, "Content-Type '\(contentType)' has no encoding rule, so values go into the body as they are",
                        at: contentTypeValue, diagnostics: &diagnostics)
             }
         }
@@ -286,12 +196,12 @@ public struct RequestBuilder: Sendable {
             if ["GET", "POST", "PUT", "HEAD", "DELETE"].contains(upper) {
                 method = upper
                 if body != nil, upper == "GET" || upper == "HEAD" {
-                    report(.warning, "\(upper) requests carry no body, so \(reporter.key(.postData)) is not sent",
+                    templates.report(.warning, "\(upper) requests carry no body, so \(reporter.key(.postData)) is not sent",
                            at: methodValue, diagnostics: &diagnostics)
                     body = nil
                 }
             } else {
-                report(.error, "\(reporter.key(.method)) must be GET, POST, PUT, HEAD or DELETE, not '\(methodValue.shown)'",
+                templates.report(.error, "\(reporter.key(.method)) must be GET, POST, PUT, HEAD or DELETE, not '\(methodValue.shown)'",
                        at: methodValue, diagnostics: &diagnostics)
                 failed = true
             }
@@ -309,11 +219,11 @@ public struct RequestBuilder: Sendable {
         var authUsername: PlacedTemplate?
         var authPassword: PlacedTemplate?
         if let username = account.values[reporter.tableKey(.authUsername)] {
-            authUsername = compile(username, kind: .plain, account: account, diagnostics: &diagnostics)
+            authUsername = templates.compile(username, kind: .plain, diagnostics: &diagnostics)
                 .map { PlacedTemplate(template: $0, origin: username) }
             if authUsername == nil { failed = true }
             if let password = account.values[reporter.tableKey(.authPassword)] {
-                authPassword = compile(password, kind: .plain, account: account, diagnostics: &diagnostics)
+                authPassword = templates.compile(password, kind: .plain, diagnostics: &diagnostics)
                     .map { PlacedTemplate(template: $0, origin: password) }
                 if authPassword == nil { failed = true }
             }
@@ -324,13 +234,13 @@ public struct RequestBuilder: Sendable {
             if let parsed = DurationParser.parse(timeoutValue.text), parsed > .zero {
                 timeout = parsed
             } else {
-                report(.error, "\(reporter.key(.timeout)) must be a duration such as 10s, not '\(timeoutValue.shown)'",
+                templates.report(.error, "\(reporter.key(.timeout)) must be a duration such as 10s, not '\(timeoutValue.shown)'",
                        at: timeoutValue, diagnostics: &diagnostics)
                 failed = true
             }
         }
         // Checked before giving up on a failed request, so one run reports every problem.
-        checkAccountReferences(account: account, diagnostics: &diagnostics)
+        templates.checkAccountReferences(account: account, diagnostics: &diagnostics)
         guard !failed, let url else {
             // A JSON body is checked even so: its problem would otherwise show only once the
             // others are mended.
@@ -353,14 +263,14 @@ public struct RequestBuilder: Sendable {
         let (postDataValue, body, method, headerTemplates) = (prepared.postDataValue, prepared.body, prepared.method,
                                                               prepared.headerTemplates)
         let (authUsername, authPassword, timeout) = (prepared.authUsername, prepared.authPassword, prepared.timeout)
-        let values = AccountValues(account: account, context: renderContext())
+        let values = templates.values(for: account)
         do throws(RenderFailure) {
-            let revealedURL = try render(url, values, .reveal, origin: urlValue)
-            guard let target = Self.target(of: revealedURL) else {
+            let revealedURL = try templates.render(url, values, .reveal, origin: urlValue)
+            guard let target = URLText.target(of: revealedURL) else {
                 reportNoHost(reporter: reporter, at: urlValue, diagnostics: &diagnostics)
                 return nil
             }
-            let withhold = target.scheme == "http" && !Self.isLoopback(target.host)
+            let withhold = target.scheme == "http" && !URLText.isLoopback(target.host)
             let sendMasking: SecretMasking = withhold ? .stars : .reveal
             let displayMasking: SecretMasking
             switch display {
@@ -370,7 +280,7 @@ public struct RequestBuilder: Sendable {
                 // The request withholds its secrets; a runnable preview must not send them either.
                 displayMasking = .stars
             case .shellVariables:
-                displayMasking = .replace { slot in slot.map { Self.secretMarker(values.secretName(at: $0)) } ?? "********" }
+                displayMasking = .replace { slot in slot.map { AccountTemplates.secretMarker(values.secretName(at: $0)) } ?? "********" }
             }
 
             /// Renders the whole request; credentials use `credentialMasking` (Digest never puts the
@@ -379,10 +289,10 @@ public struct RequestBuilder: Sendable {
                            renderedURL: String? = nil) throws(RenderFailure) -> RenderedRequest {
                 var headers: [(name: String, value: String)] = [("User-Agent", Self.userAgent)]
                 var renderedBody: String?
-                if let body, let postDataValue { renderedBody = try render(body, values, masking, origin: postDataValue) }
+                if let body, let postDataValue { renderedBody = try templates.render(body, values, masking, origin: postDataValue) }
                 if renderedBody != nil { headers.append(("Content-Type", contentType)) }
                 for header in headerTemplates {
-                    let value = try render(header.value.template, values, masking, origin: header.value.origin)
+                    let value = try templates.render(header.value.template, values, masking, origin: header.value.origin)
                     if header.name.lowercased() == "content-type", let index = headers.firstIndex(where: { $0.name == "Content-Type" }) {
                         headers[index] = (header.name, value)
                     } else {
@@ -392,14 +302,14 @@ public struct RequestBuilder: Sendable {
                 var credentials: RenderedRequest.Credentials?
                 if let authUsername {
                     credentials = .init(
-                        username: try render(authUsername.template, values, credentialMasking, origin: authUsername.origin),
+                        username: try templates.render(authUsername.template, values, credentialMasking, origin: authUsername.origin),
                         password: try authPassword.map { (p) throws(RenderFailure) in
-                            try render(p.template, values, credentialMasking, origin: p.origin)
+                            try templates.render(p.template, values, credentialMasking, origin: p.origin)
                         } ?? "")
                 }
                 let finalURL: String
-                if let renderedURL { finalURL = renderedURL } else { finalURL = try render(url, values, masking, origin: urlValue) }
-                return RenderedRequest(account: id, reporter: reporter, method: method, url: finalURL,
+                if let renderedURL { finalURL = renderedURL } else { finalURL = try templates.render(url, values, masking, origin: urlValue) }
+                return RenderedRequest(account: id, reporter: reporter.rawValue, method: method, url: finalURL,
                                        headers: headers, body: renderedBody, credentials: credentials, timeout: timeout,
                                        fingerprint: "", secretsWithheld: false)
             }
@@ -422,7 +332,7 @@ public struct RequestBuilder: Sendable {
             var markers = false
             if case .shellVariables = display, !withhold {
                 // Markers only where the request's own text has no U+0001 to confuse them with.
-                markers = !Self.containsMarkerCharacter(sent)
+                markers = !sent.containsMarkerCharacter
                 if !markers { shownMasking = .stars }
             }
             var shown = try renderAll(shownMasking, credentialMasking: shownMasking)
@@ -430,7 +340,7 @@ public struct RequestBuilder: Sendable {
             shown.hasSecretMarkers = markers
             return shown
         } catch {
-            reportRenderFailure(error, account: id, diagnostics: &diagnostics)
+            templates.reportRenderFailure(error, account: id, diagnostics: &diagnostics)
             return nil
         }
     }
@@ -438,28 +348,24 @@ public struct RequestBuilder: Sendable {
     /// Renders a JSON body alone and reports it if it is not JSON, or cannot be rendered.
     private mutating func checkJSON(_ body: Template, origin: ConfigValue, account: Account, reporter: Reporter,
                                     diagnostics: inout DiagnosticList) {
-        let values = AccountValues(account: account, context: renderContext())
+        let values = templates.values(for: account)
         do throws(RenderFailure) {
-            let rendered = try render(body, values, .reveal, origin: origin)
+            let rendered = try templates.render(body, values, .reveal, origin: origin)
             if let problem = JSONValidator.problem(in: rendered) {
                 reportInvalidJSON(problem, reporter: reporter, at: origin, account: account.id, diagnostics: &diagnostics)
             }
         } catch {
-            reportRenderFailure(error, account: account.id, diagnostics: &diagnostics)
+            templates.reportRenderFailure(error, account: account.id, diagnostics: &diagnostics)
         }
     }
 
-    private func reportRenderFailure(_ failure: RenderFailure, account: String, diagnostics: inout DiagnosticList) {
-        report(.error, "\(failure.message) (in \(failure.key))", at: failure.origin, diagnostics: &diagnostics, account: account)
-    }
-
     private func reportNoHost(reporter: Reporter, at urlValue: ConfigValue, diagnostics: inout DiagnosticList) {
-        report(.error, "the rendered \(reporter.key(.url)) has no host", at: urlValue, diagnostics: &diagnostics)
+        templates.report(.error, "the rendered \(reporter.key(.url)) has no host", at: urlValue, diagnostics: &diagnostics)
     }
 
     private func reportInvalidJSON(_ problem: String, reporter: Reporter, at value: ConfigValue, account: String,
                                    diagnostics: inout DiagnosticList) {
-        report(.error, "the rendered \(reporter.key(.postData)) is not valid JSON: \(problem)", at: value,
+        templates.report(.error, "the rendered \(reporter.key(.postData)) is not valid JSON: \(problem)", at: value,
                diagnostics: &diagnostics, account: account)
     }
 
@@ -475,7 +381,7 @@ public struct RequestBuilder: Sendable {
     /// accounts this took most of the time to check them (rendering, and an HMAC in a header).
     private mutating func checkRequest(for account: Account, reporter: Reporter, diagnostics: inout DiagnosticList) {
         guard let prepared = prepare(account, reporter: reporter, diagnostics: &diagnostics) else { return }
-        let values = AccountValues(account: account, context: renderContext())
+        let values = templates.values(for: account)
         guard rendersAlikeForAllValues(prepared, values),
               let hasHost = hostAnswer(prepared.url, values),
               bodyIsWellFormed(prepared, values) else {
@@ -521,7 +427,7 @@ public struct RequestBuilder: Sendable {
     private mutating func hostAnswer(_ url: Template, _ values: AccountValues) -> Bool? {
         if let known = hostAnswers.last(where: { $0.source == url.source }) { return known.hasHost }
         guard let rendered = try? url.render(values, masking: .reveal) else { return nil }
-        let hasHost = Self.target(of: rendered) != nil
+        let hasHost = URLText.target(of: rendered) != nil
         if hostAnswers.count == Self.answerCount { hostAnswers.removeFirst() }
         hostAnswers.append((url.source, hasHost))
         return hasHost
@@ -541,73 +447,7 @@ public struct RequestBuilder: Sendable {
         return true
     }
 
-    /// The placeholders of every template of the current request, compiled or not, with the
-    /// value each was written in: their `%account[KEY]%` references are checked once all are
-    /// compiled, even when one failed.
-    private var requestReferences: [RequestReferences] = []
-
-    /// A compiled template with the value it was written in (where a render failure is reported).
-    private struct PlacedTemplate {
-        var template: Template
-        var origin: ConfigValue
-    }
-
-    private mutating func renderContext() -> RenderContext {
-        if let currentRenderContext { return currentRenderContext }
-        let context = RenderContext(table: table, globals: configuration.globals, builtins: builtins)
-        currentRenderContext = context
-        return context
-    }
-
-    private struct RenderFailure: Error {
-        var message: String
-        var key: String
-        var origin: ConfigValue
-    }
-
-    private func render(_ template: Template, _ values: AccountValues, _ masking: SecretMasking,
-                        origin: ConfigValue) throws(RenderFailure) -> String {
-        do {
-            return try template.render(values, masking: masking)
-        } catch {
-            throw RenderFailure(message: error.message, key: "the value at this position", origin: origin)
-        }
-    }
-
     // MARK: Compiling
-
-    private mutating func compile(_ value: ConfigValue, kind: TemplateKind, baseOffset: Int = 0, text: String? = nil,
-                                  account: Account, diagnostics: inout DiagnosticList) -> Template? {
-        let source = text ?? value.text
-        let key = CacheKey(text: source, kind: kind)
-        let compilation: TemplateCompilation
-        if let recent = recentCompilations.first(where: { $0.key.kind == kind && $0.key.text == source }) {
-            compilation = recent.compilation
-        } else {
-            if let cached = cache[key] {
-                compilation = cached
-            } else {
-                compilation = Template.compile(source, kind: kind, scope: &table)
-                // The table may have new slots.
-                currentRenderContext = nil
-                cache[key] = compilation
-            }
-            if recentCompilations.count == Self.recentCompilationCount { recentCompilations.removeFirst() }
-            recentCompilations.append(RecentCompilation(key: key, compilation: compilation))
-        }
-        if !compilation.issues.isEmpty { sawTemplateIssues = true }
-        if !compilation.issues.isEmpty,
-           reportedOrigins.insert(OriginKey(file: value.origin.path, position: value.origin.position, baseOffset: baseOffset,
-                                            template: key)).inserted {
-            for issue in compilation.issues {
-                let position = position(of: issue.offset + baseOffset, length: issue.length, in: value)
-                diagnostics.append(Diagnostic(file: value.origin.file, at: position,
-                                              severity: issue.severity == .error ? .error : .warning, message: issue.message))
-            }
-        }
-        requestReferences.append(RequestReferences(references: compilation.references, origin: value, baseOffset: baseOffset))
-        return compilation.template
-    }
 
     /// A header line of a custom headers value: its name, and its value's text and byte offset.
     private struct HeaderLine {
@@ -639,8 +479,8 @@ public struct RequestBuilder: Sendable {
         var result: [HeaderTemplate] = []
         result.reserveCapacity(lines.count)
         for line in lines {
-            guard let template = compile(value, kind: .headerValue, baseOffset: line.valueOffset, text: line.valueText,
-                                         account: account, diagnostics: &diagnostics) else {
+            guard let template = templates.compile(value, kind: .headerValue, baseOffset: line.valueOffset,
+                                                   text: line.valueText, diagnostics: &diagnostics) else {
                 failed = true
                 continue
             }
@@ -663,7 +503,7 @@ public struct RequestBuilder: Sendable {
             if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else {
                 let shown = value.isSecret ? "********" : String(decoding: line, as: UTF8.self)
-                report(.error, "a custom header line must read 'Name: value', not '\(shown)'", at: value, offset: lineStart, diagnostics: &diagnostics)
+                templates.report(.error, "a custom header line must read 'Name: value', not '\(shown)'", at: value, offset: lineStart, diagnostics: &diagnostics)
                 failed = true
                 continue
             }
@@ -672,12 +512,12 @@ public struct RequestBuilder: Sendable {
             while let last = nameBytes.last, last == 0x20 || last == 0x09 { nameBytes = nameBytes.dropLast() }
             let name = String(decoding: nameBytes, as: UTF8.self)
             if let percent = nameBytes.firstIndex(of: UInt8(ascii: "%")) {
-                report(.error, "a placeholder cannot stand in a header name", at: value, offset: percent, diagnostics: &diagnostics)
+                templates.report(.error, "a placeholder cannot stand in a header name", at: value, offset: percent, diagnostics: &diagnostics)
                 failed = true
                 continue
             }
             guard !name.isEmpty, nameBytes.allSatisfy(Self.isTokenByte) else {
-                report(.error, "'\(value.isSecret ? "********" : name)' is not a valid header name", at: value, offset: lineStart,
+                templates.report(.error, "'\(value.isSecret ? "********" : name)' is not a valid header name", at: value, offset: lineStart,
                        diagnostics: &diagnostics)
                 failed = true
                 continue
@@ -687,133 +527,24 @@ public struct RequestBuilder: Sendable {
             let headerText = String(decoding: line[valueStart...], as: UTF8.self)
             switch name.lowercased() {
             case "user-agent":
-                report(.warning, "User-Agent is always \(Self.userAgent); this header is not sent",
+                templates.report(.warning, "User-Agent is always \(Self.userAgent); this header is not sent",
                        at: value, offset: lineStart, diagnostics: &diagnostics)
                 continue
             case "content-type":
-                report(.warning, "set the body's type with the ContentType key, so that values are encoded for it",
+                templates.report(.warning, "set the body's type with the ContentType key, so that values are encoded for it",
                        at: value, offset: lineStart, diagnostics: &diagnostics)
             default:
                 break
             }
             if lines.contains(where: { $0.name.lowercased() == name.lowercased() }) {
-                report(.warning, "the header \(name) is given twice; both lines are sent", at: value, offset: lineStart, diagnostics: &diagnostics)
+                templates.report(.warning, "the header \(name) is given twice; both lines are sent", at: value, offset: lineStart, diagnostics: &diagnostics)
             }
             lines.append(HeaderLine(name: name, valueOffset: valueStart, valueText: headerText))
         }
         return (lines, failed)
     }
 
-    /// `%account[KEY]%` naming a key no account has is an error; one this account lacks, a warning.
-    private mutating func checkAccountReferences(account: Account, diagnostics: inout DiagnosticList) {
-        for placed in requestReferences {
-            for reference in placed.references {
-                guard let key = reference.key, !account.writes(key),
-                      !DeviceValues.names.contains(key) else { continue }
-                let origin = (value: placed.origin, baseOffset: placed.baseOffset)
-                let position = position(of: reference.offset + origin.baseOffset, length: reference.length, in: origin.value)
-                let (someAccountHasIt, nearest) = withAccountKeys { keys in
-                    keys.contains(key) ? (true, nil) : (false, NameSuggester.nearest(to: key, among: keys))
-                }
-                if someAccountHasIt {
-                    diagnostics.append(Diagnostic(file: origin.value.origin.file, at: position, severity: .warning,
-                                                  message: "the account has no key '\(key)', so %account[\(key)]% renders empty",
-                                                  account: account.id))
-                } else {
-                    var message = "no account has a key '\(key)'"
-                    if let nearest { message += "; did you mean '\(nearest)'?" }
-                    diagnostics.append(Diagnostic(file: origin.value.origin.file, at: position, severity: .error, message: message))
-                }
-            }
-        }
-    }
-
-    // MARK: Positions
-
-    private func report(_ severity: Diagnostic.Severity, _ message: String, at value: ConfigValue, offset: Int? = nil,
-                        diagnostics: inout DiagnosticList, account: String? = nil) {
-        let position = offset.map { self.position(of: $0, length: 1, in: value) } ?? value.origin.position
-        diagnostics.append(Diagnostic(file: value.origin.file, at: position, severity: severity, message: message, account: account))
-    }
-
-    /// The file position of UTF-8 `offset` in a value's text, found in the scalar as written.
-    func position(of offset: Int, length: Int, in value: ConfigValue) -> SourcePosition {
-        let origin = value.origin
-        let valueBytes = Array(value.text.utf8)
-        guard origin.isVerbatim, offset < valueBytes.count,
-              let source = sources[origin.file],
-              let start = source.byteOffset(of: origin.position) else { return origin.position }
-        let end = source.byteOffset(of: origin.end) ?? source.bytes.count
-        var needle = Array(valueBytes[offset..<min(valueBytes.count, offset + max(1, length))])
-        if let newline = needle.firstIndex(of: 0x0A) { needle = Array(needle[..<newline]) }
-        if needle.isEmpty { return origin.position }
-        var occurrence = 0
-        var i = 0
-        while i < offset {
-            if valueBytes[i...].starts(with: needle) { occurrence += 1 }
-            i += 1
-        }
-        let bytes = source.bytes
-        var found = 0
-        var j = start
-        while j + needle.count <= end {
-            if bytes[j] == needle[0], bytes[j..<(j + needle.count)].elementsEqual(needle) {
-                if found == occurrence { return source.position(ofByteOffset: j) }
-                found += 1
-            }
-            j += 1
-        }
-        return origin.position
-    }
-
     // MARK: Helpers
-
-    static func hasHTTPPrefix(_ text: String) -> Bool {
-        // Byte by byte, ASCII letters folded: it runs for every request.
-        var bytes = text.utf8.makeIterator()
-        for expected in "http".utf8 {
-            guard let byte = bytes.next(), byte | 0x20 == expected else { return false }
-        }
-        var next = bytes.next()
-        if next.map({ $0 | 0x20 }) == UInt8(ascii: "s") { next = bytes.next() }
-        return next == UInt8(ascii: ":") && bytes.next() == UInt8(ascii: "/") && bytes.next() == UInt8(ascii: "/")
-    }
-
-    /// The scheme, host (lowercased, IPv6 without brackets) and port (the scheme's when none is
-    /// written) of a rendered URL; nil without `scheme://host`. Byte-level: it runs for every request.
-    public static func target(of url: String) -> (scheme: String, host: String, port: Int)? {
-        let bytes = url.utf8
-        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")),
-              bytes[colon...].starts(with: "://".utf8) else { return nil }
-        let scheme = String(decoding: bytes[..<colon], as: UTF8.self).lowercased()
-        let authorityStart = bytes.index(colon, offsetBy: 3)
-        var authority = bytes[authorityStart...].prefix {
-            $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#")
-        }
-        if let at = authority.lastIndex(of: UInt8(ascii: "@")) { authority = authority[authority.index(after: at)...] }
-        var host: Substring.UTF8View
-        var rest: Substring.UTF8View
-        if authority.first == UInt8(ascii: "["), let close = authority.firstIndex(of: UInt8(ascii: "]")) {
-            host = authority[authority.index(after: authority.startIndex)..<close]
-            rest = authority[authority.index(after: close)...]
-        } else {
-            host = authority.prefix { $0 != UInt8(ascii: ":") }
-            rest = authority[host.endIndex...]
-        }
-        guard !host.isEmpty else { return nil }
-        var port = scheme == "https" ? 443 : 80
-        if rest.first == UInt8(ascii: ":"), let written = Int(String(decoding: rest.dropFirst(), as: UTF8.self)) {
-            port = written
-        }
-        return (scheme, String(decoding: host, as: UTF8.self).lowercased(), port)
-    }
-
-    /// Whether `host` is a loopback name or address (`localhost`, `127.0.0.0/8`, `::1`).
-    public static func isLoopback(_ host: String) -> Bool {
-        if host == "localhost" || host.hasSuffix(".localhost") || host == "::1" { return true }
-        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
-    }
 
     static func isTokenByte(_ b: UInt8) -> Bool {
         switch b {
@@ -829,7 +560,7 @@ public struct RequestBuilder: Sendable {
             text.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
             withUnsafeBytes(of: UInt8(0)) { hasher.update(bufferPointer: $0) }
         }
-        add(request.reporter.rawValue)
+        add(request.reporter)
         add(request.method)
         add(request.url)
         for header in request.headers {
@@ -848,5 +579,13 @@ public struct RequestBuilder: Sendable {
             hex.append(digits[Int(byte & 0x0F)])
         }
         return String(decoding: hex, as: UTF8.self)
+    }
+}
+
+extension RequestBuilder: EarlyAccountChecker {
+    /// What `validate` checks accounts with while they load: a builder of the configuration
+    /// loaded so far, with `hostname` and no installation id (`%installid%` as `<installid>`).
+    public static func earlyChecker(hostname: String) -> @Sendable (Configuration) -> any EarlyAccountChecker {
+        { configuration in RequestBuilder(configuration: configuration, sources: [:], installID: nil, hostname: hostname) }
     }
 }

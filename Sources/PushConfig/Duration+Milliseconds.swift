@@ -1,6 +1,6 @@
 extension Duration {
     /// Whole milliseconds, for the state's Unix times and poll timeouts.
-    var milliseconds: Int64 {
+    public var milliseconds: Int64 {
         components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
     }
 }

@@ -1,4 +1,4 @@
-@testable import PushAgent
+@testable import PushAcrobits
 import PushScheduler
 import PushTransport
 import Testing
@@ -101,30 +101,5 @@ import Testing
     ])
     func notWellFormed(_ text: String, _ problem: String) {
         #expect(XMLChecker.problem(in: Array(text.utf8)) == problem)
-    }
-}
-
-@Suite struct PlannedReportTests {
-    @Test(arguments: [
-        ("https://push.example.com/v1/token", "push.example.com:443"),
-        ("http://Push.Example.com?x=1", "push.example.com:80"),
-        ("http://127.0.0.1:8080/x", "127.0.0.1:8080"),
-        ("https://user:pw@host.example:8443/#f", "host.example:8443"),
-        ("http://[::1]/x", "[::1]:80"),
-        ("http://[::1]:9000/x", "[::1]:9000"),
-    ])
-    func host(_ url: String, _ expected: String) {
-        #expect(PlannedReport.host(of: url) == expected)
-    }
-}
-
-@Suite struct DurationTextTests {
-    @Test(arguments: [
-        (Duration.milliseconds(0), "0ms"), (.milliseconds(250), "250ms"), (.milliseconds(4237), "4.2s"),
-        (.seconds(20), "20s"), (.milliseconds(59_990), "60s"), (.seconds(60), "1m"), (.seconds(200), "3m 20s"),
-        (.seconds(1800), "30m"), (.seconds(3600), "1h"), (.seconds(3900), "1h 5m"),
-    ])
-    func text(_ duration: Duration, _ expected: String) {
-        #expect(DurationText(duration).description == expected)
     }
 }

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import PushBackend
 import PushConfig
 
 /// A rendered request as the state directory keeps it: the removal request of an account,
@@ -7,7 +8,7 @@ import PushConfig
 ///
 /// Stored as JSON text in the account's record. It holds what the transport needs, secrets
 /// included (the state files are 0600 in a 0700 directory, like the configuration's secrets).
-struct StoredRequest: Codable, Equatable, Sendable {
+public struct StoredRequest: Codable, Equatable, Sendable {
     struct Header: Codable, Equatable, Sendable {
         var name: String
         var value: String
@@ -22,7 +23,7 @@ struct StoredRequest: Codable, Equatable, Sendable {
     /// `<prefix>Timeout` in milliseconds; nil for `agent.timeout`.
     var timeoutMilliseconds: Int64?
 
-    init(_ request: RenderedRequest) {
+    public init(_ request: RenderedRequest) {
         method = request.method
         url = request.url
         headers = request.headers.map { Header(name: $0.name, value: $0.value) }
@@ -33,7 +34,7 @@ struct StoredRequest: Codable, Equatable, Sendable {
     }
 
     /// The JSON text kept in the state record.
-    var text: String {
+    public var text: String {
         (try? Self.encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? ""
     }
 
@@ -45,15 +46,15 @@ struct StoredRequest: Codable, Equatable, Sendable {
     }()
 
     /// Reads the JSON text of a state record; nil when it is not one (a newer or damaged record).
-    init?(text: String) {
+    public init?(text: String) {
         guard let decoded = try? JSONDecoder().decode(StoredRequest.self, from: Data(text.utf8)) else { return nil }
         self = decoded
     }
 
     /// The removal request of `account`, ready to plan.
-    func rendered(account: String) -> RenderedRequest {
+    public func rendered(account: String) -> RenderedRequest {
         let credentials = username.map { RenderedRequest.Credentials(username: $0, password: password ?? "") }
-        return RenderedRequest(account: account, reporter: .accountRemovalReporter, method: method, url: url,
+        return RenderedRequest(account: account, reporter: Reporter.accountRemovalReporter.rawValue, method: method, url: url,
                                headers: headers.map { (name: $0.name, value: $0.value) }, body: body,
                                credentials: credentials, timeout: timeoutMilliseconds.map { .milliseconds($0) })
     }
