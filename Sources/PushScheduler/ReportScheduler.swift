@@ -3,13 +3,16 @@ import Synchronization
 /// Sends reports when they fall due, at most `concurrency` at a time and `perHostConcurrency` per
 /// host, and retries every failure with backoff until it succeeds (SPEC §5).
 ///
-/// The scheduler knows reports only by `Key`; `perform` does the sending and says how it went.
-/// All work happens inside ``run()``, the one long-running loop; ``submit(_:host:after:)``,
-/// ``cancel(_:)``, ``shutdown()`` and the counters may be called from any task at any time,
-/// before or while `run()` runs.
+/// The scheduler knows reports only by `Key`; `perform` (or `performBatch`) does the sending and
+/// says how it went. All work happens inside ``run()``, the one long-running loop;
+/// ``submit(_:host:after:batch:)``, ``cancel(_:)``, ``shutdown()`` and the counters may be
+/// called from any task at any time, before or while `run()` runs.
 ///
 /// - Order: due reports start earliest due first (ties: submission order). A due report whose
 ///   host is at its cap waits in that host's own queue and never holds back other hosts.
+/// - Requests: `concurrency` and `perHostConcurrency` count requests. A report goes out alone,
+///   or, submitted with a ``Batching``, in a batch with the due reports of its group: one request,
+///   counted against the host of its first report.
 /// - One attempt per key: a key submitted again while its attempt is in flight starts its new
 ///   submission after that attempt returns, whose result is then ignored.
 /// - Time: waits use only the injected `clock`, jitter only the injected generator, and
@@ -31,25 +34,26 @@ import Synchronization
 public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable where C.Duration == Duration {
     private let clock: C
     private let wallClock: @Sendable () -> Int64
-    private let perform: @Sendable (_ key: Key, _ attempt: Int) async -> AttemptResult
+    private let performBatch: @Sendable (_ items: [BatchItem<Key>]) async -> [AttemptResult]
     private let onEvent: @Sendable (SchedulerEvent<Key>, ReportScheduler) -> Void
     private let state: Mutex<State>
 
-    /// Creates a scheduler; nothing runs until ``run()`` is called.
+    /// Creates a scheduler that sends reports one request at a time; nothing runs until ``run()`` is called.
     ///
     /// - Parameters:
     ///   - policy: the backoff of SPEC §5.
-    ///   - concurrency: the most attempts in flight at once (values below 1 count as 1).
-    ///   - perHostConcurrency: the most attempts in flight at once to one host (values below 1 count as 1).
+    ///   - concurrency: the most requests in flight at once (values below 1 count as 1).
+    ///   - perHostConcurrency: the most requests in flight at once to one host (values below 1 count as 1).
     ///   - clock: the clock that due times and waits are measured on.
     ///   - random: the generator the backoff jitter is drawn from.
     ///   - wallClock: the current Unix time in seconds, to turn a `Retry-After` date into a wait.
     ///   - perform: makes attempt number `attempt` (from 1) to deliver the report `key`. It is
     ///     called in a child task of `run()` and is cancelled when `run()`'s task is; it should
-    ///     then return promptly (any result; a failure is rescheduled as usual).
+    ///     then return promptly (any result; a failure is rescheduled as usual). Reports submitted
+    ///     with a ``Batching`` still form batches, whose reports it is called for one after the other.
     ///   - onEvent: told of every start, delivery and failure (see ``SchedulerEvent``), with the
     ///     scheduler itself, so that it can submit, cancel or shut down in answer.
-    public init(
+    public convenience init(
         policy: BackoffPolicy,
         concurrency: Int,
         perHostConcurrency: Int,
@@ -59,9 +63,49 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
         perform: @escaping @Sendable (_ key: Key, _ attempt: Int) async -> AttemptResult,
         onEvent: @escaping @Sendable (SchedulerEvent<Key>, ReportScheduler) -> Void = { _, _ in }
     ) {
+        self.init(
+            policy: policy, concurrency: concurrency, perHostConcurrency: perHostConcurrency, clock: clock,
+            random: random, wallClock: wallClock,
+            performBatch: { items in
+                var results: [AttemptResult] = []
+                for item in items { results.append(await perform(item.key, item.attempt)) }
+                return results
+            },
+            onEvent: onEvent
+        )
+    }
+
+    /// Creates a scheduler that hands each request to `performBatch`, batches whole; nothing runs
+    /// until ``run()`` is called.
+    ///
+    /// - Parameters:
+    ///   - policy: the backoff of SPEC §5.
+    ///   - concurrency: the most requests in flight at once, a batch counting once (values below 1 count as 1).
+    ///   - perHostConcurrency: the most requests in flight at once to one host (values below 1 count as 1).
+    ///   - clock: the clock that due times and waits are measured on.
+    ///   - random: the generator the backoff jitter is drawn from.
+    ///   - wallClock: the current Unix time in seconds, to turn a `Retry-After` date into a wait.
+    ///   - performBatch: makes one request for `items` (one report, or the reports of a batch,
+    ///     earliest due first) and returns their results in the same order; a result it leaves
+    ///     out counts as a failure "no result", one too many is ignored. It is called in a child
+    ///     task of `run()` and is cancelled when `run()`'s task is; it should then return
+    ///     promptly (any results; failures are rescheduled as usual).
+    ///   - onEvent: told of every start, delivery and failure (see ``SchedulerEvent``), per report
+    ///     in the order of the batch, with the scheduler itself, so that it can submit, cancel or
+    ///     shut down in answer.
+    public init(
+        policy: BackoffPolicy,
+        concurrency: Int,
+        perHostConcurrency: Int,
+        clock: C,
+        random: some RandomNumberGenerator & Sendable,
+        wallClock: @escaping @Sendable () -> Int64,
+        performBatch: @escaping @Sendable (_ items: [BatchItem<Key>]) async -> [AttemptResult],
+        onEvent: @escaping @Sendable (SchedulerEvent<Key>, ReportScheduler) -> Void = { _, _ in }
+    ) {
         self.clock = clock
         self.wallClock = wallClock
-        self.perform = perform
+        self.performBatch = performBatch
         self.onEvent = onEvent
         self.state = Mutex(State(
             queue: SchedulerQueue(
@@ -74,13 +118,21 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
     /// Schedules the report `key` to `host`, due `delay` from now on the clock.
     ///
     /// A key already pending is replaced: its attempt count starts again from 1 and its due time
-    /// is the new one. A key in flight keeps running, its result is ignored, and the new
-    /// submission starts after it returns (never before its due time). `host` is the key that
-    /// `perHostConcurrency` counts by; it may differ between submissions of a key.
-    public func submit(_ key: Key, host: String, after delay: Duration = .zero) {
+    /// is the new one, and so is its `batch`. A key in flight keeps running,
+    /// its result is ignored, and the new submission starts after it returns (never before its
+    /// due time). `host` is the key that `perHostConcurrency` counts by; it may differ between
+    /// submissions of a key.
+    ///
+    /// - Parameters:
+    ///   - key: the report.
+    ///   - host: what `perHostConcurrency` counts it by.
+    ///   - delay: how long from now until it is due; a negative delay counts as zero.
+    ///   - batch: when its `limit` is above 1, the report goes out in one request with the other
+    ///     reports of an equal `batch` due when it starts (see ``Batching``).
+    public func submit(_ key: Key, host: String, after delay: Duration = .zero, batch: Batching? = nil) {
         let due = clock.now.advanced(by: Swift.max(delay, .zero))
         let wakeup = state.withLock { state in
-            state.queue.submit(key, host: host, due: due)
+            state.queue.submit(key, host: host, due: due, batch: batch)
             return state.takeWakeup()
         }
         wakeup?.resume()
@@ -111,9 +163,14 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
         state.withLock { $0.queue.pendingCount }
     }
 
-    /// How many attempts are running.
+    /// How many reports have an attempt running (each report of a batch counts).
     public var inFlightCount: Int {
         state.withLock { $0.queue.inFlightCount }
+    }
+
+    /// How many requests are running: a batch counts once, as it does against `concurrency`.
+    public var inFlightRequests: Int {
+        state.withLock { $0.queue.inFlightRequests }
     }
 
     /// Runs the scheduler until its task is cancelled or ``shutdown()`` is called.
@@ -140,11 +197,13 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
                     state.step(now: now, nowEpochSeconds: nowEpochSeconds, isCancelled: isCancelled)
                 }
                 for event in step.events { onEvent(event, self) }
-                for start in step.starts {
-                    onEvent(.started(start.key, attempt: start.attempt), self)
+                for request in step.starts {
+                    let id = request.id
+                    let items = request.items.map { BatchItem(key: $0.key, attempt: $0.attempt) }
+                    for item in items { onEvent(.started(item.key, attempt: item.attempt), self) }
                     group.addTask {
-                        let result = await self.perform(start.key, start.attempt)
-                        self.finished(Completion(key: start.key, token: start.token, result: result))
+                        let results = await self.performBatch(items)
+                        self.finished(Completion(request: id, results: results))
                     }
                 }
                 switch step.wait {
@@ -213,11 +272,10 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
 }
 
 extension ReportScheduler {
-    /// The result of an attempt, waiting for the loop to account for it.
+    /// The results of a request, waiting for the loop to account for them.
     struct Completion: Sendable {
-        var key: Key
-        var token: UInt64
-        var result: AttemptResult
+        var request: UInt64
+        var results: [AttemptResult]
     }
 
     /// The loop, suspended until something changes.
@@ -238,7 +296,7 @@ extension ReportScheduler {
         }
 
         var events: [SchedulerEvent<Key>] = []
-        var starts: [SchedulerQueue<Key, C.Instant>.Start] = []
+        var starts: [SchedulerQueue<Key, C.Instant>.Request] = []
         var wait: Wait
     }
 
@@ -271,16 +329,15 @@ extension ReportScheduler {
             isSignalled = false
             var events: [SchedulerEvent<Key>] = []
             for completion in completions {
-                let event = queue.finish(
-                    completion.key, token: completion.token, result: completion.result,
+                events += queue.finish(
+                    request: completion.request, results: completion.results,
                     now: now, nowEpochSeconds: nowEpochSeconds, using: &random
                 )
-                if let event { events.append(event) }
             }
             completions.removeAll(keepingCapacity: true)
 
             if isCancelled || isShuttingDown {
-                let wait: Step.Wait = queue.inFlightCount == 0 ? .finished : .wakeup(cancellable: false)
+                let wait: Step.Wait = queue.inFlightRequests == 0 ? .finished : .wakeup(cancellable: false)
                 return Step(events: events, wait: wait)
             }
             let starts = queue.takeStartable(now: now)

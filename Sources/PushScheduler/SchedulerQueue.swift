@@ -3,17 +3,28 @@ import HeapModule
 /// The bookkeeping of ``ReportScheduler``: which reports wait, which are in flight, and which may start now.
 ///
 /// Pure and synchronous (the shell holds it under a lock and feeds it the time). Every report
-/// waiting for its due time is in `ready`, a heap ordered by due time then submission order; a
+/// waiting for its due time is in `ready`, a heap ordered by due time then submission order. A
 /// due report whose host is at `perHostConcurrency` moves to that host's own heap, so it never
-/// holds back reports for other hosts. Replaced and cancelled reports leave their heap entries
-/// behind; an entry is live only while its key's pending record carries the same token, stale
-/// ones are dropped when they surface and swept out when they outnumber the live ones.
+/// holds back reports for other hosts. A batched report is also in its group's heap, from which
+/// the due reports of its group join a batch that starts.
+///
+/// Replaced, cancelled and started reports leave heap entries behind (a batched report that
+/// starts from one heap leaves its entry in the other): an entry is live only while its key's
+/// pending record carries the same token and is queued. Stale entries are dropped when they
+/// surface and swept out when they outnumber the live reports.
 struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where Instant.Duration == Duration {
-    /// A report to start now.
-    struct Start {
-        var key: Key
-        var attempt: Int
-        var token: UInt64
+    /// A request to start now: one report, or the reports of one batch in the order they go out.
+    struct Request {
+        struct Item {
+            var key: Key
+            var attempt: Int
+            var token: UInt64
+        }
+
+        var id: UInt64
+        /// The host the request counts against: its first report's.
+        var host: String
+        var items: [Item]
     }
 
     /// A heap entry: a report's place in the due order.
@@ -32,9 +43,24 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         }
     }
 
+    /// What a submission says about where and how its report goes; kept across its retries.
+    struct Submission {
+        var host: String
+        /// Nil unless it batches (a limit above 1).
+        var batch: Batching?
+
+        init(host: String, batch: Batching? = nil) {
+            self.host = host
+            self.batch = batch?.isBatched == true ? batch : nil
+        }
+
+        /// How many heap entries a queued report of this submission has: its own and its group's.
+        var entriesWhenQueued: Int { batch == nil ? 1 : 2 }
+    }
+
     /// A report that is not in flight.
     struct Pending {
-        var host: String
+        var submission: Submission
         var due: Instant
         var sequence: UInt64
         var token: UInt64
@@ -45,11 +71,16 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
 
     /// A report whose attempt is running.
     struct InFlight {
-        var host: String
+        var submission: Submission
         var token: UInt64
         var attempts: ReportAttempts
         /// Set when the key was re-submitted or cancelled meanwhile: the result is ignored.
         var isDiscarded: Bool
+    }
+
+    /// The result of a request whose `perform` returned too few.
+    static var missingResult: AttemptResult {
+        .failed(AttemptFailure(status: nil, reason: "no result"))
     }
 
     let policy: BackoffPolicy
@@ -58,12 +89,17 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
 
     private(set) var pending: [Key: Pending] = [:]
     private(set) var inFlight: [Key: InFlight] = [:]
+    private var requests: [UInt64: Request] = [:]
     private var ready = Heap<Entry>()
     private var hostQueues: [String: Heap<Entry>] = [:]
+    /// The queued reports of each batching.
+    private var groupQueues: [Batching: Heap<Entry>] = [:]
     private var inFlightPerHost: [String: Int] = [:]
     private var lastSequence: UInt64 = 0
     private var lastToken: UInt64 = 0
-    private var staleEntries = 0
+    private var lastRequestID: UInt64 = 0
+    /// How many heap entries are stale (the sweep's trigger).
+    private(set) var staleEntries = 0
 
     init(policy: BackoffPolicy, concurrency: Int, perHostConcurrency: Int) {
         self.policy = policy
@@ -72,40 +108,46 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
     }
 
     var pendingCount: Int { pending.count }
+    /// Reports in flight.
     var inFlightCount: Int { inFlight.count }
+    /// Requests in flight: a batch counts once.
+    var inFlightRequests: Int { requests.count }
+
+    /// How many entries the heaps hold, live and stale (for tests of the sweeping).
+    var heapEntryCount: Int {
+        ready.count + hostQueues.values.reduce(0) { $0 + $1.count } + groupQueues.values.reduce(0) { $0 + $1.count }
+    }
 
     /// Schedules `key` at `due` with a fresh attempt count, replacing whatever was pending for it.
-    mutating func submit(_ key: Key, host: String, due: Instant) {
-        if pending[key]?.isQueued == true { staleEntries += 1 }
+    mutating func submit(_ key: Key, host: String, due: Instant, batch: Batching? = nil) {
+        dropPending(key)
         lastSequence += 1
         lastToken += 1
-        var record = Pending(
-            host: host, due: due, sequence: lastSequence, token: lastToken,
-            attempts: ReportAttempts(policy: policy), isQueued: false
+        let record = Pending(
+            submission: Submission(host: host, batch: batch), due: due, sequence: lastSequence,
+            token: lastToken, attempts: ReportAttempts(policy: policy), isQueued: false
         )
         if inFlight[key] != nil {
             inFlight[key]!.isDiscarded = true
             pending[key] = record
         } else {
-            record.isQueued = true
-            pending[key] = record
-            ready.insert(Entry(due: due, sequence: record.sequence, key: key, token: record.token))
+            enqueue(key, record)
         }
         sweepIfNeeded()
     }
 
     /// Forgets `key`: its pending record goes, and the result of an attempt in flight is ignored.
     mutating func cancel(_ key: Key) {
-        if let removed = pending.removeValue(forKey: key), removed.isQueued { staleEntries += 1 }
+        dropPending(key)
         inFlight[key]?.isDiscarded = true
         sweepIfNeeded()
         releaseRoomIfDrained()
     }
 
-    /// Moves every report that may start at `now` to in flight, earliest due first.
-    mutating func takeStartable(now: Instant) -> [Start] {
-        var starts: [Start] = []
-        while inFlight.count < concurrency {
+    /// Moves every report that may start at `now` to in flight, earliest due first, in requests.
+    mutating func takeStartable(now: Instant) -> [Request] {
+        var started: [Request] = []
+        while requests.count < concurrency {
             staleEntries -= Self.dropStaleHead(of: &ready, pending: pending)
             var waiting: (entry: Entry, host: String)?
             for host in Array(hostQueues.keys) where (inFlightPerHost[host] ?? 0) < perHostConcurrency {
@@ -116,31 +158,26 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
                 }
                 if waiting == nil || head < waiting!.entry { waiting = (head, host) }
             }
+            let entry: Entry
             if let head = ready.min, head.due <= now, waiting == nil || head < waiting!.entry {
-                ready.removeMin()
-                let host = pending[head.key]!.host
-                if (inFlightPerHost[host] ?? 0) >= perHostConcurrency {
-                    hostQueues[host, default: Heap()].insert(head)
-                } else {
-                    starts.append(start(head))
-                }
-            } else if let (entry, host) = waiting {
+                entry = ready.removeMin()
+            } else if let (head, host) = waiting {
                 hostQueues[host]!.removeMin()
                 if hostQueues[host]!.isEmpty { hostQueues[host] = nil }
-                starts.append(start(entry))
+                entry = head
             } else {
                 break
             }
+            let submission = pending[entry.key]!.submission
+            if (inFlightPerHost[submission.host] ?? 0) >= perHostConcurrency {
+                hostQueues[submission.host, default: Heap()].insert(entry)
+            } else {
+                started.append(startRequest(entry, now: now))
+            }
         }
+        sweepIfNeeded()
         releaseRoomIfDrained()
-        return starts
-    }
-
-    /// Once nothing waits, lets go of the room a burst made: dictionaries and heaps keep their
-    /// capacity when emptied, and an idle agent should not hold 10,000 accounts' worth of it.
-    private mutating func releaseRoomIfDrained() {
-        if pending.isEmpty && pending.capacity > 64 { pending = [:] }
-        if ready.isEmpty { ready = Heap() }
+        return started
     }
 
     /// When the next report falls due, if waiting for that time could start something.
@@ -153,12 +190,33 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         return head.due
     }
 
-    /// Records the result of the attempt `token` of `key` and returns the event to report, if any.
+    /// Records the results of the request `id`, in the order of its items, and returns the
+    /// events to report; an item without a result failed with ``missingResult``.
     ///
-    /// A failed report is queued again after the delay its ``ReportAttempts`` decides; a delivered
-    /// one is forgotten. A discarded attempt (re-submitted or cancelled meanwhile) reports nothing
-    /// and releases the replacement submission, if there is one.
+    /// A failed report is queued again after the delay its ``ReportAttempts`` decides; a
+    /// delivered one is forgotten. A discarded attempt (re-submitted or cancelled meanwhile)
+    /// reports nothing and releases the replacement submission, if there is one.
     mutating func finish(
+        request id: UInt64,
+        results: [AttemptResult],
+        now: Instant,
+        nowEpochSeconds: Int64,
+        using generator: inout some RandomNumberGenerator
+    ) -> [SchedulerEvent<Key>] {
+        guard let request = requests.removeValue(forKey: id) else { return [] }
+        let remaining = inFlightPerHost[request.host, default: 1] - 1
+        inFlightPerHost[request.host] = remaining > 0 ? remaining : nil
+        var events: [SchedulerEvent<Key>] = []
+        for (index, item) in request.items.enumerated() {
+            let result = index < results.count ? results[index] : Self.missingResult
+            if let event = finish(item.key, token: item.token, result: result, now: now, nowEpochSeconds: nowEpochSeconds, using: &generator) {
+                events.append(event)
+            }
+        }
+        return events
+    }
+
+    private mutating func finish(
         _ key: Key,
         token: UInt64,
         result: AttemptResult,
@@ -168,14 +226,9 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
     ) -> SchedulerEvent<Key>? {
         guard let record = inFlight[key], record.token == token else { return nil }
         inFlight[key] = nil
-        let remaining = inFlightPerHost[record.host, default: 1] - 1
-        inFlightPerHost[record.host] = remaining > 0 ? remaining : nil
 
         if record.isDiscarded {
-            if let replacement = pending[key], !replacement.isQueued {
-                pending[key]!.isQueued = true
-                ready.insert(Entry(due: replacement.due, sequence: replacement.sequence, key: key, token: replacement.token))
-            }
+            if let replacement = pending[key], !replacement.isQueued { enqueue(key, replacement) }
             return nil
         }
         var attempts = record.attempts
@@ -185,22 +238,84 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
             return .delivered(key, attempts: attempt)
         case .failed(let failure):
             let delay = attempts.attemptFailed(failure, nowEpochSeconds: nowEpochSeconds, using: &generator)
-            lastSequence += 1
             let due = now.advanced(by: delay)
-            pending[key] = Pending(
-                host: record.host, due: due, sequence: lastSequence, token: record.token,
-                attempts: attempts, isQueued: true
-            )
-            ready.insert(Entry(due: due, sequence: lastSequence, key: key, token: record.token))
+            lastSequence += 1
+            // A fresh token: a batched report's entries from its last wait may still be in a heap.
+            lastToken += 1
+            enqueue(key, Pending(
+                submission: record.submission, due: due, sequence: lastSequence, token: lastToken,
+                attempts: attempts, isQueued: false
+            ))
             return .failed(key, attempt: attempt, failure: failure, retryIn: delay)
         }
     }
 
-    private mutating func start(_ entry: Entry) -> Start {
-        let record = pending.removeValue(forKey: entry.key)!
-        inFlight[entry.key] = InFlight(host: record.host, token: record.token, attempts: record.attempts, isDiscarded: false)
-        inFlightPerHost[record.host, default: 0] += 1
-        return Start(key: entry.key, attempt: record.attempts.nextAttempt, token: record.token)
+    /// Records `record` as pending and queued, with its entries in `ready` and its group's heap.
+    private mutating func enqueue(_ key: Key, _ record: Pending) {
+        var record = record
+        record.isQueued = true
+        pending[key] = record
+        let entry = Entry(due: record.due, sequence: record.sequence, key: key, token: record.token)
+        ready.insert(entry)
+        if let batch = record.submission.batch {
+            groupQueues[batch, default: Heap()].insert(entry)
+        }
+    }
+
+    /// Removes the pending record of `key`, counting the entries it leaves behind.
+    private mutating func dropPending(_ key: Key) {
+        guard let removed = pending.removeValue(forKey: key), removed.isQueued else { return }
+        staleEntries += removed.submission.entriesWhenQueued
+    }
+
+    /// Starts the report of `entry` (popped from one of its heaps), with the due reports of its
+    /// group that may join it when it batches.
+    private mutating func startRequest(_ entry: Entry, now: Instant) -> Request {
+        let submission = pending[entry.key]!.submission
+        var items = [moveToFlight(entry.key)]
+        if let batch = submission.batch {
+            while items.count < batch.limit, let key = takeDueMember(of: batch, now: now) {
+                items.append(moveToFlight(key))
+            }
+        }
+        lastRequestID += 1
+        let request = Request(id: lastRequestID, host: submission.host, items: items)
+        requests[request.id] = request
+        inFlightPerHost[submission.host, default: 0] += 1
+        return request
+    }
+
+    /// Pops the earliest due report of `batch`, if any is due at `now`.
+    private mutating func takeDueMember(of batch: Batching, now: Instant) -> Key? {
+        guard groupQueues[batch] != nil else { return nil }
+        staleEntries -= Self.dropStaleHead(of: &groupQueues[batch]!, pending: pending)
+        guard let head = groupQueues[batch]!.min else {
+            groupQueues[batch] = nil
+            return nil
+        }
+        guard head.due <= now else { return nil }
+        groupQueues[batch]!.removeMin()
+        return head.key
+    }
+
+    /// Moves the queued report `key`, one of whose entries was just popped, to in flight.
+    private mutating func moveToFlight(_ key: Key) -> Request.Item {
+        let record = pending.removeValue(forKey: key)!
+        staleEntries += record.submission.entriesWhenQueued - 1
+        inFlight[key] = InFlight(submission: record.submission, token: record.token, attempts: record.attempts, isDiscarded: false)
+        return Request.Item(key: key, attempt: record.attempts.nextAttempt, token: record.token)
+    }
+
+    /// Once nothing waits, lets go of the room a burst made: dictionaries and heaps keep their
+    /// capacity when emptied, and an idle agent should not hold 10,000 accounts' worth of it.
+    /// With nothing pending every entry left is stale, so all the heaps go.
+    private mutating func releaseRoomIfDrained() {
+        guard pending.isEmpty else { return }
+        if pending.capacity > 64 { pending = [:] }
+        ready = Heap()
+        hostQueues = [:]
+        groupQueues = [:]
+        staleEntries = 0
     }
 
     private static func isLive(_ entry: Entry, in pending: [Key: Pending]) -> Bool {
@@ -218,15 +333,21 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         return dropped
     }
 
-    /// Rebuilds the heaps without their stale entries once those outnumber the live ones.
+    /// Rebuilds the heaps without their stale entries once those outnumber the live reports.
     private mutating func sweepIfNeeded() {
         guard staleEntries > 1024, staleEntries > pending.count else { return }
         let pending = self.pending
         ready.removeAll { !Self.isLive($0, in: pending) }
-        for host in Array(hostQueues.keys) {
-            hostQueues[host]!.removeAll { !Self.isLive($0, in: pending) }
-            if hostQueues[host]!.isEmpty { hostQueues[host] = nil }
-        }
+        Self.sweep(&hostQueues, pending: pending)
+        Self.sweep(&groupQueues, pending: pending)
         staleEntries = 0
+    }
+
+    /// Sweeps every heap of `queues`, dropping the ones left empty.
+    private static func sweep<Label: Hashable>(_ queues: inout [Label: Heap<Entry>], pending: [Key: Pending]) {
+        for label in Array(queues.keys) {
+            queues[label]!.removeAll { !isLive($0, in: pending) }
+            if queues[label]!.isEmpty { queues[label] = nil }
+        }
     }
 }
