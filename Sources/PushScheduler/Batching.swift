@@ -1,6 +1,6 @@
 /// How the reports of one backend go out together: as one request of up to `limit` reports.
 ///
-/// Given to ``ReportScheduler/submit(_:host:after:batch:)``. When a report submitted with a
+/// Given to ``ReportScheduler/submit(_:host:after:batch:hold:)``. When a report submitted with a
 /// `Batching` whose `limit` is above 1 starts, other reports submitted with an equal `Batching`
 /// (the same `group` *and* `limit`) that are due by then join it, earliest due first, up to
 /// `limit` reports in all, and the batch is handed to `performBatch` as one call. A `limit` of 1

@@ -5,14 +5,19 @@ import Synchronization
 ///
 /// The scheduler knows reports only by `Key`; `perform` (or `performBatch`) does the sending and
 /// says how it went. All work happens inside ``run()``, the one long-running loop;
-/// ``submit(_:host:after:batch:)``, ``cancel(_:)``, ``shutdown()`` and the counters may be
-/// called from any task at any time, before or while `run()` runs.
+/// ``submit(_:host:after:batch:hold:)``, ``cancel(_:)``, ``hold(_:for:)``, ``release(_:)``,
+/// ``shutdown()`` and the counters may be called from any task at any time, before or while
+/// `run()` runs.
 ///
 /// - Order: due reports start earliest due first (ties: submission order). A due report whose
-///   host is at its cap waits in that host's own queue and never holds back other hosts.
+///   host is at its cap waits in that host's own queue and never holds back other hosts; one
+///   whose hold label is held waits for the hold to end and never holds back anything else.
 /// - Requests: `concurrency` and `perHostConcurrency` count requests. A report goes out alone,
 ///   or, submitted with a ``Batching``, in a batch with the due reports of its group: one request,
 ///   counted against the host of its first report.
+/// - Holds: a label held with ``hold(_:for:)`` keeps the reports submitted with it from starting
+///   (a paused service, SPEC §9.0). A 429 or 503 of such a report holds its label for the report's
+///   retry delay by itself. Attempts in flight are never affected.
 /// - One attempt per key: a key submitted again while its attempt is in flight starts its new
 ///   submission after that attempt returns, whose result is then ignored.
 /// - Time: waits use only the injected `clock`, jitter only the injected generator, and
@@ -118,7 +123,7 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
     /// Schedules the report `key` to `host`, due `delay` from now on the clock.
     ///
     /// A key already pending is replaced: its attempt count starts again from 1 and its due time
-    /// is the new one, and so is its `batch`. A key in flight keeps running,
+    /// is the new one, and its `batch` and `hold` are the new ones. A key in flight keeps running,
     /// its result is ignored, and the new submission starts after it returns (never before its
     /// due time). `host` is the key that `perHostConcurrency` counts by; it may differ between
     /// submissions of a key.
@@ -129,10 +134,35 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
     ///   - delay: how long from now until it is due; a negative delay counts as zero.
     ///   - batch: when its `limit` is above 1, the report goes out in one request with the other
     ///     reports of an equal `batch` due when it starts (see ``Batching``).
-    public func submit(_ key: Key, host: String, after delay: Duration = .zero, batch: Batching? = nil) {
+    ///   - hold: the label (e.g. the service) whose ``hold(_:for:)`` keeps the report from
+    ///     starting. When an attempt of the report fails with 429 or 503, the label is held for
+    ///     the report's retry delay (which honours `Retry-After`), so every report of the label
+    ///     waits with it. Without a label only the failing report waits.
+    public func submit(_ key: Key, host: String, after delay: Duration = .zero, batch: Batching? = nil, hold: String? = nil) {
         let due = clock.now.advanced(by: Swift.max(delay, .zero))
+        wake { $0.submit(key, host: host, due: due, batch: batch, hold: hold) }
+    }
+
+    /// Keeps the reports submitted with the hold label `label` from starting for `duration` from
+    /// now on the clock, or, when `duration` is nil, until ``release(_:)``.
+    ///
+    /// A hold already in place that ends later stays as it is (one without end beats any time):
+    /// only ``release(_:)`` shortens a hold. Attempts in flight are not affected. Reports that
+    /// fall due meanwhile start once the hold ends, earliest due first.
+    public func hold(_ label: String, for duration: Duration?) {
+        let end = duration.map { clock.now.advanced(by: Swift.max($0, .zero)) }
+        wake { $0.hold(label, until: end) }
+    }
+
+    /// Ends the hold of `label` at once; its due reports may start. A label not held is ignored.
+    public func release(_ label: String) {
+        wake { $0.release(label) }
+    }
+
+    /// Changes the queue under the lock, then wakes the loop to act on it.
+    private func wake(after change: (inout SchedulerQueue<Key, C.Instant>) -> Void) {
         let wakeup = state.withLock { state in
-            state.queue.submit(key, host: host, due: due, batch: batch)
+            change(&state.queue)
             return state.takeWakeup()
         }
         wakeup?.resume()

@@ -4,9 +4,10 @@ import HeapModule
 ///
 /// Pure and synchronous (the shell holds it under a lock and feeds it the time). Every report
 /// waiting for its due time is in `ready`, a heap ordered by due time then submission order. A
-/// due report whose host is at `perHostConcurrency` moves to that host's own heap, so it never
-/// holds back reports for other hosts. A batched report is also in its group's heap, from which
-/// the due reports of its group join a batch that starts.
+/// due report that may not start yet moves to a heap of its own kind, so it never holds back
+/// the others: to its host's heap while the host is at `perHostConcurrency`, to its label's heap
+/// while the label is held. A batched report is also in its group's heap (one per batching and
+/// label), from which the due reports of its group join a batch that starts.
 ///
 /// Replaced, cancelled and started reports leave heap entries behind (a batched report that
 /// starts from one heap leaves its entry in the other): an entry is live only while its key's
@@ -48,10 +49,12 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         var host: String
         /// Nil unless it batches (a limit above 1).
         var batch: Batching?
+        var hold: String?
 
-        init(host: String, batch: Batching? = nil) {
+        init(host: String, batch: Batching? = nil, hold: String? = nil) {
             self.host = host
             self.batch = batch?.isBatched == true ? batch : nil
+            self.hold = hold
         }
 
         /// How many heap entries a queued report of this submission has: its own and its group's.
@@ -78,6 +81,11 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         var isDiscarded: Bool
     }
 
+    /// A paused label: until `end`, or until released when `end` is nil.
+    struct Hold {
+        var end: Instant?
+    }
+
     /// The result of a request whose `perform` returned too few.
     static var missingResult: AttemptResult {
         .failed(AttemptFailure(status: nil, reason: "no result"))
@@ -89,11 +97,13 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
 
     private(set) var pending: [Key: Pending] = [:]
     private(set) var inFlight: [Key: InFlight] = [:]
+    private(set) var holds: [String: Hold] = [:]
     private var requests: [UInt64: Request] = [:]
     private var ready = Heap<Entry>()
     private var hostQueues: [String: Heap<Entry>] = [:]
-    /// The queued reports of each batching.
-    private var groupQueues: [Batching: Heap<Entry>] = [:]
+    private var holdQueues: [String: Heap<Entry>] = [:]
+    /// The queued reports of each batching, by their hold label (nil: none).
+    private var groupQueues: [Batching: [String?: Heap<Entry>]] = [:]
     private var inFlightPerHost: [String: Int] = [:]
     private var lastSequence: UInt64 = 0
     private var lastToken: UInt64 = 0
@@ -115,16 +125,17 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
 
     /// How many entries the heaps hold, live and stale (for tests of the sweeping).
     var heapEntryCount: Int {
-        ready.count + hostQueues.values.reduce(0) { $0 + $1.count } + groupQueues.values.reduce(0) { $0 + $1.count }
+        ready.count + hostQueues.values.reduce(0) { $0 + $1.count } + holdQueues.values.reduce(0) { $0 + $1.count }
+            + groupQueues.values.reduce(0) { $0 + $1.values.reduce(0) { $0 + $1.count } }
     }
 
     /// Schedules `key` at `due` with a fresh attempt count, replacing whatever was pending for it.
-    mutating func submit(_ key: Key, host: String, due: Instant, batch: Batching? = nil) {
+    mutating func submit(_ key: Key, host: String, due: Instant, batch: Batching? = nil, hold: String? = nil) {
         dropPending(key)
         lastSequence += 1
         lastToken += 1
         let record = Pending(
-            submission: Submission(host: host, batch: batch), due: due, sequence: lastSequence,
+            submission: Submission(host: host, batch: batch, hold: hold), due: due, sequence: lastSequence,
             token: lastToken, attempts: ReportAttempts(policy: policy), isQueued: false
         )
         if inFlight[key] != nil {
@@ -144,8 +155,35 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         releaseRoomIfDrained()
     }
 
+    /// Holds `label` until `end` (nil: until released); a hold already in place that ends later stays.
+    mutating func hold(_ label: String, until end: Instant?) {
+        guard let current = holds[label] else {
+            holds[label] = Hold(end: end)
+            return
+        }
+        guard let currentEnd = current.end, let end else {
+            holds[label] = Hold(end: nil)
+            return
+        }
+        holds[label] = Hold(end: Swift.max(currentEnd, end))
+    }
+
+    /// Ends the hold of `label` now: its reports waiting on it queue again in their due order.
+    mutating func release(_ label: String) {
+        guard holds.removeValue(forKey: label) != nil else { return }
+        guard let parked = holdQueues.removeValue(forKey: label) else { return }
+        for entry in parked.unordered {
+            if Self.isLive(entry, in: pending) {
+                ready.insert(entry)
+            } else {
+                staleEntries -= 1
+            }
+        }
+    }
+
     /// Moves every report that may start at `now` to in flight, earliest due first, in requests.
     mutating func takeStartable(now: Instant) -> [Request] {
+        endHolds(now: now)
         var started: [Request] = []
         while requests.count < concurrency {
             staleEntries -= Self.dropStaleHead(of: &ready, pending: pending)
@@ -169,7 +207,9 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
                 break
             }
             let submission = pending[entry.key]!.submission
-            if (inFlightPerHost[submission.host] ?? 0) >= perHostConcurrency {
+            if let label = submission.hold, holds[label] != nil {
+                holdQueues[label, default: Heap()].insert(entry)
+            } else if (inFlightPerHost[submission.host] ?? 0) >= perHostConcurrency {
                 hostQueues[submission.host, default: Heap()].insert(entry)
             } else {
                 started.append(startRequest(entry, now: now))
@@ -180,14 +220,27 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         return started
     }
 
-    /// When the next report falls due, if waiting for that time could start something.
+    /// When something waiting on time may start, if waiting for that time could start something.
     ///
-    /// Nil when nothing waits on time: every due report is held by a cap, to be released by a
-    /// finishing attempt, or nothing is pending at all.
+    /// The earlier of the next due time and the end of a timed hold that due reports wait on.
+    /// Nil when nothing waits on time: every due report is held by a cap (to be released by a
+    /// finishing attempt) or by a hold without end, or nothing is pending at all.
     mutating func nextDeadline(now: Instant) -> Instant? {
+        endHolds(now: now)
         staleEntries -= Self.dropStaleHead(of: &ready, pending: pending)
-        guard let head = ready.min, head.due > now else { return nil }
-        return head.due
+        if let head = ready.min, head.due <= now { return nil }
+        var deadline = ready.min?.due
+        for (label, hold) in holds {
+            guard let end = hold.end, deadline == nil || end < deadline! else { continue }
+            guard holdQueues[label] != nil else { continue }
+            staleEntries -= Self.dropStaleHead(of: &holdQueues[label]!, pending: pending)
+            if holdQueues[label]!.isEmpty {
+                holdQueues[label] = nil
+            } else {
+                deadline = end
+            }
+        }
+        return deadline
     }
 
     /// Records the results of the request `id`, in the order of its items, and returns the
@@ -195,7 +248,8 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
     ///
     /// A failed report is queued again after the delay its ``ReportAttempts`` decides; a
     /// delivered one is forgotten. A discarded attempt (re-submitted or cancelled meanwhile)
-    /// reports nothing and releases the replacement submission, if there is one.
+    /// reports nothing and releases the replacement submission, if there is one. A report with a
+    /// hold label that fails with 429 or 503 holds its label for its retry delay.
     mutating func finish(
         request id: UInt64,
         results: [AttemptResult],
@@ -239,6 +293,9 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         case .failed(let failure):
             let delay = attempts.attemptFailed(failure, nowEpochSeconds: nowEpochSeconds, using: &generator)
             let due = now.advanced(by: delay)
+            if let label = record.submission.hold, failure.status == 429 || failure.status == 503 {
+                hold(label, until: due)
+            }
             lastSequence += 1
             // A fresh token: a batched report's entries from its last wait may still be in a heap.
             lastToken += 1
@@ -258,7 +315,7 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         let entry = Entry(due: record.due, sequence: record.sequence, key: key, token: record.token)
         ready.insert(entry)
         if let batch = record.submission.batch {
-            groupQueues[batch, default: Heap()].insert(entry)
+            groupQueues[batch, default: [:]][record.submission.hold, default: Heap()].insert(entry)
         }
     }
 
@@ -266,6 +323,13 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
     private mutating func dropPending(_ key: Key) {
         guard let removed = pending.removeValue(forKey: key), removed.isQueued else { return }
         staleEntries += removed.submission.entriesWhenQueued
+    }
+
+    /// Ends the timed holds that are over at `now`.
+    private mutating func endHolds(now: Instant) {
+        for (label, hold) in holds {
+            if let end = hold.end, end <= now { release(label) }
+        }
     }
 
     /// Starts the report of `entry` (popped from one of its heaps), with the due reports of its
@@ -285,17 +349,24 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         return request
     }
 
-    /// Pops the earliest due report of `batch`, if any is due at `now`.
+    /// Pops the earliest due report of `batch` whose label is not held, if any is due at `now`.
+    ///
+    /// Costs a look at each label's heap of the group (few: a group is usually one service).
     private mutating func takeDueMember(of batch: Batching, now: Instant) -> Key? {
         guard groupQueues[batch] != nil else { return nil }
-        staleEntries -= Self.dropStaleHead(of: &groupQueues[batch]!, pending: pending)
-        guard let head = groupQueues[batch]!.min else {
-            groupQueues[batch] = nil
-            return nil
+        var earliest: (entry: Entry, label: String?)?
+        for label in Array(groupQueues[batch]!.keys) where label.map({ holds[$0] == nil }) ?? true {
+            staleEntries -= Self.dropStaleHead(of: &groupQueues[batch]![label]!, pending: pending)
+            guard let head = groupQueues[batch]![label]!.min else {
+                groupQueues[batch]![label] = nil
+                continue
+            }
+            if head.due <= now, earliest == nil || head < earliest!.entry { earliest = (head, label) }
         }
-        guard head.due <= now else { return nil }
-        groupQueues[batch]!.removeMin()
-        return head.key
+        if groupQueues[batch]!.isEmpty { groupQueues[batch] = nil }
+        guard let (entry, label) = earliest else { return nil }
+        groupQueues[batch]![label]!.removeMin()
+        return entry.key
     }
 
     /// Moves the queued report `key`, one of whose entries was just popped, to in flight.
@@ -314,6 +385,7 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         if pending.capacity > 64 { pending = [:] }
         ready = Heap()
         hostQueues = [:]
+        holdQueues = [:]
         groupQueues = [:]
         staleEntries = 0
     }
@@ -339,7 +411,11 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         let pending = self.pending
         ready.removeAll { !Self.isLive($0, in: pending) }
         Self.sweep(&hostQueues, pending: pending)
-        Self.sweep(&groupQueues, pending: pending)
+        Self.sweep(&holdQueues, pending: pending)
+        for batch in Array(groupQueues.keys) {
+            Self.sweep(&groupQueues[batch]!, pending: pending)
+            if groupQueues[batch]!.isEmpty { groupQueues[batch] = nil }
+        }
         staleEntries = 0
     }
 

@@ -4,8 +4,6 @@ import Testing
 
 @Suite("Batches through the scheduler's async shell, on a manual clock")
 struct BatchSchedulerTests {
-    typealias Instant = ManualClock.Instant
-
     let batch = Batching(group: "svc", limit: 3)
 
     @Test("A batch is one performBatch call: its reports start together, count once, and report per key")

@@ -3,7 +3,7 @@ import PushTestSupport
 import Testing
 
 /// The scheduler's bookkeeping, driven synchronously: no tasks, no clock, only instants.
-@Suite("The scheduler's queue: batches")
+@Suite("The scheduler's queue: batches and holds")
 struct SchedulerQueueTests {
     typealias Queue = SchedulerQueue<String, ManualClock.Instant>
     typealias Instant = ManualClock.Instant
@@ -247,5 +247,174 @@ struct SchedulerQueueTests {
         #expect(inOrder)
         #expect(queue.inFlightCount == count)
         #expect(queue.heapEntryCount == 0)
+    }
+
+    // MARK: Holds
+
+    @Test("Keys of a held label wait without holding back other keys, hosts or labels")
+    func holdParksKeys() throws {
+        var queue = Self.makeQueue(concurrency: 1, perHostConcurrency: 1)
+        var generator = SeededGenerator(seed: 1)
+        queue.hold("svc", until: nil)
+        queue.submit("s1", host: "h", due: Self.at(0), hold: "svc")
+        queue.submit("p", host: "h", due: Self.at(0))
+        queue.submit("s2", host: "h", due: Self.at(0), hold: "svc")
+        queue.submit("q", host: "h", due: Self.at(0), hold: "other")
+        let first = try Self.take(&queue, now: Self.at(0), expecting: [["p"]])
+        _ = Self.finish(&queue, first[0], generator: &generator)
+        let second = try Self.take(&queue, now: Self.at(0), expecting: [["q"]])
+        _ = Self.finish(&queue, second[0], generator: &generator)
+        try Self.take(&queue, now: Self.at(0), expecting: [])
+        // A hold without end sets no deadline: only release(_:) ends it.
+        #expect(queue.nextDeadline(now: Self.at(0)) == nil)
+        #expect(queue.pendingCount == 2)
+        queue.release("svc")
+        #expect(queue.holds.isEmpty)
+        let third = try Self.take(&queue, now: Self.at(0), expecting: [["s1"]])
+        _ = Self.finish(&queue, third[0], generator: &generator)
+        try Self.take(&queue, now: Self.at(0), expecting: [["s2"]])
+        Self.expectConsistent(queue)
+    }
+
+    @Test("A timed hold ends on time, and the deadline accounts for it while keys wait on it")
+    func timedHoldExpires() throws {
+        var queue = Self.makeQueue()
+        queue.hold("svc", until: Self.at(30))
+        queue.hold("idle", until: Self.at(20))
+        queue.submit("s1", host: "h", due: Self.at(0), hold: "svc")
+        queue.submit("s2", host: "h", due: Self.at(50), hold: "svc")
+        queue.submit("t", host: "h", due: Self.at(10))
+        try Self.take(&queue, now: Self.at(0), expecting: [])
+        #expect(queue.nextDeadline(now: Self.at(0)) == Self.at(10))
+        try Self.take(&queue, now: Self.at(10), expecting: [["t"]])
+        // Nothing waits on "idle", so its end wakes nobody.
+        #expect(queue.nextDeadline(now: Self.at(10)) == Self.at(30))
+        let justBefore = Self.at(30).advanced(by: .nanoseconds(-1))
+        try Self.take(&queue, now: justBefore, expecting: [])
+        #expect(queue.nextDeadline(now: justBefore) == Self.at(30))
+        try Self.take(&queue, now: Self.at(30), expecting: [["s1"]])
+        #expect(queue.holds.isEmpty)
+        // s2 is due after the hold: it starts at its due time, not before.
+        #expect(queue.nextDeadline(now: Self.at(30)) == Self.at(50))
+        try Self.take(&queue, now: Self.at(50), expecting: [["s2"]])
+    }
+
+    @Test("A later hold keeps the later end; a hold without end beats any time; release ends it")
+    func holdKeepsLaterEnd() throws {
+        var queue = Self.makeQueue()
+        queue.hold("svc", until: Self.at(30))
+        queue.hold("svc", until: Self.at(20))
+        #expect(queue.holds["svc"]?.end == Self.at(30))
+        queue.hold("svc", until: Self.at(40))
+        #expect(queue.holds["svc"]?.end == Self.at(40))
+        queue.hold("svc", until: nil)
+        queue.hold("svc", until: Self.at(50))
+        #expect(queue.holds["svc"] != nil && queue.holds["svc"]?.end == nil)
+        queue.submit("s", host: "h", due: Self.at(0), hold: "svc")
+        try Self.take(&queue, now: Self.at(100), expecting: [])
+        queue.release("svc")
+        queue.release("unknown")
+        try Self.take(&queue, now: Self.at(100), expecting: [["s"]])
+    }
+
+    @Test("A held key waiting in its host's queue does not block the host when the host frees up")
+    func heldInHostQueue() throws {
+        var queue = Self.makeQueue(perHostConcurrency: 1)
+        var generator = SeededGenerator(seed: 1)
+        queue.submit("a", host: "h", due: Self.at(0), hold: "svc")
+        queue.submit("b", host: "h", due: Self.at(0), hold: "svc")
+        let first = try Self.take(&queue, now: Self.at(0), expecting: [["a"]])
+        queue.hold("svc", until: nil)
+        queue.submit("c", host: "h", due: Self.at(1))
+        // The hold leaves a's attempt alone.
+        let aDone = Self.finish(&queue, first[0], generator: &generator)
+        #expect(aDone == [.delivered("a", attempts: 1)])
+        try Self.take(&queue, now: Self.at(1), expecting: [["c"]])
+        queue.release("svc")
+        try Self.take(&queue, now: Self.at(1), expecting: [])
+        #expect(queue.inFlightRequests == 1)
+        Self.expectConsistent(queue)
+    }
+
+    @Test("Held keys do not join a batch; their group's other keys do")
+    func heldKeysStayOutOfBatches() throws {
+        var queue = Self.makeQueue()
+        let wide = Batching(group: "svc", limit: 5)
+        queue.hold("b", until: nil)
+        queue.submit("k1", host: "h", due: Self.at(0), batch: wide, hold: "a")
+        queue.submit("k2", host: "h", due: Self.at(0), batch: wide, hold: "b")
+        queue.submit("k3", host: "h", due: Self.at(0), batch: wide)
+        queue.submit("k4", host: "h", due: Self.at(0), batch: wide, hold: "a")
+        try Self.take(&queue, now: Self.at(0), expecting: [["k1", "k3", "k4"]])
+        queue.release("b")
+        try Self.take(&queue, now: Self.at(0), expecting: [["k2"]])
+        #expect(queue.heapEntryCount == 0)
+    }
+
+    @Test("A 429 with Retry-After holds the key's label for its retry delay; other labels go on")
+    func automaticHoldWithRetryAfter() throws {
+        var queue = Self.makeQueue(concurrency: 1)
+        var generator = SeededGenerator(seed: 1)
+        queue.submit("s1", host: "h", due: Self.at(0), hold: "svc")
+        queue.submit("s2", host: "h", due: Self.at(0), hold: "svc")
+        queue.submit("u", host: "h", due: Self.at(0))
+        let first = try Self.take(&queue, now: Self.at(0), expecting: [["s1"]])
+        let events = Self.finish(&queue, first[0], [.failed(.http(429, retryAfter: .seconds(120)))], generator: &generator)
+        #expect(events == [.failed("s1", attempt: 1, failure: .http(429, retryAfter: .seconds(120)), retryIn: .seconds(120))])
+        #expect(queue.holds["svc"]?.end == Self.at(120))
+        let second = try Self.take(&queue, now: Self.at(0), expecting: [["u"]])
+        _ = Self.finish(&queue, second[0], generator: &generator)
+        try Self.take(&queue, now: Self.at(0), expecting: [])
+        #expect(queue.nextDeadline(now: Self.at(0)) == Self.at(120))
+        try Self.take(&queue, now: Self.at(119), expecting: [])
+        // s2 was due first, so it goes first once the hold ends.
+        try Self.take(&queue, now: Self.at(120), expecting: [["s2"]])
+    }
+
+    @Test("A 503 without Retry-After holds the label for the key's backoff delay")
+    func automaticHoldWithoutRetryAfter() throws {
+        var queue = Self.makeQueue()
+        var generator = SeededGenerator(seed: 9)
+        var twin = SeededGenerator(seed: 9)
+        let expected = BackoffPolicy().delay(afterFailure: 1, using: &twin)
+        queue.submit("s1", host: "h", due: Self.at(0), batch: group, hold: "svc")
+        queue.submit("s2", host: "h", due: Self.at(0), batch: group, hold: "svc")
+        let batch = try Self.take(&queue, now: Self.at(0), expecting: [["s1", "s2"]])
+        _ = Self.finish(&queue, batch[0], [.failed(.http(503)), .delivered], now: Self.at(5), generator: &generator)
+        #expect(queue.holds["svc"]?.end == Self.at(5).advanced(by: expected))
+        queue.submit("s3", host: "h", due: Self.at(5), hold: "svc")
+        try Self.take(&queue, now: Self.at(5), expecting: [])
+        #expect(queue.nextDeadline(now: Self.at(5)) == Self.at(5).advanced(by: expected))
+    }
+
+    @Test("No hold for a key without a label, nor for a failure other than 429 and 503")
+    func noAutomaticHold() throws {
+        var queue = Self.makeQueue()
+        var generator = SeededGenerator(seed: 1)
+        queue.submit("plain", host: "h", due: Self.at(0))
+        let plain = try Self.take(&queue, now: Self.at(0), expecting: [["plain"]])
+        _ = Self.finish(&queue, plain[0], [.failed(.http(429, retryAfter: .seconds(60)))], generator: &generator)
+        for status in [500, 408, 404] {
+            queue.submit("labelled", host: "h", due: Self.at(0), hold: "svc")
+            let labelled = try Self.take(&queue, now: Self.at(0), expecting: [["labelled"]])
+            let events = Self.finish(&queue, labelled[0], [.failed(.http(status))], generator: &generator)
+            #expect(events.count(failed: "labelled") == 1)
+        }
+        #expect(queue.holds.isEmpty)
+        queue.submit("other", host: "h", due: Self.at(0))
+        queue.submit("labelled2", host: "h", due: Self.at(0), hold: "svc")
+        try Self.take(&queue, now: Self.at(0), expecting: [["other"], ["labelled2"]])
+    }
+
+    @Test("A discarded attempt's 429 holds nothing")
+    func discardedResultHoldsNothing() throws {
+        var queue = Self.makeQueue()
+        var generator = SeededGenerator(seed: 1)
+        queue.submit("s", host: "h", due: Self.at(0), hold: "svc")
+        let requests = try Self.take(&queue, now: Self.at(0), expecting: [["s"]])
+        queue.cancel("s")
+        let events = Self.finish(&queue, requests[0], [.failed(.http(429))], generator: &generator)
+        #expect(events.isEmpty)
+        #expect(queue.holds.isEmpty)
     }
 }
