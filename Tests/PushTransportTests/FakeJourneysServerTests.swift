@@ -307,3 +307,36 @@ import Testing
 }
 
 typealias FailureReason = FakeJourneysServer.FailureReason
+
+/// The demo receiver answers the Journeys paths with the fake's handling, for any organization
+/// and credentials, and every other path as before.
+@Suite(.timeLimit(.minutes(1))) struct FakeJourneysReceiverTests {
+    @Test func theReceiverPlaysJourneysAndPrintsWhatItGets() async throws {
+        let directory = TemporaryDirectory()
+        let (process, output, port) = try ReceiverTests.start(["--count", "3", "--status", "201"], in: directory)
+        let transport = try CurlTransport()
+        let base = "http://127.0.0.1:\(port)/api/v1.0/orgs/any-org/pushdeviceregistration/devices"
+        let registration = #"{"MobileAppId":"app","UserId":"u","ApiToken":"whatever","FcmDeviceToken":"fcm-9"}"#
+        let registered = try await transport.send(TransportRequest(
+            method: "POST", url: base, headers: [("Content-Type", "application/json"), ("x-ms-track-registration", "true")],
+            body: Array(registration.utf8)))
+        #expect(registered.status == 202)
+        let id = try #require((try JSONSerialization.jsonObject(with: Data(registered.body)) as? [String: String])?["RegistrationRequestId"])
+        let status = try await transport.send(TransportRequest(
+            method: "POST", url: base + "/status/", headers: [("Content-Type", "application/json")],
+            body: Array(#"{"RegistrationRequestIds":["\#(id)"],"MobileAppId":"app","ApiToken":"whatever"}"#.utf8)))
+        #expect(String(decoding: status.body, as: UTF8.self) == #"[{"Status":"Success","FailureReason":null}]"#)
+        let other = try await transport.send(TransportRequest(method: "POST", url: "http://127.0.0.1:\(port)/push",
+                                                              headers: [("Content-Type", "application/json")], body: Array("{}".utf8)))
+        #expect(other.status == 201)
+        #expect(other.body == Array("{}".utf8))
+        #expect(ReceiverTests.exitStatus(process) == 0)
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(printed.contains("── request 1 (connection "))
+        #expect(printed.contains("POST /api/v1.0/orgs/any-org/pushdeviceregistration/devices\n"))
+        #expect(printed.contains(registration + "\n"))
+        #expect(printed.contains("POST /api/v1.0/orgs/any-org/pushdeviceregistration/devices/status/\n"))
+        #expect(printed.contains("── request 3 (connection "))
+        #expect(printed.contains("POST /push\n"))
+    }
+}
