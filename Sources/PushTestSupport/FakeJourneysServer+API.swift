@@ -183,21 +183,11 @@ extension FakeJourneysServer {
             return Body(value: value, keys: JSONObjectKeys.outermost(in: bytes))
         }
 
-        /// `text` as a JSON string.
-        static func quoted(_ text: String) -> String {
-            var result = "\""
-            for scalar in text.unicodeScalars {
-                switch scalar {
-                case "\"": result += "\\\""
-                case "\\": result += "\\\\"
-                case "\n": result += "\\n"
-                case "\r": result += "\\r"
-                case "\t": result += "\\t"
-                case _ where scalar.value < 0x20: result += String(format: "\\u%04x", scalar.value)
-                default: result.unicodeScalars.append(scalar)
-                }
-            }
-            return result + "\""
+        /// `text` as a JSON string. Answers are written piece by piece to keep their keys in the
+        /// seed's order, which JSONSerialization's dictionaries do not.
+        private static func quoted(_ text: String) -> String {
+            let data = try? JSONSerialization.data(withJSONObject: text, options: [.fragmentsAllowed, .withoutEscapingSlashes])
+            return data.map { String(decoding: $0, as: UTF8.self) } ?? "null"
         }
 
         private static func jsonReply(_ status: Int, _ json: String) -> Reply {
