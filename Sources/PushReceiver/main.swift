@@ -1,12 +1,15 @@
 // pushreporter-receiver: the demo receiver of `make run`. It listens on 127.0.0.1, prints every
-// request it is sent and answers each with a fixed status and `{}`.
+// request it is sent and answers each with a fixed status and `{}`, except the Customer Insights –
+// Journeys device-registration paths (`/api/v1.0/orgs/{org}/pushdeviceregistration/…`), which it
+// answers as `FakeJourneysServer` does, for any org, MobileAppId and ApiToken: registrations 202
+// (with a RegistrationRequestId when tracked), status queries 200 with `Success`, cleanups 202.
 //
 //   pushreporter-receiver [--port N] [--port-file PATH] [--count N] [--status CODE]
 //
 // --port N        listen on port N (default: a free ephemeral port)
 // --port-file P   write the port to P once listening (atomically: a reader never sees half of it)
 // --count N       exit 0 after answering N requests (default: run until SIGTERM or SIGINT, then exit 0)
-// --status CODE   the status of every answer (default 200)
+// --status CODE   the status of every answer but the Journeys ones (default 200)
 //
 // A bad argument prints one line to standard error and exits 64 (EX_USAGE).
 #if canImport(Glibc)
@@ -138,15 +141,15 @@ pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
 // up even when handlers on two connections race.
 let printed = Mutex(0)
 let status = options.status
-let server: LoopbackHTTPServer
+let server: FakeJourneysServer
 do {
-    server = try LoopbackHTTPServer(port: options.port, recording: false) { request, _ in
+    server = try FakeJourneysServer(port: options.port, recording: false, checksCredentials: false) { request, _, journeys in
         printed.withLock { count in
             count += 1
             // A reader that went away is no reason to stop answering.
             try? FileHandle.standardOutput.write(contentsOf: Data(describe(request, number: count).utf8))
         }
-        return .status(status, contentType: "application/json", body: "{}")
+        return journeys ?? .status(status, contentType: "application/json", body: "{}")
     }
 } catch {
     complain("cannot listen on 127.0.0.1:\(options.port): \(error)")

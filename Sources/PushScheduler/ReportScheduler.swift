@@ -3,13 +3,21 @@ import Synchronization
 /// Sends reports when they fall due, at most `concurrency` at a time and `perHostConcurrency` per
 /// host, and retries every failure with backoff until it succeeds (SPEC §5).
 ///
-/// The scheduler knows reports only by `Key`; `perform` does the sending and says how it went.
-/// All work happens inside ``run()``, the one long-running loop; ``submit(_:host:after:)``,
-/// ``cancel(_:)``, ``shutdown()`` and the counters may be called from any task at any time,
-/// before or while `run()` runs.
+/// The scheduler knows reports only by `Key`; `perform` (or `performBatch`) does the sending and
+/// says how it went. All work happens inside ``run()``, the one long-running loop;
+/// ``submit(_:host:after:batch:hold:)``, ``cancel(_:)``, ``hold(_:for:)``, ``release(_:)``,
+/// ``shutdown()`` and the counters may be called from any task at any time, before or while
+/// `run()` runs.
 ///
 /// - Order: due reports start earliest due first (ties: submission order). A due report whose
-///   host is at its cap waits in that host's own queue and never holds back other hosts.
+///   host is at its cap waits in that host's own queue and never holds back other hosts; one
+///   whose hold label is held waits for the hold to end and never holds back anything else.
+/// - Requests: `concurrency` and `perHostConcurrency` count requests. A report goes out alone,
+///   or, submitted with a ``Batching``, in a batch with the due reports of its group: one request,
+///   counted against the host of its first report.
+/// - Holds: a label held with ``hold(_:for:)`` keeps the reports submitted with it from starting
+///   (a paused service, SPEC §9.0). A 429 or 503 of such a report holds its label for the report's
+///   retry delay by itself. Attempts in flight are never affected.
 /// - One attempt per key: a key submitted again while its attempt is in flight starts its new
 ///   submission after that attempt returns, whose result is then ignored.
 /// - Time: waits use only the injected `clock`, jitter only the injected generator, and
@@ -31,25 +39,26 @@ import Synchronization
 public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable where C.Duration == Duration {
     private let clock: C
     private let wallClock: @Sendable () -> Int64
-    private let perform: @Sendable (_ key: Key, _ attempt: Int) async -> AttemptResult
+    private let performBatch: @Sendable (_ items: [BatchItem<Key>]) async -> [AttemptResult]
     private let onEvent: @Sendable (SchedulerEvent<Key>, ReportScheduler) -> Void
     private let state: Mutex<State>
 
-    /// Creates a scheduler; nothing runs until ``run()`` is called.
+    /// Creates a scheduler that sends reports one request at a time; nothing runs until ``run()`` is called.
     ///
     /// - Parameters:
     ///   - policy: the backoff of SPEC §5.
-    ///   - concurrency: the most attempts in flight at once (values below 1 count as 1).
-    ///   - perHostConcurrency: the most attempts in flight at once to one host (values below 1 count as 1).
+    ///   - concurrency: the most requests in flight at once (values below 1 count as 1).
+    ///   - perHostConcurrency: the most requests in flight at once to one host (values below 1 count as 1).
     ///   - clock: the clock that due times and waits are measured on.
     ///   - random: the generator the backoff jitter is drawn from.
     ///   - wallClock: the current Unix time in seconds, to turn a `Retry-After` date into a wait.
     ///   - perform: makes attempt number `attempt` (from 1) to deliver the report `key`. It is
     ///     called in a child task of `run()` and is cancelled when `run()`'s task is; it should
-    ///     then return promptly (any result; a failure is rescheduled as usual).
+    ///     then return promptly (any result; a failure is rescheduled as usual). Reports submitted
+    ///     with a ``Batching`` still form batches, whose reports it is called for one after the other.
     ///   - onEvent: told of every start, delivery and failure (see ``SchedulerEvent``), with the
     ///     scheduler itself, so that it can submit, cancel or shut down in answer.
-    public init(
+    public convenience init(
         policy: BackoffPolicy,
         concurrency: Int,
         perHostConcurrency: Int,
@@ -59,9 +68,49 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
         perform: @escaping @Sendable (_ key: Key, _ attempt: Int) async -> AttemptResult,
         onEvent: @escaping @Sendable (SchedulerEvent<Key>, ReportScheduler) -> Void = { _, _ in }
     ) {
+        self.init(
+            policy: policy, concurrency: concurrency, perHostConcurrency: perHostConcurrency, clock: clock,
+            random: random, wallClock: wallClock,
+            performBatch: { items in
+                var results: [AttemptResult] = []
+                for item in items { results.append(await perform(item.key, item.attempt)) }
+                return results
+            },
+            onEvent: onEvent
+        )
+    }
+
+    /// Creates a scheduler that hands each request to `performBatch`, batches whole; nothing runs
+    /// until ``run()`` is called.
+    ///
+    /// - Parameters:
+    ///   - policy: the backoff of SPEC §5.
+    ///   - concurrency: the most requests in flight at once, a batch counting once (values below 1 count as 1).
+    ///   - perHostConcurrency: the most requests in flight at once to one host (values below 1 count as 1).
+    ///   - clock: the clock that due times and waits are measured on.
+    ///   - random: the generator the backoff jitter is drawn from.
+    ///   - wallClock: the current Unix time in seconds, to turn a `Retry-After` date into a wait.
+    ///   - performBatch: makes one request for `items` (one report, or the reports of a batch,
+    ///     earliest due first) and returns their results in the same order; a result it leaves
+    ///     out counts as a failure "no result", one too many is ignored. It is called in a child
+    ///     task of `run()` and is cancelled when `run()`'s task is; it should then return
+    ///     promptly (any results; failures are rescheduled as usual).
+    ///   - onEvent: told of every start, delivery and failure (see ``SchedulerEvent``), per report
+    ///     in the order of the batch, with the scheduler itself, so that it can submit, cancel or
+    ///     shut down in answer.
+    public init(
+        policy: BackoffPolicy,
+        concurrency: Int,
+        perHostConcurrency: Int,
+        clock: C,
+        random: some RandomNumberGenerator & Sendable,
+        wallClock: @escaping @Sendable () -> Int64,
+        performBatch: @escaping @Sendable (_ items: [BatchItem<Key>]) async -> [AttemptResult],
+        onEvent: @escaping @Sendable (SchedulerEvent<Key>, ReportScheduler) -> Void = { _, _ in }
+    ) {
         self.clock = clock
         self.wallClock = wallClock
-        self.perform = perform
+        self.performBatch = performBatch
         self.onEvent = onEvent
         self.state = Mutex(State(
             queue: SchedulerQueue(
@@ -74,13 +123,46 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
     /// Schedules the report `key` to `host`, due `delay` from now on the clock.
     ///
     /// A key already pending is replaced: its attempt count starts again from 1 and its due time
-    /// is the new one. A key in flight keeps running, its result is ignored, and the new
-    /// submission starts after it returns (never before its due time). `host` is the key that
-    /// `perHostConcurrency` counts by; it may differ between submissions of a key.
-    public func submit(_ key: Key, host: String, after delay: Duration = .zero) {
+    /// is the new one, and its `batch` and `hold` are the new ones. A key in flight keeps running,
+    /// its result is ignored, and the new submission starts after it returns (never before its
+    /// due time). `host` is the key that `perHostConcurrency` counts by; it may differ between
+    /// submissions of a key.
+    ///
+    /// - Parameters:
+    ///   - key: the report.
+    ///   - host: what `perHostConcurrency` counts it by.
+    ///   - delay: how long from now until it is due; a negative delay counts as zero.
+    ///   - batch: when its `limit` is above 1, the report goes out in one request with the other
+    ///     reports of an equal `batch` due when it starts (see ``Batching``).
+    ///   - hold: the label (e.g. the service) whose ``hold(_:for:)`` keeps the report from
+    ///     starting. When an attempt of the report fails with 429 or 503, the label is held for
+    ///     the report's retry delay (which honours `Retry-After`), so every report of the label
+    ///     waits with it. Without a label only the failing report waits.
+    public func submit(_ key: Key, host: String, after delay: Duration = .zero, batch: Batching? = nil, hold: String? = nil) {
         let due = clock.now.advanced(by: Swift.max(delay, .zero))
+        wake { $0.submit(key, host: host, due: due, batch: batch, hold: hold) }
+    }
+
+    /// Keeps the reports submitted with the hold label `label` from starting for `duration` from
+    /// now on the clock, or, when `duration` is nil, until ``release(_:)``.
+    ///
+    /// A hold already in place that ends later stays as it is (one without end beats any time):
+    /// only ``release(_:)`` shortens a hold. Attempts in flight are not affected. Reports that
+    /// fall due meanwhile start once the hold ends, earliest due first.
+    public func hold(_ label: String, for duration: Duration?) {
+        let end = duration.map { clock.now.advanced(by: Swift.max($0, .zero)) }
+        wake { $0.hold(label, until: end) }
+    }
+
+    /// Ends the hold of `label` at once; its due reports may start. A label not held is ignored.
+    public func release(_ label: String) {
+        wake { $0.release(label) }
+    }
+
+    /// Changes the queue under the lock, then wakes the loop to act on it.
+    private func wake(after change: (inout SchedulerQueue<Key, C.Instant>) -> Void) {
         let wakeup = state.withLock { state in
-            state.queue.submit(key, host: host, due: due)
+            change(&state.queue)
             return state.takeWakeup()
         }
         wakeup?.resume()
@@ -111,9 +193,14 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
         state.withLock { $0.queue.pendingCount }
     }
 
-    /// How many attempts are running.
+    /// How many reports have an attempt running (each report of a batch counts).
     public var inFlightCount: Int {
         state.withLock { $0.queue.inFlightCount }
+    }
+
+    /// How many requests are running: a batch counts once, as it does against `concurrency`.
+    public var inFlightRequests: Int {
+        state.withLock { $0.queue.inFlightRequests }
     }
 
     /// Runs the scheduler until its task is cancelled or ``shutdown()`` is called.
@@ -140,11 +227,13 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
                     state.step(now: now, nowEpochSeconds: nowEpochSeconds, isCancelled: isCancelled)
                 }
                 for event in step.events { onEvent(event, self) }
-                for start in step.starts {
-                    onEvent(.started(start.key, attempt: start.attempt), self)
+                for request in step.starts {
+                    let id = request.id
+                    let items = request.items.map { BatchItem(key: $0.key, attempt: $0.attempt) }
+                    for item in items { onEvent(.started(item.key, attempt: item.attempt), self) }
                     group.addTask {
-                        let result = await self.perform(start.key, start.attempt)
-                        self.finished(Completion(key: start.key, token: start.token, result: result))
+                        let results = await self.performBatch(items)
+                        self.finished(Completion(request: id, results: results))
                     }
                 }
                 switch step.wait {
@@ -213,11 +302,10 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
 }
 
 extension ReportScheduler {
-    /// The result of an attempt, waiting for the loop to account for it.
+    /// The results of a request, waiting for the loop to account for them.
     struct Completion: Sendable {
-        var key: Key
-        var token: UInt64
-        var result: AttemptResult
+        var request: UInt64
+        var results: [AttemptResult]
     }
 
     /// The loop, suspended until something changes.
@@ -238,7 +326,7 @@ extension ReportScheduler {
         }
 
         var events: [SchedulerEvent<Key>] = []
-        var starts: [SchedulerQueue<Key, C.Instant>.Start] = []
+        var starts: [SchedulerQueue<Key, C.Instant>.Request] = []
         var wait: Wait
     }
 
@@ -271,16 +359,15 @@ extension ReportScheduler {
             isSignalled = false
             var events: [SchedulerEvent<Key>] = []
             for completion in completions {
-                let event = queue.finish(
-                    completion.key, token: completion.token, result: completion.result,
+                events += queue.finish(
+                    request: completion.request, results: completion.results,
                     now: now, nowEpochSeconds: nowEpochSeconds, using: &random
                 )
-                if let event { events.append(event) }
             }
             completions.removeAll(keepingCapacity: true)
 
             if isCancelled || isShuttingDown {
-                let wait: Step.Wait = queue.inFlightCount == 0 ? .finished : .wakeup(cancellable: false)
+                let wait: Step.Wait = queue.inFlightRequests == 0 ? .finished : .wakeup(cancellable: false)
                 return Step(events: events, wait: wait)
             }
             let starts = queue.takeStartable(now: now)

@@ -3,17 +3,29 @@ import HeapModule
 /// The bookkeeping of ``ReportScheduler``: which reports wait, which are in flight, and which may start now.
 ///
 /// Pure and synchronous (the shell holds it under a lock and feeds it the time). Every report
-/// waiting for its due time is in `ready`, a heap ordered by due time then submission order; a
-/// due report whose host is at `perHostConcurrency` moves to that host's own heap, so it never
-/// holds back reports for other hosts. Replaced and cancelled reports leave their heap entries
-/// behind; an entry is live only while its key's pending record carries the same token, stale
-/// ones are dropped when they surface and swept out when they outnumber the live ones.
+/// waiting for its due time is in `ready`, a heap ordered by due time then submission order. A
+/// due report that may not start yet moves to a heap of its own kind, so it never holds back
+/// the others: to its host's heap while the host is at `perHostConcurrency`, to its label's heap
+/// while the label is held. A batched report is also in its group's heap (one per batching and
+/// label), from which the due reports of its group join a batch that starts.
+///
+/// Replaced, cancelled and started reports leave heap entries behind (a batched report that
+/// starts from one heap leaves its entry in the other): an entry is live only while its key's
+/// pending record carries the same token and is queued. Stale entries are dropped when they
+/// surface and swept out when they outnumber the live reports.
 struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where Instant.Duration == Duration {
-    /// A report to start now.
-    struct Start {
-        var key: Key
-        var attempt: Int
-        var token: UInt64
+    /// A request to start now: one report, or the reports of one batch in the order they go out.
+    struct Request {
+        struct Item {
+            var key: Key
+            var attempt: Int
+            var token: UInt64
+        }
+
+        var id: UInt64
+        /// The host the request counts against: its first report's.
+        var host: String
+        var items: [Item]
     }
 
     /// A heap entry: a report's place in the due order.
@@ -32,9 +44,26 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         }
     }
 
+    /// What a submission says about where and how its report goes; kept across its retries.
+    struct Submission {
+        var host: String
+        /// Nil unless it batches (a limit above 1).
+        var batch: Batching?
+        var hold: String?
+
+        init(host: String, batch: Batching? = nil, hold: String? = nil) {
+            self.host = host
+            self.batch = batch?.isBatched == true ? batch : nil
+            self.hold = hold
+        }
+
+        /// How many heap entries a queued report of this submission has: its own and its group's.
+        var entriesWhenQueued: Int { batch == nil ? 1 : 2 }
+    }
+
     /// A report that is not in flight.
     struct Pending {
-        var host: String
+        var submission: Submission
         var due: Instant
         var sequence: UInt64
         var token: UInt64
@@ -45,11 +74,21 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
 
     /// A report whose attempt is running.
     struct InFlight {
-        var host: String
+        var submission: Submission
         var token: UInt64
         var attempts: ReportAttempts
         /// Set when the key was re-submitted or cancelled meanwhile: the result is ignored.
         var isDiscarded: Bool
+    }
+
+    /// A paused label: until `end`, or until released when `end` is nil.
+    struct Hold {
+        var end: Instant?
+    }
+
+    /// The result of a request whose `perform` returned too few.
+    static var missingResult: AttemptResult {
+        .failed(AttemptFailure(status: nil, reason: "no result"))
     }
 
     let policy: BackoffPolicy
@@ -58,12 +97,19 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
 
     private(set) var pending: [Key: Pending] = [:]
     private(set) var inFlight: [Key: InFlight] = [:]
+    private(set) var holds: [String: Hold] = [:]
+    private var requests: [UInt64: Request] = [:]
     private var ready = Heap<Entry>()
     private var hostQueues: [String: Heap<Entry>] = [:]
+    private var holdQueues: [String: Heap<Entry>] = [:]
+    /// The queued reports of each batching, by their hold label (nil: none).
+    private var groupQueues: [Batching: [String?: Heap<Entry>]] = [:]
     private var inFlightPerHost: [String: Int] = [:]
     private var lastSequence: UInt64 = 0
     private var lastToken: UInt64 = 0
-    private var staleEntries = 0
+    private var lastRequestID: UInt64 = 0
+    /// How many heap entries are stale (the sweep's trigger).
+    private(set) var staleEntries = 0
 
     init(policy: BackoffPolicy, concurrency: Int, perHostConcurrency: Int) {
         self.policy = policy
@@ -72,40 +118,74 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
     }
 
     var pendingCount: Int { pending.count }
+    /// Reports in flight.
     var inFlightCount: Int { inFlight.count }
+    /// Requests in flight: a batch counts once.
+    var inFlightRequests: Int { requests.count }
+
+    /// How many entries the heaps hold, live and stale (for tests of the sweeping).
+    var heapEntryCount: Int {
+        ready.count + hostQueues.values.reduce(0) { $0 + $1.count } + holdQueues.values.reduce(0) { $0 + $1.count }
+            + groupQueues.values.reduce(0) { $0 + $1.values.reduce(0) { $0 + $1.count } }
+    }
 
     /// Schedules `key` at `due` with a fresh attempt count, replacing whatever was pending for it.
-    mutating func submit(_ key: Key, host: String, due: Instant) {
-        if pending[key]?.isQueued == true { staleEntries += 1 }
+    mutating func submit(_ key: Key, host: String, due: Instant, batch: Batching? = nil, hold: String? = nil) {
+        dropPending(key)
         lastSequence += 1
         lastToken += 1
-        var record = Pending(
-            host: host, due: due, sequence: lastSequence, token: lastToken,
-            attempts: ReportAttempts(policy: policy), isQueued: false
+        let record = Pending(
+            submission: Submission(host: host, batch: batch, hold: hold), due: due, sequence: lastSequence,
+            token: lastToken, attempts: ReportAttempts(policy: policy), isQueued: false
         )
         if inFlight[key] != nil {
             inFlight[key]!.isDiscarded = true
             pending[key] = record
         } else {
-            record.isQueued = true
-            pending[key] = record
-            ready.insert(Entry(due: due, sequence: record.sequence, key: key, token: record.token))
+            enqueue(key, record)
         }
         sweepIfNeeded()
     }
 
     /// Forgets `key`: its pending record goes, and the result of an attempt in flight is ignored.
     mutating func cancel(_ key: Key) {
-        if let removed = pending.removeValue(forKey: key), removed.isQueued { staleEntries += 1 }
+        dropPending(key)
         inFlight[key]?.isDiscarded = true
         sweepIfNeeded()
         releaseRoomIfDrained()
     }
 
-    /// Moves every report that may start at `now` to in flight, earliest due first.
-    mutating func takeStartable(now: Instant) -> [Start] {
-        var starts: [Start] = []
-        while inFlight.count < concurrency {
+    /// Holds `label` until `end` (nil: until released); a hold already in place that ends later stays.
+    mutating func hold(_ label: String, until end: Instant?) {
+        guard let current = holds[label] else {
+            holds[label] = Hold(end: end)
+            return
+        }
+        guard let currentEnd = current.end, let end else {
+            holds[label] = Hold(end: nil)
+            return
+        }
+        holds[label] = Hold(end: Swift.max(currentEnd, end))
+    }
+
+    /// Ends the hold of `label` now: its reports waiting on it queue again in their due order.
+    mutating func release(_ label: String) {
+        guard holds.removeValue(forKey: label) != nil else { return }
+        guard let parked = holdQueues.removeValue(forKey: label) else { return }
+        for entry in parked.unordered {
+            if Self.isLive(entry, in: pending) {
+                ready.insert(entry)
+            } else {
+                staleEntries -= 1
+            }
+        }
+    }
+
+    /// Moves every report that may start at `now` to in flight, earliest due first, in requests.
+    mutating func takeStartable(now: Instant) -> [Request] {
+        endHolds(now: now)
+        var started: [Request] = []
+        while requests.count < concurrency {
             staleEntries -= Self.dropStaleHead(of: &ready, pending: pending)
             var waiting: (entry: Entry, host: String)?
             for host in Array(hostQueues.keys) where (inFlightPerHost[host] ?? 0) < perHostConcurrency {
@@ -116,49 +196,81 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
                 }
                 if waiting == nil || head < waiting!.entry { waiting = (head, host) }
             }
+            let entry: Entry
             if let head = ready.min, head.due <= now, waiting == nil || head < waiting!.entry {
-                ready.removeMin()
-                let host = pending[head.key]!.host
-                if (inFlightPerHost[host] ?? 0) >= perHostConcurrency {
-                    hostQueues[host, default: Heap()].insert(head)
-                } else {
-                    starts.append(start(head))
-                }
-            } else if let (entry, host) = waiting {
+                entry = ready.removeMin()
+            } else if let (head, host) = waiting {
                 hostQueues[host]!.removeMin()
                 if hostQueues[host]!.isEmpty { hostQueues[host] = nil }
-                starts.append(start(entry))
+                entry = head
             } else {
                 break
             }
+            let submission = pending[entry.key]!.submission
+            if let label = submission.hold, holds[label] != nil {
+                holdQueues[label, default: Heap()].insert(entry)
+            } else if (inFlightPerHost[submission.host] ?? 0) >= perHostConcurrency {
+                hostQueues[submission.host, default: Heap()].insert(entry)
+            } else {
+                started.append(startRequest(entry, now: now))
+            }
         }
+        sweepIfNeeded()
         releaseRoomIfDrained()
-        return starts
+        return started
     }
 
-    /// Once nothing waits, lets go of the room a burst made: dictionaries and heaps keep their
-    /// capacity when emptied, and an idle agent should not hold 10,000 accounts' worth of it.
-    private mutating func releaseRoomIfDrained() {
-        if pending.isEmpty && pending.capacity > 64 { pending = [:] }
-        if ready.isEmpty { ready = Heap() }
-    }
-
-    /// When the next report falls due, if waiting for that time could start something.
+    /// When something waiting on time may start, if waiting for that time could start something.
     ///
-    /// Nil when nothing waits on time: every due report is held by a cap, to be released by a
-    /// finishing attempt, or nothing is pending at all.
+    /// The earlier of the next due time and the end of a timed hold that due reports wait on.
+    /// Nil when nothing waits on time: every due report is held by a cap (to be released by a
+    /// finishing attempt) or by a hold without end, or nothing is pending at all.
     mutating func nextDeadline(now: Instant) -> Instant? {
+        endHolds(now: now)
         staleEntries -= Self.dropStaleHead(of: &ready, pending: pending)
-        guard let head = ready.min, head.due > now else { return nil }
-        return head.due
+        if let head = ready.min, head.due <= now { return nil }
+        var deadline = ready.min?.due
+        for (label, hold) in holds {
+            guard let end = hold.end, deadline == nil || end < deadline! else { continue }
+            guard holdQueues[label] != nil else { continue }
+            staleEntries -= Self.dropStaleHead(of: &holdQueues[label]!, pending: pending)
+            if holdQueues[label]!.isEmpty {
+                holdQueues[label] = nil
+            } else {
+                deadline = end
+            }
+        }
+        return deadline
     }
 
-    /// Records the result of the attempt `token` of `key` and returns the event to report, if any.
+    /// Records the results of the request `id`, in the order of its items, and returns the
+    /// events to report; an item without a result failed with ``missingResult``.
     ///
-    /// A failed report is queued again after the delay its ``ReportAttempts`` decides; a delivered
-    /// one is forgotten. A discarded attempt (re-submitted or cancelled meanwhile) reports nothing
-    /// and releases the replacement submission, if there is one.
+    /// A failed report is queued again after the delay its ``ReportAttempts`` decides; a
+    /// delivered one is forgotten. A discarded attempt (re-submitted or cancelled meanwhile)
+    /// reports nothing and releases the replacement submission, if there is one. A report with a
+    /// hold label that fails with 429 or 503 holds its label for its retry delay.
     mutating func finish(
+        request id: UInt64,
+        results: [AttemptResult],
+        now: Instant,
+        nowEpochSeconds: Int64,
+        using generator: inout some RandomNumberGenerator
+    ) -> [SchedulerEvent<Key>] {
+        guard let request = requests.removeValue(forKey: id) else { return [] }
+        let remaining = inFlightPerHost[request.host, default: 1] - 1
+        inFlightPerHost[request.host] = remaining > 0 ? remaining : nil
+        var events: [SchedulerEvent<Key>] = []
+        for (index, item) in request.items.enumerated() {
+            let result = index < results.count ? results[index] : Self.missingResult
+            if let event = finish(item.key, token: item.token, result: result, now: now, nowEpochSeconds: nowEpochSeconds, using: &generator) {
+                events.append(event)
+            }
+        }
+        return events
+    }
+
+    private mutating func finish(
         _ key: Key,
         token: UInt64,
         result: AttemptResult,
@@ -168,14 +280,9 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
     ) -> SchedulerEvent<Key>? {
         guard let record = inFlight[key], record.token == token else { return nil }
         inFlight[key] = nil
-        let remaining = inFlightPerHost[record.host, default: 1] - 1
-        inFlightPerHost[record.host] = remaining > 0 ? remaining : nil
 
         if record.isDiscarded {
-            if let replacement = pending[key], !replacement.isQueued {
-                pending[key]!.isQueued = true
-                ready.insert(Entry(due: replacement.due, sequence: replacement.sequence, key: key, token: replacement.token))
-            }
+            if let replacement = pending[key], !replacement.isQueued { enqueue(key, replacement) }
             return nil
         }
         var attempts = record.attempts
@@ -185,22 +292,102 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
             return .delivered(key, attempts: attempt)
         case .failed(let failure):
             let delay = attempts.attemptFailed(failure, nowEpochSeconds: nowEpochSeconds, using: &generator)
-            lastSequence += 1
             let due = now.advanced(by: delay)
-            pending[key] = Pending(
-                host: record.host, due: due, sequence: lastSequence, token: record.token,
-                attempts: attempts, isQueued: true
-            )
-            ready.insert(Entry(due: due, sequence: lastSequence, key: key, token: record.token))
+            if let label = record.submission.hold, failure.status == 429 || failure.status == 503 {
+                hold(label, until: due)
+            }
+            lastSequence += 1
+            // A fresh token: a batched report's entries from its last wait may still be in a heap.
+            lastToken += 1
+            enqueue(key, Pending(
+                submission: record.submission, due: due, sequence: lastSequence, token: lastToken,
+                attempts: attempts, isQueued: false
+            ))
             return .failed(key, attempt: attempt, failure: failure, retryIn: delay)
         }
     }
 
-    private mutating func start(_ entry: Entry) -> Start {
-        let record = pending.removeValue(forKey: entry.key)!
-        inFlight[entry.key] = InFlight(host: record.host, token: record.token, attempts: record.attempts, isDiscarded: false)
-        inFlightPerHost[record.host, default: 0] += 1
-        return Start(key: entry.key, attempt: record.attempts.nextAttempt, token: record.token)
+    /// Records `record` as pending and queued, with its entries in `ready` and its group's heap.
+    private mutating func enqueue(_ key: Key, _ record: Pending) {
+        var record = record
+        record.isQueued = true
+        pending[key] = record
+        let entry = Entry(due: record.due, sequence: record.sequence, key: key, token: record.token)
+        ready.insert(entry)
+        if let batch = record.submission.batch {
+            groupQueues[batch, default: [:]][record.submission.hold, default: Heap()].insert(entry)
+        }
+    }
+
+    /// Removes the pending record of `key`, counting the entries it leaves behind.
+    private mutating func dropPending(_ key: Key) {
+        guard let removed = pending.removeValue(forKey: key), removed.isQueued else { return }
+        staleEntries += removed.submission.entriesWhenQueued
+    }
+
+    /// Ends the timed holds that are over at `now`.
+    private mutating func endHolds(now: Instant) {
+        for (label, hold) in holds {
+            if let end = hold.end, end <= now { release(label) }
+        }
+    }
+
+    /// Starts the report of `entry` (popped from one of its heaps), with the due reports of its
+    /// group that may join it when it batches.
+    private mutating func startRequest(_ entry: Entry, now: Instant) -> Request {
+        let submission = pending[entry.key]!.submission
+        var items = [moveToFlight(entry.key)]
+        if let batch = submission.batch {
+            while items.count < batch.limit, let key = takeDueMember(of: batch, now: now) {
+                items.append(moveToFlight(key))
+            }
+        }
+        lastRequestID += 1
+        let request = Request(id: lastRequestID, host: submission.host, items: items)
+        requests[request.id] = request
+        inFlightPerHost[submission.host, default: 0] += 1
+        return request
+    }
+
+    /// Pops the earliest due report of `batch` whose label is not held, if any is due at `now`.
+    ///
+    /// Costs a look at each label's heap of the group (few: a group is usually one service).
+    private mutating func takeDueMember(of batch: Batching, now: Instant) -> Key? {
+        guard groupQueues[batch] != nil else { return nil }
+        var earliest: (entry: Entry, label: String?)?
+        for label in Array(groupQueues[batch]!.keys) where label.map({ holds[$0] == nil }) ?? true {
+            staleEntries -= Self.dropStaleHead(of: &groupQueues[batch]![label]!, pending: pending)
+            guard let head = groupQueues[batch]![label]!.min else {
+                groupQueues[batch]![label] = nil
+                continue
+            }
+            if head.due <= now, earliest == nil || head < earliest!.entry { earliest = (head, label) }
+        }
+        if groupQueues[batch]!.isEmpty { groupQueues[batch] = nil }
+        guard let (entry, label) = earliest else { return nil }
+        groupQueues[batch]![label]!.removeMin()
+        return entry.key
+    }
+
+    /// Moves the queued report `key`, one of whose entries was just popped, to in flight.
+    private mutating func moveToFlight(_ key: Key) -> Request.Item {
+        let record = pending.removeValue(forKey: key)!
+        staleEntries += record.submission.entriesWhenQueued - 1
+        inFlight[key] = InFlight(submission: record.submission, token: record.token, attempts: record.attempts, isDiscarded: false)
+        return Request.Item(key: key, attempt: record.attempts.nextAttempt, token: record.token)
+    }
+
+    /// Once nothing waits, lets go of the room a burst made: dictionaries and heaps keep their
+    /// capacity when emptied, and an idle agent should not hold 10,000 accounts' worth of it.
+    /// With nothing pending every entry left is stale, so all the heaps go.
+    private mutating func releaseRoomIfDrained() {
+        guard pending.isEmpty else { return }
+        if pending.capacity > 64 { pending = [:] }
+        ready = Heap()
+        hostQueues = [:]
+        holdQueues = [:]
+        groupQueues = [:]
+        staleEntries = 0
     }
 
     private static func isLive(_ entry: Entry, in pending: [Key: Pending]) -> Bool {
@@ -218,15 +405,25 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         return dropped
     }
 
-    /// Rebuilds the heaps without their stale entries once those outnumber the live ones.
+    /// Rebuilds the heaps without their stale entries once those outnumber the live reports.
     private mutating func sweepIfNeeded() {
         guard staleEntries > 1024, staleEntries > pending.count else { return }
         let pending = self.pending
         ready.removeAll { !Self.isLive($0, in: pending) }
-        for host in Array(hostQueues.keys) {
-            hostQueues[host]!.removeAll { !Self.isLive($0, in: pending) }
-            if hostQueues[host]!.isEmpty { hostQueues[host] = nil }
+        Self.sweep(&hostQueues, pending: pending)
+        Self.sweep(&holdQueues, pending: pending)
+        for batch in Array(groupQueues.keys) {
+            Self.sweep(&groupQueues[batch]!, pending: pending)
+            if groupQueues[batch]!.isEmpty { groupQueues[batch] = nil }
         }
         staleEntries = 0
+    }
+
+    /// Sweeps every heap of `queues`, dropping the ones left empty.
+    private static func sweep<Label: Hashable>(_ queues: inout [Label: Heap<Entry>], pending: [Key: Pending]) {
+        for label in Array(queues.keys) {
+            queues[label]!.removeAll { !isLive($0, in: pending) }
+            if queues[label]!.isEmpty { queues[label] = nil }
+        }
     }
 }

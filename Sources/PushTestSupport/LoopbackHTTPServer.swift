@@ -214,17 +214,9 @@ final class LoopbackServerCore: @unchecked Sendable {
     }
 
     func waitUntil(timeout: Duration, _ satisfied: (Counts) -> Bool) -> Bool {
-        let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: timeout)
         condition.lock()
         defer { condition.unlock() }
-        while !satisfied(counts) {
-            let remaining = clock.now.duration(to: deadline)
-            if remaining <= .zero || stopping { return false }
-            let seconds = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) * 1e-18
-            _ = condition.wait(until: Date(timeIntervalSinceNow: min(seconds, 3600)))
-        }
-        return true
+        return condition.wait(timeout: timeout) { satisfied(counts) ? true : stopping ? false : nil }
     }
 
     func stop() {

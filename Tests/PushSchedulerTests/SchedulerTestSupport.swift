@@ -218,6 +218,22 @@ func makeScheduler(
     return (scheduler, log, clock)
 }
 
+/// Builds a scheduler on a manual clock that hands each request to `performBatch`, its events to a log.
+func makeBatchScheduler(
+    concurrency: Int = 8,
+    perHostConcurrency: Int = 8,
+    performBatch: @escaping @Sendable ([BatchItem<String>]) async -> [AttemptResult]
+) -> (ReportScheduler<String, ManualClock>, EventLog, ManualClock) {
+    let clock = ManualClock()
+    let log = EventLog()
+    let scheduler = ReportScheduler<String, ManualClock>(
+        policy: BackoffPolicy(), concurrency: concurrency, perHostConcurrency: perHostConcurrency, clock: clock,
+        random: SeededGenerator(seed: 1), wallClock: { 1_750_000_000 }, performBatch: performBatch,
+        onEvent: { event, _ in log.record(event) }
+    )
+    return (scheduler, log, clock)
+}
+
 /// Runs `body` while `scheduler.run()` runs in a child task, then cancels it and waits for it.
 func whileRunning<T: Sendable>(
     _ scheduler: ReportScheduler<String, ManualClock>,
