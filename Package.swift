@@ -91,7 +91,7 @@ let package = Package(
         .target(
             name: "PushAcrobits",
             dependencies: [
-                "PushBackend", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport",
+                "PushBackend", "PushConfig", "PushTemplates", "PushScheduler", "PushState", "PushTransport",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
@@ -113,7 +113,7 @@ let package = Package(
         ),
         .target(
             name: "PushTestSupport",
-            dependencies: [.product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["PushState", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .executableTarget(
             name: "pushreporter",

@@ -1,6 +1,5 @@
-import PushAcrobits
-import PushBackend
 import Logging
+import PushBackend
 import PushConfig
 import PushScheduler
 import PushState
@@ -9,25 +8,38 @@ import Synchronization
 
 /// What loading the configuration gave, for a reload.
 public enum ConfigurationLoad: Sendable {
-    /// A valid configuration: the plans of its accounts and its agent settings.
-    case loaded(plans: [AccountPlan], settings: AgentSettings)
+    /// A valid configuration: its subscriptions, what polls its services, and its agent settings.
+    case loaded(plans: [SubscriptionPlan], pollers: [any ConfirmationPoller], settings: AgentSettings)
     /// An invalid one, with a sentence that says why (the first error, where it is, and how many).
     case invalid(reason: String)
 }
 
-/// The long-running agent (`pushreporter run`, SPEC §5 and §8): reports every account on start,
-/// retries for as long as it runs, reloads on request, sends removals, and keeps systemd told.
+/// What the agent starts with.
+public enum AgentStart: Sendable {
+    /// A configuration (`run`, `run --once`): every planned subscription is delivered, and
+    /// every stored one that left gets its cleanup.
+    case configuration(plans: [SubscriptionPlan], records: [SubscriptionRecord], pollers: [any ConfirmationPoller])
+    /// The removal of stored subscriptions (`remove`): each gets its cleanups, then is forgotten;
+    /// nothing else is touched.
+    case removal(records: [SubscriptionRecord])
+}
+
+/// The agent (`pushreporter run`, SPEC §5, §8, §9.0): delivers every subscription on start,
+/// retries for as long as it runs, polls accepted ones, reloads on request, sends cleanups,
+/// and keeps systemd told; or, with ``runOnce(deadline:output:)``, one round that ends.
 ///
-/// Decisions are made by ``AgentBook``; this service applies them to the scheduler and the
-/// state recorder. Stopping: on graceful shutdown it sends `STOPPING=1`, starts no new request,
-/// gives the requests in flight `gracePeriod` to finish, then cancels them and returns. List the
-/// ``StateRecorder`` before it in the service group so the state is flushed after it returns.
+/// Decisions are made by ``AgentBook``; this applies them to the scheduler and the state
+/// recorder, and has the ``Backends`` send. Stopping: on graceful shutdown it sends
+/// `STOPPING=1`, starts no new request, gives the requests in flight `gracePeriod` to finish,
+/// then cancels them and returns. List the ``StateRecorder`` before it in the service group so
+/// the state is flushed after it returns.
 public final class Agent<C: Clock>: Service, Sendable where C.Duration == Duration {
     /// A source of reload requests (SIGHUP, changed files): it yields a reason each time, and
     /// returns when its task is cancelled.
     public typealias ReloadSource = @Sendable (AsyncStream<String>.Continuation) async -> Void
 
     private let settings: AgentSettings
+    private let backends: Backends
     private let transport: any HTTPTransport
     private let recorder: StateRecorder<C>
     private let notifier: any ServiceManagerNotifier
@@ -40,28 +52,41 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     private let statusInterval: Duration
 
     private let book: Mutex<AgentBook>
-    private let startup: Mutex<(plans: [AccountPlan], records: [AccountRecord])?>
+    /// `agent.timeout` of the configuration loaded last: for requests without their own.
+    private let defaultTimeout: Mutex<Duration>
+    private let startup: Mutex<AgentStart?>
+    /// What polls each service whose accepted subscriptions await confirmation, by service.
+    private let pollers: Mutex<[String: PollerState]>
     private let statusNote = Mutex<String?>(nil)
     private let isStopping = Mutex(false)
     /// Set at start and by each reload: log "all … reported" once the work is done.
     private let announceWhenSettled = Mutex(true)
     private let statusChanges: AsyncStream<Void>
     private let statusContinuation: AsyncStream<Void>.Continuation
+    /// In `runOnce`: told whenever the book may have settled.
+    private let progress: Mutex<AsyncStream<Void>.Continuation?> = Mutex(nil)
+
+    /// A poller and when it last asked.
+    private struct PollerState {
+        var poller: any ConfirmationPoller
+        var lastPoll: C.Instant?
+    }
 
     /// - Parameters:
-    ///   - plans: the accounts of the configuration loaded at start.
-    ///   - records: the state database's records, as loaded at start.
+    ///   - start: what to start with (see ``AgentStart``).
     ///   - wallClock: Unix time in milliseconds, for the state and `Retry-After` dates.
     ///   - load: loads the configuration again, for a reload.
     ///   - reloadSources: what asks for reloads; each runs in a child task of ``run()``.
     ///   - gracePeriod: how long requests in flight may finish after graceful shutdown.
     ///   - statusInterval: the least time between two `STATUS=` messages.
-    public init(plans: [AccountPlan], records: [AccountRecord], settings: AgentSettings, transport: any HTTPTransport,
-                recorder: StateRecorder<C>, notifier: any ServiceManagerNotifier, logger: Logger, clock: C,
+    public init(start: AgentStart, settings: AgentSettings, backends: Backends = .standard, transport: any HTTPTransport,
+                recorder: StateRecorder<C>, notifier: any ServiceManagerNotifier = NoNotifier(), logger: Logger, clock: C,
                 wallClock: @escaping @Sendable () -> Int64 = WallClock.epochMilliseconds,
-                load: @escaping @Sendable () async -> ConfigurationLoad, reloadSources: [ReloadSource] = [],
+                load: @escaping @Sendable () async -> ConfigurationLoad = { .invalid(reason: "no reload") },
+                reloadSources: [ReloadSource] = [],
                 gracePeriod: Duration = .seconds(10), statusInterval: Duration = .seconds(1)) {
         self.settings = settings
+        self.backends = backends
         self.transport = transport
         self.recorder = recorder
         self.notifier = notifier
@@ -72,30 +97,55 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         self.reloadSources = reloadSources
         self.gracePeriod = gracePeriod
         self.statusInterval = statusInterval
-        book = Mutex(AgentBook(defaultTimeout: settings.timeout, reportInterval: settings.reportInterval))
-        startup = Mutex((plans, records))
+        defaultTimeout = Mutex(settings.timeout)
+        book = Mutex(AgentBook(reportInterval: settings.reportInterval, decodeCleanup: { key, text in
+            backends.cleanupRequest(key, stored: text)
+        }))
+        startup = Mutex(start)
+        pollers = Mutex([:])
         (statusChanges, statusContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
+    // MARK: Starting
+
+    /// Starts the book and writes what it decided before anything is sent; false when the state
+    /// cannot be written. Returns the number of subscriptions with something to send.
+    private func begin(_ scheduler: ReportScheduler<SubscriptionKey, C>) -> (written: Bool, jobs: Set<SubscriptionKey>) {
+        guard let start = startup.withLock({ startup in defer { startup = nil }; return startup }) else { return (true, []) }
+        // The scheduler does not run yet, so nothing is sent before the flush.
+        var jobs = Set<SubscriptionKey>()
+        let (subscriptions, owedCleanups) = book.withLock { book -> (Int, Int) in
+            let actions: [AgentBook.Action]
+            switch start {
+            case .configuration(let plans, let records, let pollers):
+                actions = book.start(plans: plans, records: records)
+                replacePollers(pollers)
+            case .removal(let records):
+                actions = book.startCleanup(of: records)
+            }
+            for case .submit(let submission) in actions { jobs.insert(submission.key) }
+            apply(actions, to: scheduler)
+            return (book.entries.count, book.counts[.removing])
+        }
+        guard recorder.flush() else { return (false, jobs) }
+        for key in book.withLock({ $0.takeUnreadableCleanups() }) { logger.unreadableCleanup(of: key) }
+        if case .configuration(let plans, _, _) = start {
+            let accounts = Set(plans.map(\.account)).count
+            let removals = owedCleanups > 0 ? ", sending \(owedCleanups) owed \(owedCleanups == 1 ? "removal" : "removals")" : ""
+            let services = plans.count != accounts ? " (\(plans.count) subscriptions)" : ""
+            logger.info("started: reporting \(accounts) \(accounts == 1 ? "account" : "accounts")\(services)\(removals)")
+        } else {
+            logger.debug("started: cleaning up \(subscriptions) \(subscriptions == 1 ? "subscription" : "subscriptions")")
+        }
+        return (true, jobs)
+    }
+
     /// Runs until graceful shutdown. Throws when the state cannot be written at start: the
-    /// reports' removal requests must be in the state before any report is sent.
+    /// cleanups must be in the state before any delivery is sent.
     public func run() async throws {
         let scheduler = makeScheduler()
-
-        if let (plans, records) = startup.withLock({ startup in defer { startup = nil }; return startup }) {
-            // The scheduler does not run yet, so nothing is sent before the flush.
-            let owedRemovals = book.withLock { book -> Int in
-                apply(book.start(plans: plans, records: records), to: scheduler)
-                return book.counts.removing
-            }
-            guard recorder.flush() else {
-                throw StateRecorder<C>.Failure(description: "the state cannot be written, so nothing is sent; see the error above")
-            }
-            for id in book.withLock({ $0.takeUnreadableRemovals() }) {
-                logger.unreadableRemoval(of: id)
-            }
-            let removals = owedRemovals > 0 ? ", sending \(owedRemovals) owed \(owedRemovals == 1 ? "removal" : "removals")" : ""
-            logger.info("started: reporting \(plans.count) \(plans.count == 1 ? "account" : "accounts")\(removals)")
+        guard begin(scheduler).written else {
+            throw StateRecorder<C>.Failure(description: "the state cannot be written, so nothing is sent; see the error above")
         }
         notifier.notify("READY=1\nSTATUS=\(statusText())")
         statusContinuation.yield()
@@ -118,6 +168,10 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
             group.addTask {
                 await self.reportStatus()
+                return .other
+            }
+            group.addTask {
+                await self.pollForConfirmations(scheduler: scheduler)
                 return .other
             }
             group.addTask {
@@ -146,62 +200,259 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         reloadContinuation.finish()
     }
 
+    // MARK: Once
+
+    /// One round (`run --once`, `remove`): sends every due delivery and cleanup, retries until
+    /// each is settled or `deadline` passes, asks once more about accepted subscriptions if time
+    /// allows, then writes the state. `output` draws a progress line on a terminal.
+    public func runOnce(deadline: Duration, output: LogOutput? = nil) async -> OnceOutcome {
+        let start = clock.now
+        let scheduler = makeScheduler()
+        // One round: nothing is scheduled for later (`reportInterval` is the agent's business).
+        book.withLock { $0.reportInterval = nil }
+        let (written, jobs) = begin(scheduler)
+        guard written else {
+            return OnceOutcome(total: jobs.count, delivered: 0, undelivered: [], counts: book.withLock { $0.counts },
+                               elapsed: .zero, deadline: deadline, stateWritten: false)
+        }
+        let (settled, settledContinuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        progress.withLock { $0 = settledContinuation }
+        settledContinuation.yield()
+        let end = start.advanced(by: deadline)
+        await withTaskGroup(of: Ending.self) { group in
+            group.addTask {
+                await scheduler.run()
+                return .schedulerEnded
+            }
+            group.addTask {
+                for await _ in settled where self.book.withLock({ $0.isSettled }) {
+                    // Everything sent: one more question about what awaits confirmation.
+                    await self.pollOnce(scheduler: scheduler, before: end)
+                    if self.book.withLock({ $0.isSettled }) {
+                        scheduler.shutdown()
+                        break
+                    }
+                }
+                return .other
+            }
+            group.addTask {
+                do {
+                    try await self.clock.sleep(until: end, tolerance: nil)
+                    return .deadline
+                } catch {
+                    return .other
+                }
+            }
+            if let output, output.isTerminal {
+                group.addTask {
+                    await self.showProgress(jobs: jobs.count, output: output, scheduler: scheduler)
+                    return .other
+                }
+            }
+            for await ending in group where ending != .other {
+                group.cancelAll()
+                break
+            }
+        }
+        progress.withLock { $0 = nil }
+        output?.clearProgress()
+        let stateWritten = recorder.flush()
+        return outcome(jobs: jobs, elapsed: start.duration(to: clock.now), deadline: deadline, stateWritten: stateWritten)
+    }
+
+    private func outcome(jobs: Set<SubscriptionKey>, elapsed: Duration, deadline: Duration, stateWritten: Bool) -> OnceOutcome {
+        book.withLock { book in
+            var undelivered: [OnceOutcome.Undelivered] = []
+            var delivered = 0
+            for key in jobs.sorted() {
+                guard let entry = book.entries[key] else {
+                    delivered += 1   // Cleaned up and forgotten.
+                    continue
+                }
+                let state = entry.record.state
+                let failed = entry.job != nil || state == .rejected || state == .stopped
+                guard failed else {
+                    delivered += 1
+                    continue
+                }
+                let request = book.currentRequest(key) ?? entry.plan?.delivery
+                undelivered.append(.init(key: key, label: request.map { "\(key.account.displayEscaped): \($0.label.displayEscaped)" } ?? key.description.displayEscaped,
+                                         host: request?.host ?? "", state: state, attempts: entry.record.attempts,
+                                         reason: entry.record.lastOutcome ?? "no response before the deadline"))
+            }
+            return OnceOutcome(total: jobs.count, delivered: delivered, undelivered: undelivered, counts: book.counts,
+                               elapsed: elapsed, deadline: deadline, stateWritten: stateWritten)
+        }
+    }
+
+    private func showProgress(jobs: Int, output: LogOutput, scheduler: ReportScheduler<SubscriptionKey, C>) async {
+        // Real time, not the scheduler's clock: this only paints the terminal.
+        let painter = ContinuousClock()
+        while !Task.isCancelled {
+            let counts = book.withLock { $0.counts }
+            let pending = book.withLock { book in book.entries.values.count { $0.job != nil } }
+            output.progress("Reporting: \(jobs - pending)/\(jobs) done, \(counts[.retrying]) retrying, \(scheduler.inFlightCount) in flight")
+            try? await painter.sleep(for: .milliseconds(200))
+        }
+    }
+
     // MARK: Scheduling
 
-    private func makeScheduler() -> ReportScheduler<String, C> {
-        ReportScheduler(
+    private func makeScheduler() -> ReportScheduler<SubscriptionKey, C> {
+        // The attempts need the scheduler they run in (a settled cleanup submits the next one):
+        // it is handed to them once made.
+        let made = Mutex<ReportScheduler<SubscriptionKey, C>?>(nil)
+        let scheduler = ReportScheduler<SubscriptionKey, C>(
             settings: settings, clock: clock, wallClock: wallClock,
-            perform: { [weak self] id, _ in
-                guard let self, let report = self.book.withLock({ $0.beginAttempt(id) }) else { return .delivered }
-                return await report.send(using: self.transport)
+            perform: { [weak self] key, attempt in
+                guard let self, let scheduler = made.withLock({ $0 }) else { return .delivered }
+                return await self.perform(key, attempt: attempt, scheduler: scheduler)
             },
             onEvent: { [weak self] event, scheduler in self?.handle(event, scheduler: scheduler) })
+        made.withLock { $0 = scheduler }
+        return scheduler
+    }
+
+    /// One attempt: the book's current request for `key`, sent by its backend; a final outcome
+    /// settles it in the book here (the scheduler is then told it is done), a retry goes back to
+    /// the scheduler, which decides when.
+    private func perform(_ key: SubscriptionKey, attempt: Int, scheduler: ReportScheduler<SubscriptionKey, C>) async -> AttemptResult {
+        guard let request = book.withLock({ $0.beginAttempt(key) }) else { return .delivered }
+        let outcome = await backends.send([request], transport: transport, defaultTimeout: defaultTimeout.withLock { $0 }).first
+            ?? .retry(.init(status: nil, reason: "no outcome"))
+        if case .retry(let failure) = outcome { return .failed(failure) }
+        let now = wallClock()
+        let settled = book.withLock { book -> (SubscriptionRequest, AgentBook.Settlement)? in
+            guard let (actions, request, settlement) = book.settle(key, outcome, attempt: attempt, now: now) else { return nil }
+            apply(actions, to: scheduler)
+            return (request, settlement)
+        }
+        if let (request, settlement) = settled {
+            logger.settled(request, key: key, as: settlement, attempts: attempt)
+            if case .stopped = settlement { noteStopped() }
+        }
+        changed()
+        return .delivered
     }
 
     /// Applies the book's actions in order; called with the book locked so that they keep it.
-    private func apply(_ actions: [AgentBook.Action], to scheduler: ReportScheduler<String, C>) {
+    private func apply(_ actions: [AgentBook.Action], to scheduler: ReportScheduler<SubscriptionKey, C>) {
         for action in actions {
             switch action {
-            case .submit(let id, let host, let delay): scheduler.submit(id, host: host, after: delay)
-            case .cancel(let id): scheduler.cancel(id)
+            case .submit(let submission): scheduler.submit(submission.key, host: submission.host, after: submission.after)
+            case .cancel(let key): scheduler.cancel(key)
             case .save(let record): recorder.save(record)
-            case .forget(let id): recorder.forget(id)
+            case .forget(let key): recorder.forget(key)
             }
         }
     }
 
-    private func handle(_ event: SchedulerEvent<String>, scheduler: ReportScheduler<String, C>) {
+    private func handle(_ event: SchedulerEvent<SubscriptionKey>, scheduler: ReportScheduler<SubscriptionKey, C>) {
         switch event {
-        case .started:
-            return
-        case .delivered(let id, let attempts):
-            let now = wallClock()
-            let done = book.withLock { book -> (report: PlannedReport, forgotten: Bool)? in
-                guard let (actions, report) = book.delivered(id, now: now) else { return nil }
-                apply(actions, to: scheduler)
-                return (report, actions.contains(.forget(id)))
-            }
-            guard let done else { return }
-            logger.delivered(done.report, attempts: attempts)
-            if done.forgotten { logger.notice("\(id): every removal delivered; the account is forgotten") }
-        case .failed(let id, let attempt, let failure, let retryIn):
-            // An attempt cut short by shutdown is not the report's fault.
+        case .started, .delivered:
+            break
+        case .failed(let key, let attempt, let failure, let retryIn):
+            // An attempt cut short by shutdown or the deadline is not the subscription's fault.
             if failure.isCancellation { return }
             let now = wallClock()
-            let report = book.withLock { book -> PlannedReport? in
-                guard let (actions, report) = book.failed(id, attempt: attempt, reason: failure.reason,
-                                                          retryIn: retryIn, now: now) else { return nil }
+            let request = book.withLock { book -> SubscriptionRequest? in
+                guard let (actions, request) = book.failed(key, attempt: attempt, reason: failure.reason,
+                                                           retryIn: retryIn, now: now) else { return nil }
                 apply(actions, to: scheduler)
-                return report
+                return request
             }
-            if let report { logger.failed(report, attempt: attempt, failure: failure, retryIn: retryIn) }
+            if let request { logger.failed(request, key: key, attempt: attempt, failure: failure, retryIn: retryIn) }
         }
+        changed()
+    }
+
+    /// Something changed: `STATUS=` may need sending, and a round may be over.
+    private func changed() {
         statusContinuation.yield()
+        _ = progress.withLock { $0?.yield() }
+    }
+
+    private func noteStopped() {
+        let stopped = book.withLock { $0.stoppedServices }
+        guard !stopped.isEmpty else { return }
+        let names = stopped.keys.sorted().joined(separator: ", ")
+        statusNote.withLock { $0 = "stopped (credentials refused): \(names); reload once they are mended" }
+    }
+
+    // MARK: Confirmations
+
+    private func replacePollers(_ new: [any ConfirmationPoller]) {
+        pollers.withLock { pollers in
+            var next: [String: PollerState] = [:]
+            for poller in new { next[poller.service] = PollerState(poller: poller, lastPoll: pollers[poller.service]?.lastPoll) }
+            pollers = next
+        }
+    }
+
+    /// Asks each service about its accepted subscriptions every `interval`, until cancelled.
+    private func pollForConfirmations(scheduler: ReportScheduler<SubscriptionKey, C>) async {
+        while !Task.isCancelled {
+            let now = clock.now
+            let due = pollers.withLock { pollers in
+                pollers.values.filter { state in state.lastPoll.map { $0.advanced(by: state.poller.interval) <= now } ?? true }
+                    .map(\.poller)
+            }
+            for poller in due {
+                pollers.withLock { $0[poller.service]?.lastPoll = now }
+                await poll(poller, scheduler: scheduler)
+            }
+            // Each service is asked at its own interval; a second is the finest any is asked at.
+            try? await clock.sleep(for: .seconds(1))
+        }
+    }
+
+    /// Asks once about what awaits confirmation, each service with time left before `end`.
+    private func pollOnce(scheduler: ReportScheduler<SubscriptionKey, C>, before end: C.Instant) async {
+        for poller in pollers.withLock({ $0.values.map(\.poller) }) where clock.now < end {
+            await poll(poller, scheduler: scheduler)
+        }
+    }
+
+    private func poll(_ poller: any ConfirmationPoller, scheduler: ReportScheduler<SubscriptionKey, C>) async {
+        guard book.withLock({ $0.stoppedServices[poller.service] == nil }) else { return }
+        let waiting = book.withLock { $0.awaitingConfirmation(service: poller.service) }
+        guard !waiting.isEmpty else { return }
+        let now = wallClock()
+        let timeout = poller.timeout.milliseconds
+        var asked: [(key: SubscriptionKey, data: String)] = []
+        for item in waiting {
+            if now - item.acceptedAt >= timeout {
+                let reason = "accepted, but not confirmed within \(DurationText(poller.timeout)); not sent again until it changes"
+                book.withLock { book in apply(book.unconfirmed(item.key, reason: reason), to: scheduler) }
+                logger.warning("\(item.key.description.displayEscaped): \(reason)")
+            } else {
+                asked.append((item.key, item.data))
+            }
+        }
+        guard !asked.isEmpty else { return changed() }
+        let answers = await poller.poll(asked.map(\.data), transport: transport, defaultTimeout: defaultTimeout.withLock { $0 })
+        let answeredAt = wallClock()
+        for (item, answer) in zip(asked, answers) {
+            guard let answer else { continue }
+            let settled = book.withLock { book -> (AgentBook.Settlement?, SubscriptionRequest?)? in
+                guard let (actions, settlement) = book.confirmed(item.key, data: item.data, answer, now: answeredAt) else { return nil }
+                apply(actions, to: scheduler)
+                return (settlement, book.entries[item.key]?.plan?.delivery)
+            }
+            guard let (settlement, request) = settled else { continue }
+            if let settlement, let request {
+                logger.settled(request, key: item.key, as: settlement == .accepted ? .delivered : settlement, attempts: 1)
+                if case .stopped = settlement { noteStopped() }
+            } else if case .retry(let failure) = answer {
+                logger.warning("\(item.key.description.displayEscaped): \(failure.reason); registering again")
+            }
+        }
+        changed()
     }
 
     // MARK: Reload
 
-    private func reload(reason: String, scheduler: ReportScheduler<String, C>) async {
+    private func reload(reason: String, scheduler: ReportScheduler<SubscriptionKey, C>) async {
         guard !isStopping.withLock({ $0 }) else { return }
         notifier.notify("RELOADING=1\nMONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())")
         logger.info("reloading the configuration (\(reason))")
@@ -209,13 +460,13 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         case .invalid(let why):
             logger.error("the new configuration is invalid, so the previous one keeps running: \(why)")
             statusNote.withLock { $0 = "reload failed, previous configuration kept: \(why)" }
-        case .loaded(let plans, let newSettings):
+        case .loaded(let plans, let newPollers, let newSettings):
             let now = wallClock()
-            // Cancels and state changes first; the changed accounts are held (no attempt starts)
-            // until their removal requests are written, outside the book's lock, and only then
+            defaultTimeout.withLock { $0 = newSettings.timeout }
+            // Cancels and state changes first; the changed subscriptions are held (no attempt
+            // starts) until their cleanups are written, outside the book's lock, and only then
             // submitted.
             let (submits, summary) = book.withLock { book in
-                book.defaultTimeout = newSettings.timeout
                 let (actions, summary) = book.reload(plans: plans, reportInterval: newSettings.reportInterval, now: now)
                 var submits: [AgentBook.Action] = []
                 var others: [AgentBook.Action] = []
@@ -225,9 +476,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 apply(others, to: scheduler)
                 return (submits, summary)
             }
-            for id in book.withLock({ $0.takeUnreadableRemovals() }) {
-                logger.unreadableRemoval(of: id)
-            }
+            replacePollers(newPollers)
+            for key in book.withLock({ $0.takeUnreadableCleanups() }) { logger.unreadableCleanup(of: key) }
             guard await flushUntilWritten() else { return }
             book.withLock { book in
                 book.releaseHeld()
@@ -257,24 +507,23 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     // MARK: Status
 
-    private func statusText(_ counts: AccountCounts? = nil) -> String {
+    private func statusText(_ counts: SubscriptionCounts? = nil) -> String {
         let text = (counts ?? book.withLock { $0.counts }).statusText
         return statusNote.withLock { $0 }.map { text + "; " + $0 } ?? text
     }
 
     /// Sends `STATUS=` when the counts change, at most once per `statusInterval`, and logs when
-    /// every account has been reported.
+    /// every subscription has been reported.
     private func reportStatus() async {
         var last = ""
         for await _ in statusChanges {
-            let counts = book.withLock { $0.counts }
+            let (counts, settled) = book.withLock { ($0.counts, $0.isSettled) }
             let text = statusText(counts)
             if text != last {
                 notifier.notify("STATUS=\(text)")
                 last = text
             }
-            let settled = counts.retrying == 0 && counts.pending == 0 && counts.removing == 0
-            if settled && announceWhenSettled.withLock({ announce in defer { announce = false }; return announce }) {
+            if settled && counts[.removing] == 0 && announceWhenSettled.withLock({ announce in defer { announce = false }; return announce }) {
                 logger.info("all \(counts.accounts) \(counts.accounts == 1 ? "account is" : "accounts are") reported")
                 // Loading, rendering and the first burst of requests are over: give the memory
                 // they freed back to the system, so an idle agent stays small.
@@ -285,8 +534,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     }
 }
 
-/// Why a task of `Agent.run` ended.
-private enum Ending { case schedulerEnded, graceExpired, other }
+/// Why a task of the agent ended.
+private enum Ending { case schedulerEnded, graceExpired, deadline, other }
 
 extension AgentSettings {
     /// True when `new` differs from these settings only in what a reload applies

@@ -1,55 +1,71 @@
-import PushAcrobits
 import PushBackend
 import PushConfig
+import PushScheduler
 import PushState
 
-/// The agent's decisions about accounts (SPEC §5), as a pure state machine: it takes the plans
-/// of a configuration, the stored records and the scheduler's outcomes, and returns what to
-/// submit, cancel, save and forget. The ``Agent`` applies the actions; tests call it directly.
+/// The agent's decisions about subscriptions (SPEC §5, §9.0), as a pure state machine: it takes
+/// the plans of a configuration, the stored records and the outcomes of attempts, and returns
+/// what to submit, cancel, save and forget. The ``Agent`` applies the actions; tests call it
+/// directly.
 ///
-/// - The scheduler knows an account only by its id, so an account never has two requests in
+/// - The scheduler knows a subscription only by its key, so one never has two requests in
 ///   flight: a job that replaces one in flight starts after it returns, and the old result is
 ///   dropped. Each job has a generation; ``beginAttempt(_:)`` notes which generation is sent, and
 ///   an outcome counts only when it is the current one.
-/// - The removal request is rendered with each report, from the same values, and the caller
-///   saves it before that report is sent (the actions list saves before it submits; a reload
-///   holds the accounts it changes until ``releaseHeld()``). A report that reached a server
-///   therefore always has its removal in the state, whatever moment the agent is killed at.
-/// - When a changed report replaces one that may have reached a server, the earlier removal is
-///   kept in the record's `pastRemovals` until a newer report is delivered; when the account
-///   leaves, they are sent one after the other, oldest first.
+/// - The cleanup is rendered with each delivery, from the same values, and the caller saves it
+///   before that delivery is sent (the actions list saves before it submits; a reload holds the
+///   subscriptions it changes until ``releaseHeld()``). A delivery that reached a receiver
+///   therefore always has its cleanup in the state, whatever moment the agent is killed at.
+/// - When a changed delivery replaces one that may have reached the receiver, the earlier
+///   cleanup is kept in the record's `pastCleanups`. Once the new one is delivered they are
+///   dropped (an Acrobits report replaces the one before it), or sent first (a backend whose
+///   plan ``SubscriptionPlan/cleansUpReplaced``: a changed device token cleans up the old one).
+///   When the subscription leaves, they are sent one after the other, oldest first.
 struct AgentBook {
-    /// What is scheduled for an account.
+    /// What is scheduled for a subscription.
     enum Job: Equatable {
-        case report
-        case removal
+        /// Its delivery.
+        case delivery
+        /// It left: its owed cleanups, then it is forgotten.
+        case cleanup
+        /// Still subscribed: the cleanups of deliveries it replaced, then it is done.
+        case replacedCleanup
     }
 
     struct Entry {
-        var record: AccountRecord
-        /// The configuration's plan; nil once the account has left the configuration.
-        var plan: AccountPlan?
-        /// What is scheduled; nil when nothing is (delivered, no `reportInterval`).
+        var record: SubscriptionRecord
+        /// The configuration's plan; nil once the subscription has left the configuration.
+        var plan: SubscriptionPlan?
+        /// What is scheduled; nil when nothing is (delivered, accepted, rejected, waiting).
         var job: Job?
-        /// The removals still to send, first one next, when `job` is `.removal`.
-        var removals: [OwedRemoval] = []
+        /// The cleanups still to send, first one next, when `job` is a cleanup.
+        var cleanups: [OwedCleanup] = []
         /// Changes whenever the job is replaced.
         var generation: UInt64 = 0
         /// The generation of the attempt the scheduler last started.
         var sentGeneration: UInt64?
     }
 
-    /// A removal owed: its stored text and the request it reads as.
-    struct OwedRemoval {
+    /// A cleanup owed: its stored text and the request it reads as.
+    struct OwedCleanup {
         var text: String
-        var report: PlannedReport
+        var request: SubscriptionRequest
+    }
+
+    /// What the scheduler is told to schedule.
+    struct Submission: Equatable {
+        var key: SubscriptionKey
+        var host: String
+        var batch: BatchGroup?
+        var pauseLabel: String?
+        var after: Duration
     }
 
     enum Action: Equatable {
-        case submit(String, host: String, after: Duration)
-        case cancel(String)
-        case save(AccountRecord)
-        case forget(String)
+        case submit(Submission)
+        case cancel(SubscriptionKey)
+        case save(SubscriptionRecord)
+        case forget(SubscriptionKey)
     }
 
     /// What a reload changed, for the log.
@@ -60,223 +76,413 @@ struct AgentBook {
         var removed = 0
     }
 
-    /// The most removals of earlier reports kept per account (the oldest go first).
-    static let pastRemovalLimit = 8
-
-    private(set) var entries: [String: Entry] = [:]
-    /// Accounts a reload changed whose state is not written yet: no attempt of theirs may start.
-    private(set) var held: Set<String> = []
-    private var lastGeneration: UInt64 = 0
-    /// `agent.timeout`, for stored removal requests without their own timeout.
-    var defaultTimeout: Duration
-    /// `agent.reportInterval`: a delivered report is sent again this long after.
-    var reportInterval: Duration?
-    /// Records whose stored removal could not be read (forgotten without a removal), for the log.
-    private(set) var unreadableRemovals: [String] = []
-
-    init(defaultTimeout: Duration, reportInterval: Duration?) {
-        self.defaultTimeout = defaultTimeout
-        self.reportInterval = reportInterval
+    /// How an outcome settled a subscription, for the log.
+    enum Settlement: Equatable {
+        case delivered
+        /// A cleanup was delivered, and the subscription is forgotten when `forgotten`.
+        case cleanedUp(forgotten: Bool)
+        case accepted
+        case rejected(String)
+        /// A cleanup the receiver refused, given up.
+        case cleanupRefused(String)
+        case stopped(String)
     }
 
-    /// The first configuration after a start: every planned account is reported (changed or
-    /// not), and every stored account that left the configuration gets its removal.
-    mutating func start(plans: [AccountPlan], records: [AccountRecord]) -> [Action] {
+    /// The most cleanups of earlier deliveries kept per subscription (the oldest go first).
+    static let pastCleanupLimit = 8
+
+    private(set) var entries: [SubscriptionKey: Entry] = [:]
+    /// Subscriptions a reload changed whose state is not written yet: no attempt may start.
+    private(set) var held: Set<SubscriptionKey> = []
+    private var lastGeneration: UInt64 = 0
+    /// `agent.reportInterval`: a delivered subscription is delivered again this long after.
+    var reportInterval: Duration?
+    /// Services whose credentials were refused (SPEC §9.0), with why: nothing of theirs is sent
+    /// until a reload.
+    private(set) var stoppedServices: [String: String] = [:]
+    /// Records whose stored cleanup could not be read (forgotten without one), for the log.
+    private(set) var unreadableCleanups: [SubscriptionKey] = []
+    /// Reads a stored cleanup back into a request; nil when it cannot.
+    private let decodeCleanup: @Sendable (SubscriptionKey, String) -> SubscriptionRequest?
+
+    init(reportInterval: Duration?, decodeCleanup: @escaping @Sendable (SubscriptionKey, String) -> SubscriptionRequest?) {
+        self.reportInterval = reportInterval
+        self.decodeCleanup = decodeCleanup
+    }
+
+    // MARK: Configurations
+
+    /// The first configuration after a start: every planned subscription is delivered (changed
+    /// or not), and every stored one that left the configuration gets its cleanup.
+    mutating func start(plans: [SubscriptionPlan], records: [SubscriptionRecord]) -> [Action] {
         var actions: [Action] = []
         actions.reserveCapacity(2 * plans.count + records.count)
-        var planned = Set<String>()
+        var planned = Set<SubscriptionKey>()
         planned.reserveCapacity(plans.count)
-        for plan in plans { planned.insert(plan.id) }
-        // Room for every account once: the stored ones are mostly the planned ones again.
-        entries.reserveCapacity(plans.count + records.lazy.filter { !planned.contains($0.id) }.count)
-        var stored: [String: AccountRecord] = [:]
+        for plan in plans { planned.insert(plan.key) }
+        // Room for every subscription once: the stored ones are mostly the planned ones again.
+        entries.reserveCapacity(plans.count + records.lazy.filter { !planned.contains($0.key) }.count)
+        var stored: [SubscriptionKey: SubscriptionRecord] = [:]
         stored.reserveCapacity(records.count)
         for record in records {
-            if planned.contains(record.id) {
-                stored[record.id] = record
+            if planned.contains(record.key) {
+                stored[record.key] = record
             } else {
-                beginRemoval(record, actions: &actions)
+                beginCleanup(record, actions: &actions)
             }
         }
         for plan in plans {
-            let old = stored[plan.id]
-            var record = old ?? AccountRecord(id: plan.id)
+            let old = stored[plan.key]
+            var record = old ?? SubscriptionRecord(key: plan.key)
             plan.apply(to: &record)
             if record != old { actions.append(.save(record)) }
-            schedule(Entry(record: record, plan: plan, job: .report), actions: &actions)
+            schedule(Entry(record: record, plan: plan, job: plan.delivery == nil ? nil : .delivery), actions: &actions)
         }
         return Self.savesFirst(actions)
     }
 
-    /// A new configuration while running: new and changed accounts are reported now (replacing
-    /// a pending retry), unchanged ones keep their schedule, and accounts that left get their
-    /// removal. The actions cancel, then save, then submit.
-    /// Every account it (re)schedules is held until ``releaseHeld()``: the caller writes the state
-    /// first. `reportInterval` is the new configuration's.
-    mutating func reload(plans: [AccountPlan], reportInterval newInterval: Duration?, now: Int64) -> ([Action], ReloadSummary) {
+    /// The removal of stored subscriptions (`pushreporter remove`): each gets its cleanups, then
+    /// is forgotten.
+    mutating func startCleanup(of records: [SubscriptionRecord]) -> [Action] {
+        var actions: [Action] = []
+        for record in records { beginCleanup(record, actions: &actions) }
+        return Self.savesFirst(actions)
+    }
+
+    /// A new configuration while running: new and changed subscriptions are delivered now
+    /// (replacing a pending retry), unchanged ones keep their schedule (a rejected one stays
+    /// rejected), those of a stopped service are sent again, and those that left get their
+    /// cleanup. The actions cancel, then save, then submit. Every subscription it (re)schedules
+    /// is held until ``releaseHeld()``: the caller writes the state first. `reportInterval` is
+    /// the new configuration's.
+    mutating func reload(plans: [SubscriptionPlan], reportInterval newInterval: Duration?, now: Int64) -> ([Action], ReloadSummary) {
         var actions: [Action] = []
         var summary = ReloadSummary()
         let intervalChanged = newInterval != reportInterval
         reportInterval = newInterval
-        var planned = Set<String>()
+        let wereStopped = stoppedServices
+        stoppedServices = [:]
+        var planned = Set<SubscriptionKey>()
         planned.reserveCapacity(plans.count)
         for plan in plans {
-            planned.insert(plan.id)
-            guard var entry = entries[plan.id] else {
+            let key = plan.key
+            planned.insert(key)
+            guard var entry = entries[key] else {
                 summary.added += 1
-                var record = AccountRecord(id: plan.id)
+                var record = SubscriptionRecord(key: key)
                 plan.apply(to: &record)
                 actions.append(.save(record))
-                schedule(Entry(record: record, plan: plan, job: .report), actions: &actions)
-                held.insert(plan.id)
+                schedule(Entry(record: record, plan: plan, job: plan.delivery == nil ? nil : .delivery), actions: &actions)
+                held.insert(key)
                 continue
             }
             let wasRemoving = entry.record.isRemoving
-            if !wasRemoving && entry.record.fingerprint == plan.report.rendered.fingerprint {
+            let wasStopped = wereStopped[key.service] != nil && entry.record.state == .stopped
+            if !wasRemoving && !wasStopped && entry.record.fingerprint == plan.fingerprint
+                && (plan.delivery != nil) == (entry.plan?.delivery != nil) {
                 summary.unchanged += 1
                 entry.plan = plan
                 var changed = false
-                if entry.record.removal != plan.removal {
-                    // The same report, with a removal written differently (a fixed URL, say).
-                    entry.record.removal = plan.removal
+                if entry.record.cleanup != plan.cleanup {
+                    // The same delivery, with a cleanup written differently (a fixed URL, say).
+                    entry.record.cleanup = plan.cleanup
                     changed = true
                 }
-                if entry.record.phase == .delivered && (intervalChanged || (entry.job == nil && reportInterval != nil)) {
-                    if let reportInterval, let lastSuccess = entry.record.lastSuccessAt {
+                if entry.record.state == .delivered, entry.job != .replacedCleanup,
+                   intervalChanged || (entry.job == nil && reportInterval != nil) {
+                    if let reportInterval, let lastSuccess = entry.record.lastSuccessAt, let delivery = plan.delivery {
                         let due = Swift.max(0, lastSuccess + reportInterval.milliseconds - now)
-                        entry.job = .report
+                        entry.job = .delivery
                         entry.record.nextDueAt = now + due
-                        actions.append(.submit(plan.id, host: plan.report.host, after: .milliseconds(due)))
+                        actions.append(.submit(Self.submission(key, delivery, after: .milliseconds(due))))
                     } else if reportInterval == nil, entry.job != nil {
                         entry.job = nil
                         entry.record.nextDueAt = nil
-                        actions.append(.cancel(plan.id))
+                        actions.append(.cancel(key))
                     }
                     changed = true
                 }
                 if changed { actions.append(.save(entry.record)) }
-                entries[plan.id] = entry
+                entries[key] = entry
                 continue
             }
             if wasRemoving { summary.added += 1 } else { summary.changed += 1 }
-            if entry.job != nil { actions.append(.cancel(plan.id)) }
+            if entry.job != nil { actions.append(.cancel(key)) }
             if wasRemoving {
-                // Back before its removals all went out: they stay owed for a later removal.
-                entry.record.isRemoving = false
-                entry.record.pastRemovals = entry.removals.map(\.text)
-                entry.record.removal = nil
+                // Back before its cleanups all went out: they stay owed for a later removal.
+                entry.record.pastCleanups = entry.cleanups.map(\.text)
+                entry.record.cleanup = nil
             }
             plan.apply(to: &entry.record)
             entry.plan = plan
-            entry.job = .report
-            entry.removals = []
+            entry.job = plan.delivery == nil ? nil : .delivery
+            entry.cleanups = []
             actions.append(.save(entry.record))
             schedule(entry, actions: &actions)
-            held.insert(plan.id)
+            held.insert(key)
         }
         // Taken out first: changing `entries` while iterating it would copy the whole book.
         let leaving = entries.filter { !planned.contains($0.key) && !$0.value.record.isRemoving }
-        for (id, entry) in leaving {
+        for (key, entry) in leaving {
             summary.removed += 1
-            if entry.job != nil { actions.append(.cancel(id)) }
-            entries[id] = nil
-            beginRemoval(entry.record, actions: &actions)
-            held.insert(id)
+            if entry.job != nil { actions.append(.cancel(key)) }
+            entries[key] = nil
+            beginCleanup(entry.record, actions: &actions)
+            held.insert(key)
         }
         return (Self.savesFirst(actions), summary)
     }
 
-    /// Lets the accounts the last reload changed start attempts, once its state is written.
+    /// Lets the subscriptions the last reload changed start attempts, once its state is written.
     mutating func releaseHeld() {
         held.removeAll()
     }
 
-    /// The scheduler starts an attempt of `id`: the request to send (nil when there is nothing
+    // MARK: Attempts
+
+    /// The scheduler starts an attempt of `key`: the request to send (nil when there is nothing
     /// to send any more), noted as sent with the job's current generation.
-    mutating func beginAttempt(_ id: String) -> PlannedReport? {
-        guard !held.contains(id), var entry = entries[id], let request = Self.request(of: entry) else { return nil }
+    mutating func beginAttempt(_ key: SubscriptionKey) -> SubscriptionRequest? {
+        guard !held.contains(key), var entry = entries[key], stoppedServices[key.service] == nil,
+              let request = Self.request(of: entry) else { return nil }
         entry.sentGeneration = entry.generation
-        entries[id] = entry
+        entries[key] = entry
         return request
     }
 
-    /// The request the current job of `id` sends, without starting an attempt.
-    func currentRequest(_ id: String) -> PlannedReport? {
-        entries[id].flatMap(Self.request(of:))
+    /// The request the current job of `key` sends, without starting an attempt.
+    func currentRequest(_ key: SubscriptionKey) -> SubscriptionRequest? {
+        entries[key].flatMap(Self.request(of:))
     }
 
-    /// The last attempt of `id` delivered at `now` (Unix milliseconds). Nil when that attempt
-    /// belonged to a job that was replaced since; else the actions and the request delivered.
-    mutating func delivered(_ id: String, now: Int64) -> (actions: [Action], report: PlannedReport)? {
-        guard var entry = entries[id], let job = entry.job, entry.sentGeneration == entry.generation,
-              let report = Self.request(of: entry) else { return nil }
-        if job == .removal {
-            let sent = entry.removals.removeFirst().text
-            if entry.removals.isEmpty {
-                entries[id] = nil
-                return ([.forget(id)], report)
+    /// The last attempt of `key` ended with a final outcome (anything but a retry) at `now`
+    /// (Unix milliseconds). Nil when that attempt belonged to a job replaced since; else the
+    /// actions, the request it was about and how it settled.
+    mutating func settle(_ key: SubscriptionKey, _ outcome: Outcome, attempt: Int, now: Int64)
+        -> (actions: [Action], request: SubscriptionRequest, settlement: Settlement)? {
+        guard var entry = entries[key], let job = entry.job, entry.sentGeneration == entry.generation,
+              let request = Self.request(of: entry) else { return nil }
+        entry.record.lastAttemptAt = now
+        if job != .delivery {
+            // A cleanup: delivered, or refused by the receiver and given up.
+            let refused: String?
+            switch outcome {
+            case .delivered, .accepted: refused = nil
+            case .rejected(let why): refused = why
+            case .stopped(let why):
+                entries[key] = entry
+                return (stop(key.service, reason: why), request, .stopped(why))
+            case .retry: preconditionFailure("a retry is not a final outcome")
             }
-            // The next removal: the record keeps only what is still to send.
-            entry.record.pastRemovals.removeAll { $0 == sent }
-            if entry.record.removal == sent { entry.record.removal = nil }
+            let sent = entry.cleanups.removeFirst().text
+            entry.record.pastCleanups.removeAll { $0 == sent }
+            if job == .cleanup, entry.record.cleanup == sent { entry.record.cleanup = nil }
             entry.record.attempts = 0
-            entry.record.lastAttemptAt = now
-            entry.record.lastOutcome = "delivered"
+            let settlement: Settlement = refused.map { .cleanupRefused($0) } ?? .cleanedUp(forgotten: false)
+            if entry.cleanups.isEmpty {
+                if job == .cleanup {
+                    entries[key] = nil
+                    return ([.forget(key)], request, refused.map { .cleanupRefused($0) } ?? .cleanedUp(forgotten: true))
+                }
+                // The replaced deliveries are cleaned up: the subscription is done until it changes.
+                entry.job = nil
+                entry.record.nextDueAt = nil
+                var actions: [Action] = []
+                scheduleReportInterval(&entry, now: now, actions: &actions)
+                entries[key] = entry
+                return ([.save(entry.record)] + actions, request, settlement)
+            }
             entry.generation = nextGeneration()
-            entries[id] = entry
-            return ([.save(entry.record), .submit(id, host: entry.removals[0].report.host, after: .zero)], report)
+            entries[key] = entry
+            return ([.save(entry.record), .submit(Self.submission(key, entry.cleanups[0].request, after: .zero))], request, settlement)
         }
         var actions: [Action] = []
-        entry.record.deliveredFingerprint = entry.record.fingerprint
-        // This report replaces what earlier ones registered: only its own removal is owed now.
-        entry.record.pastRemovals = []
-        entry.record.attempts = 0
-        entry.record.lastAttemptAt = now
-        entry.record.lastOutcome = "delivered"
-        entry.record.lastSuccessAt = now
-        if let reportInterval {
-            entry.record.nextDueAt = now + reportInterval.milliseconds
-            actions.append(.submit(id, host: report.host, after: reportInterval))
-        } else {
+        let settlement: Settlement
+        switch outcome {
+        case .delivered, .accepted:
+            entry.record.attempts = 0
+            if case .accepted(let data) = outcome {
+                entry.record.state = .accepted
+                entry.record.backendData = data
+                entry.record.lastOutcome = "accepted; awaiting confirmation"
+                settlement = .accepted
+            } else {
+                entry.record.state = .delivered
+                entry.record.deliveredFingerprint = entry.record.fingerprint
+                entry.record.lastSuccessAt = now
+                entry.record.backendData = nil
+                entry.record.lastOutcome = "delivered"
+                settlement = .delivered
+            }
             entry.record.nextDueAt = nil
             entry.job = nil
+            if entry.plan?.cleansUpReplaced == true, !entry.record.pastCleanups.isEmpty {
+                // The replaced deliveries (an old device token) are cleaned up now.
+                let (owed, unreadable) = owedCleanups(key, texts: entry.record.pastCleanups)
+                if unreadable > 0 { unreadableCleanups.append(key) }
+                entry.record.pastCleanups = owed.map(\.text)
+                if let first = owed.first {
+                    entry.cleanups = owed
+                    entry.job = .replacedCleanup
+                    entry.generation = nextGeneration()
+                    actions.append(.submit(Self.submission(key, first.request, after: .zero)))
+                }
+            } else {
+                // This delivery replaces what earlier ones registered: only its own cleanup is owed now.
+                entry.record.pastCleanups = []
+            }
+            if entry.job == nil, entry.record.state == .delivered { scheduleReportInterval(&entry, now: now, actions: &actions) }
+        case .rejected(let why):
+            entry.record.state = .rejected
+            entry.record.lastOutcome = why
+            entry.record.nextDueAt = nil
+            entry.job = nil
+            settlement = .rejected(why)
+        case .stopped(let why):
+            entries[key] = entry
+            return (stop(key.service, reason: why), request, .stopped(why))
+        case .retry:
+            preconditionFailure("a retry is not a final outcome")
         }
-        entries[id] = entry
+        entries[key] = entry
         actions.insert(.save(entry.record), at: 0)
-        return (actions, report)
+        return (actions, request, settlement)
     }
 
-    /// Attempt `attempt` of `id` failed at `now`; the scheduler tries again `retryIn` later (nil:
+    /// Attempt `attempt` of `key` failed at `now`; the scheduler tries again `retryIn` later (nil:
     /// not before the next run). Nil when that attempt belonged to a replaced job.
-    mutating func failed(_ id: String, attempt: Int, reason: String, retryIn: Duration?, now: Int64)
-        -> (actions: [Action], report: PlannedReport)? {
-        guard var entry = entries[id], entry.job != nil, entry.sentGeneration == entry.generation,
-              let report = Self.request(of: entry) else { return nil }
+    mutating func failed(_ key: SubscriptionKey, attempt: Int, reason: String, retryIn: Duration?, now: Int64)
+        -> (actions: [Action], request: SubscriptionRequest)? {
+        guard var entry = entries[key], entry.job != nil, entry.sentGeneration == entry.generation,
+              let request = Self.request(of: entry) else { return nil }
         entry.record.attempts = attempt
         entry.record.lastAttemptAt = now
         entry.record.lastOutcome = reason
-        entry.record.nextDueAt = retryIn.map { now + $0.milliseconds }
-        entries[id] = entry
-        return ([.save(entry.record)], report)
+        var actions: [Action] = []
+        if stoppedServices[key.service] != nil {
+            // In flight when its service stopped: it waits for a reload with the others.
+            if !entry.record.isRemoving { entry.record.state = .stopped }
+            entry.record.nextDueAt = nil
+            actions.append(.cancel(key))
+        } else {
+            if entry.job == .delivery { entry.record.state = .retrying }
+            entry.record.nextDueAt = retryIn.map { now + $0.milliseconds }
+        }
+        entries[key] = entry
+        return ([.save(entry.record)] + actions, request)
     }
 
-    /// How many accounts stand where.
-    var counts: AccountCounts {
-        AccountCounts(entries.values.lazy.map(\.record))
+    // MARK: Confirmations
+
+    /// The accepted subscriptions of `service`: their keys, backend data and when they were accepted.
+    func awaitingConfirmation(service: String) -> [(key: SubscriptionKey, data: String, acceptedAt: Int64)] {
+        entries.compactMap { key, entry in
+            guard key.service == service, entry.record.state == .accepted, let data = entry.record.backendData else { return nil }
+            return (key, data, entry.record.lastAttemptAt ?? 0)
+        }.sorted { $0.key < $1.key }
     }
 
-    /// The removals a stored record owes, in the order they are sent (those of earlier reports
-    /// first), and how many of its stored removals could not be read (they are dropped).
-    static func removals(of record: AccountRecord, defaultTimeout: Duration) -> (owed: [OwedRemoval], unreadable: Int) {
+    /// What the receiver said of an accepted subscription: delivered, send again (`.retry`),
+    /// rejected or stopped; nil when it is no longer awaiting that confirmation.
+    mutating func confirmed(_ key: SubscriptionKey, data: String, _ outcome: Outcome, now: Int64)
+        -> (actions: [Action], settlement: Settlement?)? {
+        guard var entry = entries[key], entry.record.state == .accepted, entry.record.backendData == data else { return nil }
+        switch outcome {
+        case .delivered, .accepted:
+            entry.record.state = .delivered
+            entry.record.deliveredFingerprint = entry.record.fingerprint
+            entry.record.lastSuccessAt = now
+            entry.record.backendData = nil
+            entry.record.lastOutcome = "delivered"
+            var actions: [Action] = []
+            if entry.job == nil { scheduleReportInterval(&entry, now: now, actions: &actions) }
+            entries[key] = entry
+            return ([.save(entry.record)] + actions, .delivered)
+        case .retry(let failure):
+            // The receiver could not keep it: delivered again.
+            entry.record.state = .retrying
+            entry.record.backendData = nil
+            entry.record.lastOutcome = failure.reason
+            entry.record.nextDueAt = now
+            entries[key] = entry
+            guard let delivery = entry.plan?.delivery else { return ([.save(entry.record)], nil) }
+            entry.job = .delivery
+            entry.cleanups = []
+            entry.generation = nextGeneration()
+            entries[key] = entry
+            return ([.save(entry.record), .submit(Self.submission(key, delivery, after: .zero))], nil)
+        case .rejected(let why):
+            entry.record.state = .rejected
+            entry.record.backendData = nil
+            entry.record.lastOutcome = why
+            entries[key] = entry
+            return ([.save(entry.record)], .rejected(why))
+        case .stopped(let why):
+            return (stop(key.service, reason: why), .stopped(why))
+        }
+    }
+
+    /// An accepted subscription still unconfirmed after the backend's time: given up as
+    /// *unconfirmed* (not sent again until it changes).
+    mutating func unconfirmed(_ key: SubscriptionKey, reason: String) -> [Action] {
+        guard var entry = entries[key], entry.record.state == .accepted else { return [] }
+        entry.record.state = .unconfirmed
+        entry.record.lastOutcome = reason
+        entries[key] = entry
+        return [.save(entry.record)]
+    }
+
+    // MARK: Services
+
+    /// The credentials of `service` were refused: every subscription of it that has something
+    /// to send waits, as *stopped*, until a reload.
+    mutating func stop(_ service: String, reason: String) -> [Action] {
+        guard stoppedServices[service] == nil else { return [] }
+        stoppedServices[service] = reason
+        var actions: [Action] = []
+        let keys = entries.keys.filter { $0.service == service }
+        for key in keys {
+            guard var entry = entries[key], entry.job != nil else { continue }
+            actions.append(.cancel(key))
+            if !entry.record.isRemoving { entry.record.state = .stopped }
+            entry.record.lastOutcome = reason
+            entry.record.nextDueAt = nil
+            entries[key] = entry
+            actions.append(.save(entry.record))
+        }
+        return actions
+    }
+
+    // MARK: Counts
+
+    /// How many subscriptions stand where.
+    var counts: SubscriptionCounts {
+        SubscriptionCounts(entries.values.lazy.map(\.record))
+    }
+
+    /// Whether nothing is left to send: every job is done (or waits on a stopped service).
+    var isSettled: Bool {
+        !entries.values.contains { $0.job != nil && stoppedServices[$0.record.key.service] == nil }
+    }
+
+    // MARK: Cleanups
+
+    /// The cleanups a stored record owes, in the order they are sent (those of earlier
+    /// deliveries first), and how many of its stored cleanups could not be read (they are dropped).
+    func cleanups(of record: SubscriptionRecord) -> (owed: [OwedCleanup], unreadable: Int) {
         var texts: [String] = []
-        for text in record.pastRemovals + [record.removal].compactMap({ $0 }) where !texts.contains(text) {
+        for text in record.pastCleanups + [record.cleanup].compactMap({ $0 }) where !texts.contains(text) {
             texts.append(text)
         }
-        var owed: [OwedRemoval] = []
+        return owedCleanups(record.key, texts: texts)
+    }
+
+    private func owedCleanups(_ key: SubscriptionKey, texts: [String]) -> (owed: [OwedCleanup], unreadable: Int) {
+        var owed: [OwedCleanup] = []
         var unreadable = 0
         for text in texts {
-            if let report = AccountPlan.removalReport(account: record.id, storedText: text, defaultTimeout: defaultTimeout) {
-                owed.append(OwedRemoval(text: text, report: report))
+            if let request = decodeCleanup(key, text) {
+                owed.append(OwedCleanup(text: text, request: request))
             } else {
                 unreadable += 1
             }
@@ -284,37 +490,49 @@ struct AgentBook {
         return (owed, unreadable)
     }
 
-    /// Starts the removal of a stored account that left the configuration, or forgets it when
-    /// it has no removal to send.
-    private mutating func beginRemoval(_ stored: AccountRecord, actions: inout [Action]) {
-        let (owed, unreadable) = Self.removals(of: stored, defaultTimeout: defaultTimeout)
-        if unreadable > 0 { unreadableRemovals.append(stored.id) }
+    /// Starts the cleanup of a stored subscription that left the configuration, or forgets it
+    /// when it has no cleanup to send.
+    private mutating func beginCleanup(_ stored: SubscriptionRecord, actions: inout [Action]) {
+        let (owed, unreadable) = cleanups(of: stored)
+        if unreadable > 0 { unreadableCleanups.append(stored.key) }
         guard !owed.isEmpty else {
-            actions.append(.forget(stored.id))
+            actions.append(.forget(stored.key))
             return
         }
         var record = stored
         if !record.isRemoving { record.attempts = 0 }
-        record.isRemoving = true
+        record.state = .removing
         record.fingerprint = ""
         record.nextDueAt = nil
+        record.backendData = nil
         if record != stored { actions.append(.save(record)) }
-        schedule(Entry(record: record, plan: nil, job: .removal, removals: owed), actions: &actions)
+        schedule(Entry(record: record, plan: nil, job: .cleanup, cleanups: owed), actions: &actions)
     }
 
-    /// Takes the list of unreadable removals, for the log.
-    mutating func takeUnreadableRemovals() -> [String] {
-        defer { unreadableRemovals = [] }
-        return unreadableRemovals
+    /// Takes the list of unreadable cleanups, for the log.
+    mutating func takeUnreadableCleanups() -> [SubscriptionKey] {
+        defer { unreadableCleanups = [] }
+        return unreadableCleanups
     }
+
+    // MARK: Helpers
 
     /// Gives `entry` a new generation, stores it and submits its job now.
     private mutating func schedule(_ entry: Entry, actions: inout [Action]) {
         var entry = entry
         entry.generation = nextGeneration()
-        entries[entry.record.id] = entry
-        let host = Self.request(of: entry)?.host ?? ""
-        actions.append(.submit(entry.record.id, host: host, after: .zero))
+        entries[entry.record.key] = entry
+        if let request = Self.request(of: entry) {
+            actions.append(.submit(Self.submission(entry.record.key, request, after: .zero)))
+        }
+    }
+
+    /// With `reportInterval`, schedules a delivered subscription's next delivery.
+    private func scheduleReportInterval(_ entry: inout Entry, now: Int64, actions: inout [Action]) {
+        guard let reportInterval, let delivery = entry.plan?.delivery else { return }
+        entry.job = .delivery
+        entry.record.nextDueAt = now + reportInterval.milliseconds
+        actions.append(.submit(Self.submission(entry.record.key, delivery, after: reportInterval)))
     }
 
     private mutating func nextGeneration() -> UInt64 {
@@ -322,10 +540,14 @@ struct AgentBook {
         return lastGeneration
     }
 
-    private static func request(of entry: Entry) -> PlannedReport? {
+    private static func submission(_ key: SubscriptionKey, _ request: SubscriptionRequest, after delay: Duration) -> Submission {
+        Submission(key: key, host: request.host, batch: request.batch, pauseLabel: request.pauseLabel, after: delay)
+    }
+
+    private static func request(of entry: Entry) -> SubscriptionRequest? {
         switch entry.job {
-        case .report: entry.plan?.report
-        case .removal: entry.removals.first?.report
+        case .delivery: entry.plan?.delivery
+        case .cleanup, .replacedCleanup: entry.cleanups.first?.request
         case nil: nil
         }
     }
@@ -344,20 +566,33 @@ struct AgentBook {
     }
 }
 
-extension AccountPlan {
-    /// Makes `record` describe this plan's report, not yet attempted, with its removal.
-    func apply(to record: inout AccountRecord) {
-        let fingerprint = report.rendered.fingerprint
-        if record.fingerprint != fingerprint, let old = record.removal, old != removal, !record.pastRemovals.contains(old) {
-            // The report it replaces may have reached the server: its removal stays owed.
-            record.pastRemovals.append(old)
-            record.pastRemovals.removeFirst(max(0, record.pastRemovals.count - AgentBook.pastRemovalLimit))
+extension SubscriptionPlan {
+    /// The subscription's key.
+    var key: SubscriptionKey { SubscriptionKey(account: account, service: service) }
+
+    /// Makes `record` describe this plan, not yet attempted, with its cleanup.
+    func apply(to record: inout SubscriptionRecord) {
+        if record.fingerprint != fingerprint, let old = record.cleanup, old != cleanup, !record.pastCleanups.contains(old) {
+            // The delivery it replaces may have reached the receiver: its cleanup stays owed.
+            record.pastCleanups.append(old)
+            record.pastCleanups.removeFirst(max(0, record.pastCleanups.count - AgentBook.pastCleanupLimit))
         }
-        if let removal { record.pastRemovals.removeAll { $0 == removal } }
+        if let cleanup { record.pastCleanups.removeAll { $0 == cleanup } }
         record.fingerprint = fingerprint
-        record.isRemoving = false
         record.attempts = 0
-        record.removal = removal
-        if record.phase != .delivered { record.nextDueAt = nil }
+        record.cleanup = cleanup
+        record.backendData = nil
+        if delivery == nil {
+            // Waiting for a value it needs: nothing is sent until it comes.
+            record.state = .pending
+            record.lastOutcome = waiting
+            record.nextDueAt = nil
+        } else if record.deliveredFingerprint == fingerprint {
+            // Delivered already: it stays so while this delivery is made again.
+            record.state = .delivered
+        } else {
+            record.state = .pending
+            record.nextDueAt = nil
+        }
     }
 }

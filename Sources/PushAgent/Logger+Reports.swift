@@ -1,35 +1,93 @@
 import Logging
+import PushBackend
 import PushConfig
 import PushScheduler
+import PushState
 
 extension Logger {
-    /// A delivered report or removal: removals and deliveries that took retries at `notice`,
-    /// the rest at `debug`.
-    func delivered(_ report: PlannedReport, attempts: Int) {
+    /// A settled attempt: cleanups and deliveries that took retries at `notice`, first-time
+    /// deliveries at `debug`, a rejection at `error` (once: it is not sent again), a stopped
+    /// service at `error`. Names the subscription, what was sent and the host, never a URL,
+    /// header or body.
+    func settled(_ request: SubscriptionRequest, key: SubscriptionKey, as settlement: AgentBook.Settlement, attempts: Int) {
         let retries = attempts > 1 ? " after \(attempts) attempts" : ""
-        if report.reporter == Reporter.accountRemovalReporter.rawValue {
-            notice("\(report.account): removal delivered to \(report.host)\(retries)")
-        } else if attempts > 1 {
-            notice("\(report.account): \(report.reporter) delivered to \(report.host)\(retries)")
-        } else {
-            debug("\(report.account): \(report.reporter) delivered to \(report.host)")
+        let what = Self.describe(request, key: key)
+        switch settlement {
+        case .delivered where attempts > 1:
+            notice("\(what) delivered to \(request.host)\(retries)")
+        case .delivered:
+            debug("\(what) delivered to \(request.host)")
+        case .accepted:
+            debug("\(what) accepted by \(request.host)\(retries); awaiting its confirmation")
+        case .cleanedUp(let forgotten):
+            notice("\(what) delivered to \(request.host)\(retries)")
+            if forgotten {
+                if key.service == SubscriptionKey.acrobits {
+                    notice("\(key.account.displayEscaped): every removal delivered; the account is forgotten")
+                } else {
+                    notice("\(key.description.displayEscaped): every cleanup delivered; the subscription is forgotten")
+                }
+            }
+        case .rejected(let why):
+            error("\(what) rejected by \(request.host): \(why); it is not sent again until its values change")
+        case .cleanupRefused(let why):
+            error("\(what) refused by \(request.host): \(why); it is given up")
+        case .stopped(let why):
+            error("\(key.service.displayEscaped): \(request.host) refused the service's credentials (\(why)); nothing of this service is sent until a reload or restart")
         }
     }
 
     /// A failed attempt: at `warning` on attempts 1, 2, 4, 8, … and at `debug` otherwise, so a
-    /// dead host is reported, not flooded. Names the account, reporter, host and reason, never
-    /// a URL, header or body.
-    func failed(_ report: PlannedReport, attempt: Int, failure: AttemptFailure, retryIn: Duration) {
+    /// dead host is reported, not flooded.
+    func failed(_ request: SubscriptionRequest, key: SubscriptionKey, attempt: Int, failure: AttemptFailure, retryIn: Duration) {
         let message: Logger.Message = """
-            \(report.account): \(report.reporter) to \(report.host) failed: \(failure.reason) \
+            \(Self.describe(request, key: key)) to \(request.host) failed: \(failure.reason) \
             (attempt \(attempt)); next attempt in \(DurationText(retryIn))
             """
         if attempt & (attempt - 1) == 0 { warning(message) } else { debug(message) }
     }
 
-    /// A stored removal request that cannot be read (written by another version, say): it is
-    /// dropped, so the web service never hears of the removal.
-    package func unreadableRemoval(of account: String) {
-        error("\(account): a stored removal request cannot be read, so it is not sent")
+    /// A stored cleanup that cannot be read (written by another version, say): it is dropped,
+    /// so the receiver never hears of the removal.
+    package func unreadableCleanup(of key: SubscriptionKey) {
+        if key.service == SubscriptionKey.acrobits {
+            error("\(key.account.displayEscaped): a stored removal request cannot be read, so it is not sent")
+        } else {
+            error("\(key.description.displayEscaped): a stored cleanup cannot be read, so it is not sent")
+        }
+    }
+
+    /// `alice: pushTokenReporter`, `alice: removal`, `alice: journeys registration`.
+    static func describe(_ request: SubscriptionRequest, key: SubscriptionKey) -> String {
+        let account = key.account.displayEscaped
+        if request.family == "acrobits" && request.label == Reporter.accountRemovalReporter.rawValue {
+            return "\(account): removal"
+        }
+        return "\(account): \(request.label.displayEscaped)"
+    }
+}
+
+extension String {
+    /// The text with control characters shown as escapes, for a line a person reads.
+    public var displayEscaped: String {
+        guard utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) || unicodeScalars.contains(where: { (0x80...0x9F).contains($0.value) }) else {
+            return self
+        }
+        var out = ""
+        for scalar in unicodeScalars {
+            switch scalar {
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F || (0x80...0x9F).contains(scalar.value):
+                out += "\\x" + String(scalar.value, radix: 16).leftPadded(to: 2)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    fileprivate func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

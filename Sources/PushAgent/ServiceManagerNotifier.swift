@@ -70,3 +70,9 @@ public final class SystemdNotifier: ServiceManagerNotifier {
         return .microseconds(Int64(microseconds / 2))
     }
 }
+
+/// Tells nobody: for `run --once` and `remove`, which systemd does not wait on.
+public struct NoNotifier: ServiceManagerNotifier {
+    public init() {}
+    public func notify(_ message: String) {}
+}

@@ -4,7 +4,7 @@ import PushState
 import ServiceLifecycle
 import Synchronization
 
-/// Writes changed account records to the state database in batches (SPEC §6), so that state
+/// Writes changed subscription records to the state database in batches (SPEC §6), so that state
 /// never limits throughput: changes are collected in memory and written in one transaction at
 /// most every `batchInterval`, and once more when the agent stops.
 ///
@@ -17,12 +17,12 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
     }
 
     private struct Pending {
-        var records: [String: AccountRecord] = [:]
-        var forgotten: Set<String> = []
+        var records: [SubscriptionKey: SubscriptionRecord] = [:]
+        var forgotten: Set<SubscriptionKey> = []
         var isEmpty: Bool { records.isEmpty && forgotten.isEmpty }
     }
 
-    private let store: StateStore
+    private let store: any StateStore
     private let logger: Logger
     private let clock: C
     private let batchInterval: Duration
@@ -34,7 +34,7 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
     private let signal: AsyncStream<Void>
     private let signalContinuation: AsyncStream<Void>.Continuation
 
-    public init(store: StateStore, logger: Logger, clock: C, batchInterval: Duration = .milliseconds(100)) {
+    public init(store: any StateStore, logger: Logger, clock: C, batchInterval: Duration = .milliseconds(100)) {
         self.store = store
         self.logger = logger
         self.clock = clock
@@ -42,19 +42,19 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
         (signal, signalContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
-    /// Records `record` (replacing an earlier unsaved version of the same account).
-    public func save(_ record: AccountRecord) {
+    /// Records `record` (replacing an earlier unsaved version of the same subscription).
+    public func save(_ record: SubscriptionRecord) {
         change { pending in
-            pending.records[record.id] = record
-            pending.forgotten.remove(record.id)
+            pending.records[record.key] = record
+            pending.forgotten.remove(record.key)
         }
     }
 
-    /// Deletes the record of `id`.
-    public func forget(_ id: String) {
+    /// Deletes the record of `key`.
+    public func forget(_ key: SubscriptionKey) {
         change { pending in
-            pending.records[id] = nil
-            pending.forgotten.insert(id)
+            pending.records[key] = nil
+            pending.forgotten.insert(key)
         }
     }
 
@@ -79,7 +79,7 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
             }
             guard !batch.isEmpty else { return true }
             do throws(StateError) {
-                try store.save(batch.records.values, deleting: batch.forgotten)
+                try store.save(Array(batch.records.values), deleting: Array(batch.forgotten))
                 return true
             } catch {
                 logger.error("cannot save the state: \(error.description); will try again")
@@ -123,7 +123,7 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
             }
         }
         guard flush() else {
-            throw Failure(description: "the last changes could not be saved to \(store.path)")
+            throw Failure(description: "the last changes could not be saved to \(store.location)")
         }
     }
 }

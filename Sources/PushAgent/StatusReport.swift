@@ -1,24 +1,20 @@
 import PushState
 
-/// `pushreporter status`: the state directory's records as a table, JSON, or Prometheus text
+/// `pushreporter status`: the state's subscriptions as a table, JSON, or Prometheus text
 /// exposition format (for node_exporter's textfile collector).
 public struct StatusReport: Sendable {
-    public var records: [AccountRecord]
+    public var records: [SubscriptionRecord]
 
-    public init(records: [AccountRecord]) {
+    public init(records: [SubscriptionRecord]) {
         self.records = records
     }
 
-    /// A summary line, then one row per account.
+    /// A summary line, then one row per subscription.
     public var text: String {
-        var lines = [AccountCounts(records).statusText]
+        var lines = [SubscriptionCounts(records).statusText]
         guard !records.isEmpty else { return lines[0] }
-        let header = ["ACCOUNT", "STATE", "ATTEMPTS", "LAST ATTEMPT", "NEXT ATTEMPT", "LAST SUCCESS", "LAST OUTCOME"]
-        let rows = records.map { record in
-            [record.id, record.phase.rawValue, "\(record.attempts)", Self.time(record.lastAttemptAt),
-             record.nextDueAt.map { Self.time($0) } ?? (record.phase == .pending ? "now" : "-"),
-             Self.time(record.lastSuccessAt), record.lastOutcome ?? "-"]
-        }
+        let header = ["ACCOUNT", "SERVICE", "STATE", "ATTEMPTS", "LAST ATTEMPT", "NEXT ATTEMPT", "LAST SUCCESS", "DETAIL"]
+        let rows = records.map(Self.row)
         var widths = header.map(\.count)
         for row in rows {
             for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) }
@@ -34,61 +30,78 @@ public struct StatusReport: Sendable {
         return lines.joined(separator: "\n")
     }
 
-    /// A JSON array with one object per account; times are ISO 8601 UTC, or null.
+    private static func row(_ record: SubscriptionRecord) -> [String] {
+        let next = record.nextDueAt.map { time($0) } ?? (record.state == .pending && record.lastOutcome == nil ? "now" : "-")
+        return [record.key.account.displayEscaped, record.key.service.displayEscaped, record.state.rawValue, "\(record.attempts)",
+                time(record.lastAttemptAt), next, time(record.lastSuccessAt), (record.lastOutcome ?? "-").displayEscaped]
+    }
+
+    /// A JSON array with one object per subscription (SPEC §9.0); times are ISO 8601 UTC, or null.
     public var json: String {
         JSONText.array(records.map { record in
             func time(_ value: Int64?) -> String { value.map { JSONText.string(Self.time($0)) } ?? "null" }
             return JSONText.object([
-                ("account", JSONText.string(record.id)),
-                ("state", JSONText.string(record.phase.rawValue)),
+                ("account", JSONText.string(record.key.account)),
+                ("service", JSONText.string(record.key.service)),
+                ("state", JSONText.string(record.state.rawValue)),
                 ("attempts", "\(record.attempts)"),
                 ("lastAttempt", time(record.lastAttemptAt)),
-                ("lastOutcome", record.lastOutcome.map(JSONText.string) ?? "null"),
-                ("nextAttempt", time(record.nextDueAt)),
                 ("lastSuccess", time(record.lastSuccessAt)),
+                ("nextAttempt", time(record.nextDueAt)),
+                ("detail", record.lastOutcome.map(JSONText.string) ?? "null"),
             ])
         })
     }
 
-    /// The Prometheus text exposition format: counts by state, and per account its attempts,
-    /// last success and next attempt as Unix times.
+    /// The Prometheus text exposition format: counts by service and state, and per subscription
+    /// its attempts, last success and next attempt as Unix times.
     public var prometheus: String {
-        let counts = AccountCounts(records)
+        var byServiceAndState: [String: [SubscriptionState: Int]] = [:]
+        for record in records { byServiceAndState[record.key.service, default: [:]][record.state, default: 0] += 1 }
         var out = """
-            # HELP pushreporter_accounts Accounts by where their report stands.
-            # TYPE pushreporter_accounts gauge
-            pushreporter_accounts{state="delivered"} \(counts.delivered)
-            pushreporter_accounts{state="retrying"} \(counts.retrying)
-            pushreporter_accounts{state="pending"} \(counts.pending)
-            pushreporter_accounts{state="removing"} \(counts.removing)
-            # HELP pushreporter_report_attempts Finished attempts of the account's current report or removal.
+            # HELP pushreporter_subscriptions Subscriptions by service and by where their delivery stands.
+            # TYPE pushreporter_subscriptions gauge
+
+            """
+        for service in byServiceAndState.keys.sorted() {
+            for state in SubscriptionState.allCases {
+                out += "pushreporter_subscriptions{service=\(Self.label(service)),state=\"\(state.rawValue)\"} \(byServiceAndState[service]?[state] ?? 0)\n"
+            }
+        }
+        out += """
+            # HELP pushreporter_report_attempts Finished attempts of the subscription's current delivery or cleanup.
             # TYPE pushreporter_report_attempts gauge
 
             """
         for record in records {
-            out += "pushreporter_report_attempts{account=\(Self.label(record.id))} \(record.attempts)\n"
+            out += "pushreporter_report_attempts{\(Self.labels(record.key))} \(record.attempts)\n"
         }
         out += """
-            # HELP pushreporter_last_success_timestamp_seconds When a report of the account was last delivered.
+            # HELP pushreporter_last_success_timestamp_seconds When the subscription was last delivered.
             # TYPE pushreporter_last_success_timestamp_seconds gauge
 
             """
         for record in records {
             if let success = record.lastSuccessAt {
-                out += "pushreporter_last_success_timestamp_seconds{account=\(Self.label(record.id))} \(Self.seconds(success))\n"
+                out += "pushreporter_last_success_timestamp_seconds{\(Self.labels(record.key))} \(Self.seconds(success))\n"
             }
         }
         out += """
-            # HELP pushreporter_next_attempt_timestamp_seconds When the account's next attempt is due.
+            # HELP pushreporter_next_attempt_timestamp_seconds When the subscription's next attempt is due.
             # TYPE pushreporter_next_attempt_timestamp_seconds gauge
 
             """
         for record in records {
             if let due = record.nextDueAt {
-                out += "pushreporter_next_attempt_timestamp_seconds{account=\(Self.label(record.id))} \(Self.seconds(due))\n"
+                out += "pushreporter_next_attempt_timestamp_seconds{\(Self.labels(record.key))} \(Self.seconds(due))\n"
             }
         }
         return out
+    }
+
+    /// `account="…",service="…"`.
+    private static func labels(_ key: SubscriptionKey) -> String {
+        "account=\(label(key.account)),service=\(label(key.service))"
     }
 
     /// `2026-11-21T18:20:01Z`, or `-`.

@@ -15,4 +15,9 @@ public struct StateError: Error, CustomStringConvertible, Sendable {
 
     /// True when the state database does not exist yet (read-only open of a new directory).
     public var isMissing: Bool { code == .missing }
+
+    /// The state cannot be reached now (a store other than SQLite, or a test's); `description` says why.
+    public static func unavailable(_ description: String) -> StateError {
+        StateError(.query, description)
+    }
 }

@@ -1,77 +1,63 @@
 import ArgumentParser
-import PushAcrobits
+import Logging
 import PushAgent
 import PushBackend
 import PushConfig
 import PushState
 
-/// Loading shared by `run` and `remove`: the configuration, the state directory and its
-/// database, and the accounts' plans rendered with the installation's id.
+/// Loading shared by `run` and `remove`: the configuration, then the agent's runtime (state
+/// directory, installation id, store), then the subscriptions rendered with that id.
 struct AgentSetup {
-    /// Why the agent cannot start, and the exit code to end with.
+    /// Why the command cannot go on, and the exit code to end with.
     struct Failure: Error {
         var lines: [String]
         var code: ExitCode
     }
 
     var loaded: LoadedConfiguration
-    var directory: StateDirectory
-    var store: StateStore
-    var installID: String
-    var plans: [AccountPlan]
+    var runtime: AgentRuntime
+    var plans: [SubscriptionPlan] = []
+    var pollers: [any ConfirmationPoller] = []
     var configuration: Configuration { loaded.result.configuration }
 
-    /// Loads everything, or fails with the diagnostics to print (errors only; warnings, those of
-    /// rendering the plans included, are in `loaded.diagnostics`). `remove` asks for no plans,
-    /// and does not fail on configuration errors.
-    init(options: ConfigOptions, stateDir: String?, forRemove: Bool = false) throws(Failure) {
+    /// Loads everything, or fails with the lines to print (configuration errors only; warnings,
+    /// those of rendering included, are in `loaded.diagnostics`). `remove` asks for no plans, and
+    /// does not fail on configuration errors.
+    init(options: ConfigOptions, stateDir: String?, logger: Logger, forRemove: Bool = false) throws(Failure) {
         loaded = LoadedConfiguration(options: options)
         let configuration = loaded.result.configuration
         if loaded.diagnostics.hasErrors && !forRemove {
             throw Failure(lines: loaded.diagnostics.errors(fileOrder: configuration.files).map(\.formatted), code: Exit.configuration)
         }
         let environment = loaded.environment
-        // Two blocks: the directory and the store throw different error types.
         do {
-            directory = try StateDirectory(path: stateDir ?? configuration.agent.resolvedStateDirectory(environment: environment.variables))
-            installID = try directory.installID()
+            runtime = try AgentRuntime(settings: configuration.agent,
+                                       stateDirectory: stateDir ?? configuration.agent.resolvedStateDirectory(environment: environment.variables),
+                                       logger: logger)
         } catch {
             throw Failure(lines: [error.description], code: Exit.failure)
         }
-        do {
-            store = try StateStore(directory: directory)
-        } catch {
-            throw Failure(lines: [error.description], code: Exit.failure)
-        }
-        guard !forRemove else {
-            plans = []
-            return
-        }
+        guard !forRemove else { return }
         var problems = DiagnosticList()
-        plans = Self.plans(loaded: loaded, installID: installID, diagnostics: &problems)
+        (plans, pollers) = runtime.plan(runtime.context(loaded.result, hostname: environment.hostname), diagnostics: &problems)
         if problems.hasErrors {
             throw Failure(lines: problems.errors(fileOrder: configuration.files).map(\.formatted), code: Exit.configuration)
         }
         loaded.diagnostics.append(contentsOf: problems.all)
     }
 
-    /// Renders the plans of a loaded configuration.
-    static func plans(loaded: LoadedConfiguration, installID: String, diagnostics: inout DiagnosticList) -> [AccountPlan] {
-        var builder = loaded.builder(installID: installID)
-        return AccountPlan.plans(builder: &builder, defaultTimeout: loaded.result.configuration.agent.timeout,
-                                 diagnostics: &diagnostics)
-    }
-
-    /// Loads the configuration again for a reload: its plans, or why it is invalid.
-    static func reload(options: ConfigOptions, installID: String) -> ConfigurationLoad {
+    /// Loads the configuration again for a reload: its subscriptions, or why it is invalid.
+    static func reload(options: ConfigOptions, runtime: AgentRuntime) -> ConfigurationLoad {
         let loaded = LoadedConfiguration(options: options)
         var problems = loaded.diagnostics
-        var plans: [AccountPlan] = []
+        var planned: (plans: [SubscriptionPlan], pollers: [any ConfirmationPoller]) = ([], [])
         if !problems.hasErrors {
-            plans = Self.plans(loaded: loaded, installID: installID, diagnostics: &problems)
+            planned = runtime.plan(runtime.context(loaded.result, hostname: loaded.environment.hostname), diagnostics: &problems)
         }
         let errors = problems.errors(fileOrder: loaded.result.configuration.files)
-        guard let first = errors.first else { return .loaded(plans: plans, settings: loaded.result.configuration.agent) }
+        guard let first = errors.first else {
+            return .loaded(plans: planned.plans, pollers: planned.pollers, settings: loaded.result.configuration.agent)
+        }
         let more = errors.count > 1 ? " (and \(errors.count - 1) more; 'pushreporter validate' lists them)" : ""
         return .invalid(reason: first.formatted + more)
     }

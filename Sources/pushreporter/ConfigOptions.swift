@@ -55,10 +55,10 @@ struct LoadedConfiguration {
         }
     }
 
-    /// A request builder for the configuration; a nil `installID` shows `%installid%` as
+    /// What backends render the configuration with; a nil `installID` shows `%installid%` as
     /// `<installid>`.
-    func builder(installID: String?) -> RequestBuilder {
-        RequestBuilder(configuration: result.configuration, sources: result.sources, installID: installID,
+    func context(installID: String?) -> BackendContext {
+        BackendContext(configuration: result.configuration, sources: result.sources, installID: installID,
                        hostname: environment.hostname)
     }
 

@@ -3,6 +3,7 @@ import PushAcrobits
 import PushAgent
 import PushBackend
 import PushConfig
+import PushState
 import PushTemplates
 
 /// `pushreporter preview`: print the exact requests the configuration produces; sends nothing.
@@ -28,6 +29,9 @@ struct Preview: ParsableCommand {
     @Option(help: ArgumentHelp("Only this reporter: pushTokenReporter or accountRemovalReporter.", valueName: "name"))
     var reporter: Reporter?
 
+    @Option(name: .customLong("service"), help: ArgumentHelp("Only this service (repeatable): acrobits for the accounts' own web services, or a name under services:.", valueName: "name"))
+    var services: [String] = []
+
     @Option(help: "Output format: http (raw HTTP/1.1), curl (runnable commands) or json.")
     var format: Format = .http
 
@@ -40,35 +44,67 @@ struct Preview: ParsableCommand {
         try stopOnErrors(loaded.diagnostics, files: configuration.files)
         let known = Set(configuration.accounts.map(\.id))
         for id in accounts where !known.contains(id) {
-            var message = "preview: no account '\(id)'"
-            if let nearest = NameSuggester.nearest(to: id, among: known) { message += "; did you mean '\(nearest)'?" }
+            var message = "preview: no account '\(id.displayEscaped)'"
+            if let nearest = NameSuggester.nearest(to: id, among: known) { message += "; did you mean '\(nearest.displayEscaped)'?" }
+            throw ValidationError(message)
+        }
+        let knownServices = Set([SubscriptionKey.acrobits] + configuration.services.keys)
+        for name in services where !knownServices.contains(name) {
+            var message = "preview: no service '\(name.displayEscaped)'"
+            if let nearest = NameSuggester.nearest(to: name, among: knownServices) { message += "; did you mean '\(nearest)'?" }
             throw ValidationError(message)
         }
         let display: SecretDisplay = showSecrets ? .asSent : (format == .curl ? .shellVariables : .stars)
-        var builder = loaded.builder(installID: loaded.storedInstallID)
-        var requests: [RenderedRequest] = []
+        let backends = Backends.standard
+        let context = loaded.context(installID: loaded.storedInstallID)
+        let selected = configuration.accounts.lazy.filter { accounts.isEmpty || accounts.contains($0.id) }
+
+        // Twice: once to find every problem before anything is printed, then to print as each
+        // account is rendered, so that memory does not grow with the number of accounts.
         var problems = DiagnosticList()
+        var planners = backends.planners(context, diagnostics: &problems)
+        for account in selected { _ = requests(for: account, planners: &planners, display: display, diagnostics: &problems) }
+        try stopOnErrors(problems, files: configuration.files)
+
+        planners = backends.planners(context, diagnostics: &problems)
+        var printed = 0
         var disabled = 0
-        for account in configuration.accounts where accounts.isEmpty || accounts.contains(account.id) {
+        for account in selected {
             guard account.isEnabled else {
                 disabled += 1
                 continue
             }
-            for candidate in Reporter.allCases where reporter == nil || reporter == candidate {
-                if let request = builder.request(for: account, reporter: candidate, display: display, diagnostics: &problems) {
-                    requests.append(request)
+            for request in requests(for: account, planners: &planners, display: display, diagnostics: &problems) {
+                switch format {
+                case .json:
+                    print(printed == 0 ? "[" : ",", terminator: "\n")
+                    print("  " + RequestFormatter.json(request).replacing("\n", with: "\n  "), terminator: "")
+                case .curl:
+                    print((printed == 0 ? "" : "\n") + RequestFormatter.curl(request))
+                case .http:
+                    print((printed == 0 ? "" : "\n") + RequestFormatter.http(request))
                 }
+                printed += 1
             }
         }
-        try stopOnErrors(problems, files: configuration.files)
-        switch format {
-        case .json: print(JSONText.array(requests.map(RequestFormatter.json)))
-        case .curl: print(requests.map(RequestFormatter.curl).joined(separator: "\n\n"))
-        case .http: print(requests.map(RequestFormatter.http).joined(separator: "\n\n"))
-        }
-        if requests.isEmpty { printError("preview: no request to show") }
+        if format == .json { print(printed == 0 ? "[]" : "\n]") }
+        if printed == 0 { printError("preview: no request to show") }
         if disabled > 0 { printError("preview: skipped \(disabled) disabled \(plural(disabled, "account"))") }
         exitNow(.success)
+    }
+
+    /// The requests of `account` that the options select, from every backend.
+    private func requests(for account: Account, planners: inout [any SubscriptionPlanner], display: SecretDisplay,
+                          diagnostics: inout DiagnosticList) -> [RenderedRequest] {
+        guard account.isEnabled else { return [] }
+        var found: [RenderedRequest] = []
+        for index in planners.indices {
+            for request in planners[index].preview(account, display: display, diagnostics: &diagnostics)
+            where (reporter == nil || request.reporter == reporter?.rawValue) && (services.isEmpty || services.contains(request.service)) {
+                found.append(request)
+            }
+        }
+        return found
     }
 
     /// Prints the errors of `diagnostics` and stops, when it has any. Loading and rendering

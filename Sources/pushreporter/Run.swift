@@ -53,29 +53,27 @@ struct Run: AsyncParsableCommand {
         let prepared = prepare(output: output, logger: logger)
         // Loaded: from here the agent runs for weeks, and freed memory goes back to the system.
         if !once { Allocator.useSmallSteps() }
-        let records: [AccountRecord]
-        let transport: CurlTransport
+        let records: [SubscriptionRecord]
         do {
-            records = try prepared.store.records()
-            transport = try CurlTransport(settings: TransportSettings(caFile: prepared.settings.tlsCAFile))
+            records = try prepared.runtime.records()
         } catch {
-            logger.error("\(String(describing: error))")
+            logger.error("\(error.description)")
             exitNow(Exit.failure)
         }
+        let start = AgentStart.configuration(plans: prepared.plans, records: records, pollers: prepared.pollers)
         if once {
-            await runOnce(prepared, records: records, transport: transport, logger: logger, output: output)
+            await runOnce(prepared.runtime, start: start, logger: logger, output: output)
         } else {
-            await runAgent(consume prepared, records: consume records, transport: transport, logger: logger, hangups: hangups)
+            await runAgent(prepared, start: start, logger: logger, hangups: hangups)
         }
     }
 
     /// What the agent keeps of loading: the loaded configuration and its source text are
     /// dropped once the plans are rendered, so they do not stay in memory while it runs.
     private struct Prepared {
-        var store: StateStore
-        var plans: [AccountPlan]
-        var settings: AgentSettings
-        var installID: String
+        var runtime: AgentRuntime
+        var plans: [SubscriptionPlan]
+        var pollers: [any ConfirmationPoller]
         /// What the configuration was loaded with: the notifier and the watched paths use it too.
         var environment: LoaderEnvironment
     }
@@ -85,7 +83,7 @@ struct Run: AsyncParsableCommand {
     private func prepare(output: LogOutput, logger: Logger) -> Prepared {
         let setup: AgentSetup
         do {
-            setup = try AgentSetup(options: config, stateDir: agent.stateDir)
+            setup = try AgentSetup(options: config, stateDir: agent.stateDir, logger: logger)
         } catch {
             error.report(output: output, logger: logger)
             if error.code == Exit.configuration {
@@ -96,52 +94,36 @@ struct Run: AsyncParsableCommand {
         for diagnostic in setup.loaded.diagnostics.sorted(fileOrder: setup.configuration.files) {
             output.line(diagnostic.formatted)
         }
-        for plan in setup.plans where plan.report.rendered.secretsWithheld {
-            logger.warning("\(plan.id): secrets are sent as ******** because \(plan.report.host) is plain http and not loopback; use https")
+        for plan in setup.plans where plan.secretsWithheld {
+            let host = plan.delivery?.host ?? plan.service
+            logger.warning("\(plan.account.displayEscaped): secrets are sent as ******** because \(host) is plain http and not loopback; use https")
         }
         if setup.plans.isEmpty {
-            logger.warning("no enabled account has a pushTokenReporterUrl, so there is nothing to report")
+            logger.warning("no enabled account has a pushTokenReporterUrl or a service, so there is nothing to report")
         }
-        return Prepared(store: setup.store, plans: setup.plans, settings: setup.configuration.agent, installID: setup.installID,
-                        environment: setup.loaded.environment)
+        return Prepared(runtime: setup.runtime, plans: setup.plans, pollers: setup.pollers, environment: setup.loaded.environment)
     }
 
-    /// `run --once`: every report and every owed removal, retried until the deadline.
-    private func runOnce(_ setup: Prepared, records: [AccountRecord], transport: CurlTransport, logger: Logger,
-                         output: LogOutput) async -> Never {
-        let settings = setup.settings
-        var batch = OnceBatch(plans: setup.plans, records: records, defaultTimeout: settings.timeout)
-        for id in batch.unreadableRemovals {
-            logger.unreadableRemoval(of: id)
-        }
+    /// `run --once`: every delivery and every owed cleanup, retried until the deadline.
+    private func runOnce(_ runtime: AgentRuntime, start: AgentStart, logger: Logger, output: LogOutput) async -> Never {
+        let outcome: OnceOutcome
         do {
-            let before = batch.takeRecordsBeforeSending()
-            try setup.store.save(before.save, deleting: before.forget)
+            outcome = try await runtime.runOnce(start, deadline: agent.deadlineDuration, output: output)
         } catch {
             logger.error("\(error.description)")
             exitNow(Exit.failure)
         }
-        let runner = OnceRunner(reports: batch.reports, settings: settings, transport: transport,
-                                logger: logger, clock: ContinuousClock(), output: output)
-        let outcome = await runner.run(deadline: agent.deadlineDuration)
-        transport.shutdown()
-        let (records, forgotten) = batch.records(after: outcome, now: WallClock.epochMilliseconds())
-        var saved = true
-        do {
-            try setup.store.save(records, deleting: forgotten)
-        } catch {
-            logger.error("\(error.description); the outcomes are not recorded, so they are sent again next time")
-            saved = false
+        if !outcome.stateWritten {
+            logger.error("the state could not be written; the outcomes are not recorded, so they are sent again next time")
         }
         print(outcome.summary)
-        exitNow(outcome.undelivered.isEmpty && saved ? .success : Exit.failure)
+        exitNow(outcome.succeeded ? .success : Exit.failure)
     }
 
-    /// The long-running agent, as a group of services that stops on SIGTERM or SIGINT.
-    private func runAgent(_ setup: consuming Prepared, records: consuming [AccountRecord], transport: CurlTransport,
-                          logger: Logger, hangups: UnixSignalsSequence?) async -> Never {
+    /// The long-running agent, until SIGTERM or SIGINT.
+    private func runAgent(_ setup: consuming Prepared, start: consuming AgentStart, logger: Logger,
+                          hangups: UnixSignalsSequence?) async -> Never {
         let environment = setup.environment.variables
-        let notifier = SystemdNotifier(environment: environment)
         var reloadSources: [Agent<ContinuousClock>.ReloadSource] = []
         if let hangups {
             reloadSources.append({ continuation in
@@ -159,33 +141,18 @@ struct Run: AsyncParsableCommand {
             })
         }
         let options = config
-        let installID = setup.installID
-        let settings = setup.settings
-        let recorder = StateRecorder(store: setup.store, logger: logger, clock: ContinuousClock())
-        let agent = Agent(plans: setup.plans, records: records, settings: settings, transport: transport,
-                          recorder: recorder, notifier: notifier, logger: logger, clock: ContinuousClock(),
-                          load: { AgentSetup.reload(options: options, installID: installID) },
-                          reloadSources: reloadSources, gracePeriod: min(settings.timeout, .seconds(10)))
-        // The agent has the plans and records now (`records` went to it); they are not kept
-        // here too for the whole run, since this function never returns.
+        let runtime = setup.runtime
+        // The agent has the plans and records now; they are not kept here too for the whole
+        // run, since this function never returns.
         _ = consume setup
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: recorder)]
-        if let interval = SystemdNotifier.watchdogInterval(environment: environment) {
-            services.append(.init(service: Watchdog(notifier: notifier, interval: interval, clock: ContinuousClock())))
-        }
-        services.append(.init(service: agent))
-        var quiet = logger
-        quiet.logLevel = max(logger.logLevel, .warning)
-        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint],
-                                                      logger: quiet))
         do {
-            try await group.run()
+            try await runtime.runService(consume start, environment: environment,
+                                         load: { AgentSetup.reload(options: options, runtime: runtime) },
+                                         reloadSources: reloadSources)
         } catch {
-            logger.error("the agent stopped: \(String(describing: error))")
-            recorder.flush()
+            logger.error("\(error.description)")
             exitNow(Exit.failure)
         }
-        transport.shutdown()
         logger.info("stopped")
         exitNow(.success)
     }

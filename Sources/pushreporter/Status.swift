@@ -30,10 +30,10 @@ struct Status: ParsableCommand {
     func run() throws {
         let environment = LoaderEnvironment.current().variables
         let path = stateDir ?? AgentSettings().resolvedStateDirectory(environment: environment)
-        let records: [AccountRecord]
+        let records: [SubscriptionRecord]
         do {
             let directory = try StateDirectory(path: path, create: false)
-            records = try StateStore(directory: directory, readOnly: true).records()
+            records = try SQLiteStateStore(directory: directory, readOnly: true).records()
         } catch let error as StateError where error.isMissing {
             records = []
             printError("status: \(error.description)")

@@ -30,8 +30,8 @@ struct Validate: ParsableCommand {
         // Accounts are checked while they load, as far as that can tell; the others after.
         var loaded = LoadedConfiguration(options: config, checkingEarly: true)
         let installID = loaded.storedInstallID
-        var builder = loaded.builder(installID: installID)
-        builder.checkAll(into: &loaded.diagnostics, skipping: loaded.result.passedEarly)
+        Backends.standard.check(loaded.context(installID: installID), skipping: loaded.result.passedEarly,
+                                diagnostics: &loaded.diagnostics)
         let diagnostics = loaded.diagnostics.sorted(fileOrder: loaded.result.configuration.files)
         let errors = loaded.diagnostics.errorCount
         let warnings = loaded.diagnostics.warningCount

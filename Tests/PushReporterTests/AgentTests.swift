@@ -90,10 +90,10 @@ import Testing
                                            "start /report/alice?token=A2", "end /report/alice?token=A2"])
         agent.signal(SIGTERM)
         #expect(agent.waitForExit() == 0)
-        let records = try StateStore(directory: StateDirectory(path: files.path + "/state"), readOnly: true).records()
-        #expect(records.first?.phase == .delivered)
-        #expect(records.first?.removal?.contains("token=A2") == true)
-        #expect(records.first?.pastRemovals == [])
+        let records = try SQLiteStateStore(directory: StateDirectory(path: files.path + "/state"), readOnly: true).records()
+        #expect(records.first?.state == .delivered)
+        #expect(records.first?.cleanup?.contains("token=A2") == true)
+        #expect(records.first?.pastCleanups == [])
     }
 
     @Test func sigtermGivesAHungRequestItsGracePeriodThenExitsZero() throws {
@@ -108,9 +108,9 @@ import Testing
         #expect(agent.waitForExit(timeout: .seconds(20)) == 0, "\(agent.stderr)")
         #expect(agent.stderr.contains("stopping: no new requests; 1 in flight get 2s to finish"), "\(agent.stderr)")
         #expect(listener.waitForMessage { $0 == "STOPPING=1" } != nil)
-        let records = try StateStore(directory: StateDirectory(path: files.path + "/state"), readOnly: true).records()
-        #expect(records.map(\.id) == ["alice"])
-        #expect(records.first?.removal?.contains("token=A1") == true)
+        let records = try SQLiteStateStore(directory: StateDirectory(path: files.path + "/state"), readOnly: true).records()
+        #expect(records.map(\.key.account) == ["alice"])
+        #expect(records.first?.cleanup?.contains("token=A1") == true)
     }
 
     @Test func anAccountRemovedWhileTheAgentWasDownGetsItsRemovalOnTheNextStart() throws {
@@ -131,8 +131,8 @@ import Testing
         #expect(second.waitForExit() == 0)
         // Every start reports every account again, as the Acrobits app does.
         #expect(Self.seen(server, from: 2).sorted() == ["DELETE /remove/bob?token=B1", "GET /report/alice?token=A1"])
-        let records = try StateStore(directory: StateDirectory(path: state), readOnly: true).records()
-        #expect(records.map(\.id) == ["alice"])
+        let records = try SQLiteStateStore(directory: StateDirectory(path: state), readOnly: true).records()
+        #expect(records.map(\.key.account) == ["alice"])
     }
 
     @Test func systemdIsToldReadyStatusReloadingAndStopping() throws {
@@ -182,8 +182,8 @@ import Testing
         #expect(lines.first == "1 account: 1 reported, 0 retrying")
         #expect(lines.count == 5)
         #expect(lines[1] == "" && lines[4] == "")
-        #expect(lines[2].hasPrefix("ACCOUNT  STATE      ATTEMPTS  LAST ATTEMPT"))
-        #expect(lines[3].hasPrefix("alice    delivered  0         "))
+        #expect(lines[2].hasPrefix("ACCOUNT  SERVICE   STATE      ATTEMPTS  LAST ATTEMPT"))
+        #expect(lines[3].hasPrefix("alice    acrobits  delivered  0         "))
     }
 
     @Test func removeSendsTheStoredRemovalAndForgetsTheAccount() throws {
@@ -200,7 +200,7 @@ import Testing
         #expect(removed.stdout == "Removal of alice delivered to 127.0.0.1:\(server.port); the account is forgotten.\n")
         #expect(removed.stderr.contains("alice is still in the configuration (\(config):5); the agent reports it again"))
         #expect(Self.seen(server).last == "DELETE /remove/alice?token=A1")
-        #expect(try StateStore(directory: StateDirectory(path: state), readOnly: true).records().isEmpty)
+        #expect(try SQLiteStateStore(directory: StateDirectory(path: state), readOnly: true).records().isEmpty)
 
         let unknown = try ProcessRunner.pushreporter(["remove", "zed", "--config", config, "--state-dir", state])
         #expect(unknown.status == 1)
@@ -227,12 +227,12 @@ import Testing
         #expect(try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", state]).status == 0)
         // Two removals owed: that of an earlier report (A1), then that of the last one (A2).
         let directory = try StateDirectory(path: state, create: false)
-        var record = try #require(try StateStore(directory: directory).records().first)
-        let first = try #require(record.removal)
+        var record = try #require(try SQLiteStateStore(directory: directory).records().first)
+        let first = try #require(record.cleanup)
         let second = first.replacingOccurrences(of: "A1", with: "A2")
-        record.pastRemovals = [first]
-        record.removal = second
-        try StateStore(directory: directory).save([record])
+        record.pastCleanups = [first]
+        record.cleanup = second
+        try SQLiteStateStore(directory: directory).save([record], deleting: [])
         let gone = files.write("gone.yaml", "accounts: []\n")
 
         let failed = try ProcessRunner.pushreporter(["remove", "alice", "--config", gone, "--state-dir", state, "--deadline", "1s"])
@@ -240,9 +240,9 @@ import Testing
         #expect(failed.stdout.hasPrefix("Delivered 1 of 2 removals of alice (recorded: it is not sent again); "
                                         + "removal 2 was not delivered within the deadline (1s):\n"
                                         + "  alice: accountRemovalReporter to 127.0.0.1:\(server.port): HTTP 503"), "\(failed.stdout)")
-        let left = try #require(try StateStore(directory: directory, readOnly: true).records().first)
-        #expect(left.pastRemovals == [])
-        #expect(left.removal == second)
+        let left = try #require(try SQLiteStateStore(directory: directory, readOnly: true).records().first)
+        #expect(left.pastCleanups == [])
+        #expect(left.cleanup == second)
 
         accepting.store(true, ordering: .relaxed)
         let removed = try ProcessRunner.pushreporter(["remove", "alice", "--config", gone, "--state-dir", state])
@@ -250,7 +250,7 @@ import Testing
         #expect(removed.stdout == "Removal of alice delivered to 127.0.0.1:\(server.port); the account is forgotten.\n")
         #expect(Self.seen(server).filter { $0.hasPrefix("DELETE") && $0.contains("A1") } == ["DELETE /remove/alice?token=A1"],
                 "the delivered removal is not sent again")
-        #expect(try StateStore(directory: directory, readOnly: true).records().isEmpty)
+        #expect(try SQLiteStateStore(directory: directory, readOnly: true).records().isEmpty)
     }
 
     @Test func statusOfADirectoryWithoutStateSaysSo() throws {

@@ -97,10 +97,10 @@ import Testing
         #expect(!owed.isEmpty)
         for index in owed { #expect(removed.contains("a\(index)"), "a\(index)") }
 
-        let store = try StateStore(directory: StateDirectory(path: state), readOnly: true)
+        let store = try SQLiteStateStore(directory: StateDirectory(path: state), readOnly: true)
         #expect(try store.integrityCheck() == "ok")
         let records = try store.records()
         #expect(records.count == remaining)
-        #expect(records.allSatisfy { $0.phase == .delivered })
+        #expect(records.allSatisfy { $0.state == .delivered })
     }
 }

@@ -3,42 +3,19 @@ import Foundation
 import PushTestSupport
 import Testing
 
-@Suite struct StateStoreTests {
-    private func sample(_ id: String) -> AccountRecord {
-        AccountRecord(id: id, fingerprint: "f-\(id)", deliveredFingerprint: "f-\(id)", attempts: 0,
-                      lastAttemptAt: 1_700_000_000_000, lastOutcome: "delivered", nextDueAt: nil,
-                      lastSuccessAt: 1_700_000_000_000, removal: #"{"method":"DELETE"}"#, isRemoving: false)
-    }
-
-    @Test func recordsSurviveReopeningAndDeletesAreApplied() throws {
-        let temporary = TemporaryDirectory()
-        let directory = try StateDirectory(path: temporary.path + "/state")
-        do {
-            let store = try StateStore(directory: directory)
-            var retrying = sample("bob")
-            retrying.attempts = 3
-            retrying.lastOutcome = "HTTP 503"
-            retrying.nextDueAt = 1_700_000_060_000
-            try store.save([sample("alice"), retrying, sample("carol")])
-            try store.save([AccountRecord](), deleting: ["carol"])
-        }
-        let reopened = try StateStore(directory: directory, readOnly: true)
-        let records = try reopened.records()
-        #expect(records.map(\.id) == ["alice", "bob"])
-        #expect(records[0] == sample("alice"))
-        #expect(records[1].attempts == 3)
-        #expect(records[1].lastOutcome == "HTTP 503")
-        #expect(records[1].nextDueAt == 1_700_000_060_000)
-        #expect(records[1].phase == .retrying)
-        #expect(records[0].phase == .delivered)
-        #expect(try reopened.integrityCheck() == "ok")
+/// What only the SQLite store does: its files, its layouts and their migration.
+@Suite struct SQLiteStateStoreTests {
+    private func sample(_ id: String) -> SubscriptionRecord {
+        SubscriptionRecord(key: SubscriptionKey(account: id, service: SubscriptionKey.acrobits), fingerprint: "f-\(id)",
+                           deliveredFingerprint: "f-\(id)", state: .delivered, lastAttemptAt: 1_700_000_000_000,
+                           lastOutcome: "delivered", lastSuccessAt: 1_700_000_000_000, cleanup: #"{"method":"DELETE"}"#)
     }
 
     @Test func filesAreOwnerOnlyAndTheJournalIsWAL() throws {
         let temporary = TemporaryDirectory()
         let directory = try StateDirectory(path: temporary.path + "/new/state")
-        let store = try StateStore(directory: directory)
-        try store.save([sample("alice")])
+        let store = try SQLiteStateStore(directory: directory)
+        try store.save([sample("alice")], deleting: [])
         func mode(_ path: String) throws -> Int {
             try (FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? -1
         }
@@ -48,23 +25,12 @@ import Testing
         #expect(try mode(store.path + "-shm") == 0o600)
     }
 
-    @Test func aReaderSeesTheWritersCommittedBatches() throws {
-        let temporary = TemporaryDirectory()
-        let directory = try StateDirectory(path: temporary.path)
-        let writer = try StateStore(directory: directory)
-        try writer.save([sample("alice")])
-        let reader = try StateStore(directory: directory, readOnly: true)
-        #expect(try reader.records().count == 1)
-        try writer.save((0..<500).map { sample("account-\($0)") })
-        #expect(try reader.records().count == 501)
-    }
-
     @Test func readingADirectoryWithoutStateSaysSo() throws {
         let temporary = TemporaryDirectory()
         let directory = try StateDirectory(path: temporary.path, create: false)
-        #expect(throws: StateError.self) { try StateStore(directory: directory, readOnly: true) }
+        #expect(throws: StateError.self) { try SQLiteStateStore(directory: directory, readOnly: true) }
         do {
-            _ = try StateStore(directory: directory, readOnly: true)
+            _ = try SQLiteStateStore(directory: directory, readOnly: true)
         } catch {
             #expect(error.isMissing)
             #expect(error.description == "there is no state in \(temporary.path) yet: the agent has not run with this state directory")
@@ -75,20 +41,20 @@ import Testing
     @Test func aDatabaseOfANewerSchemaIsRefusedAndLeftAsItIs() throws {
         let temporary = TemporaryDirectory()
         let directory = try StateDirectory(path: temporary.path + "/state")
-        try StateStore(directory: directory).save([sample("alice")])
+        try SQLiteStateStore(directory: directory).save([sample("alice")], deleting: [])
         // Closed, the WAL is checkpointed into the file, whose header holds user_version as a
         // big-endian 32-bit number at byte 60 (SQLite's file format, section 1.3).
-        let path = directory.path + "/" + StateStore.fileName
+        let path = directory.path + "/" + SQLiteStateStore.fileName
         var bytes = try #require(FileManager.default.contents(atPath: path))
-        #expect(bytes[60..<64].elementsEqual([0, 0, 0, 2]))
+        #expect(bytes[60..<64].elementsEqual([0, 0, 0, 3]))
         bytes.replaceSubrange(60..<64, with: [0, 0, 0, 7])
         try bytes.write(to: URL(fileURLWithPath: path))
         for readOnly in [false, true] {
             #expect {
-                try StateStore(directory: directory, readOnly: readOnly)
+                try SQLiteStateStore(directory: directory, readOnly: readOnly)
             } throws: { error in
                 "\(error)" == "the state database \(path) was written by a newer pushreporter (schema 7; "
-                    + "this one reads schema 2); run that version, or move the state directory aside"
+                    + "this one reads schema 3); run that version, or move the state directory aside"
             }
         }
         #expect(try #require(FileManager.default.contents(atPath: path))[60..<64].elementsEqual([0, 0, 0, 7]))
@@ -100,7 +66,7 @@ import Testing
     private func firstLayout(_ temporary: TemporaryDirectory, pastRemovals: Bool, row: String,
                              version: Int = 1) throws -> StateDirectory {
         let directory = try StateDirectory(path: temporary.path + "/state")
-        let old = try SQLiteConnection(path: directory.path + "/" + StateStore.fileName, readOnly: false)
+        let old = try SQLiteConnection(path: directory.path + "/" + SQLiteStateStore.fileName, readOnly: false)
         try old.execute("""
             CREATE TABLE accounts (id TEXT PRIMARY KEY NOT NULL, fingerprint TEXT NOT NULL, delivered_fingerprint TEXT,
                 attempts INTEGER NOT NULL, last_attempt_at INTEGER, last_outcome TEXT, next_due_at INTEGER,
@@ -117,25 +83,26 @@ import Testing
         // What pushreporter wrote before past_removals existed.
         let directory = try firstLayout(temporary, pastRemovals: false,
                                         row: #"('alice', 'f1', NULL, 2, 5, 'HTTP 503', 9, NULL, '{"method":"DELETE"}', 0)"#)
-        let path = directory.path + "/" + StateStore.fileName
+        let path = directory.path + "/" + SQLiteStateStore.fileName
         func version() throws -> Int64 {
             let statement = try SQLiteConnection(path: path, readOnly: true).prepare("PRAGMA user_version")
             return try statement.step() ? statement.int64(0) ?? -1 : -1
         }
 
-        let read = try StateStore(directory: directory, readOnly: true).records()
-        #expect(read.map(\.id) == ["alice"])
+        let read = try SQLiteStateStore(directory: directory, readOnly: true).records()
+        #expect(read.map(\.key) == [SubscriptionKey(account: "alice", service: SubscriptionKey.acrobits)])
+        #expect(read.first?.state == .retrying)
         #expect(read.first?.lastOutcome == "HTTP 503")
-        #expect(read.first?.pastRemovals == [])
+        #expect(read.first?.pastCleanups == [])
         #expect(try version() == 1, "reading changes nothing")
 
-        let store = try StateStore(directory: directory)
-        #expect(try version() == 2)
+        let store = try SQLiteStateStore(directory: directory)
+        #expect(try version() == 3)
         var record = try #require(try store.records().first)
-        #expect(record.removal == #"{"method":"DELETE"}"#)
-        record.pastRemovals = ["earlier"]
-        try store.save([record])
-        #expect(try StateStore(directory: directory, readOnly: true).records().first?.pastRemovals == ["earlier"])
+        #expect(record.cleanup == #"{"method":"DELETE"}"#)
+        record.pastCleanups = ["earlier"]
+        try store.save([record], deleting: [])
+        #expect(try SQLiteStateStore(directory: directory, readOnly: true).records().first?.pastCleanups == ["earlier"])
     }
 
     @Test func aDatabaseOfTheFirstLayoutThatHasPastRemovalsAlreadyOpens() throws {
@@ -143,28 +110,40 @@ import Testing
         // What later builds of schema 1 wrote: the column added, the number left at 1.
         let directory = try firstLayout(temporary, pastRemovals: true,
                                         row: #"('bob', 'f1', NULL, 0, NULL, NULL, NULL, NULL, NULL, '["kept"]', 0)"#)
-        #expect(try StateStore(directory: directory, readOnly: true).records().first?.pastRemovals == ["kept"])
-        let store = try StateStore(directory: directory)
-        #expect(try store.records().first?.pastRemovals == ["kept"])
+        #expect(try SQLiteStateStore(directory: directory, readOnly: true).records().first?.pastCleanups == ["kept"])
+        let store = try SQLiteStateStore(directory: directory)
+        #expect(try store.records().first?.pastCleanups == ["kept"])
     }
 
     @Test func aFirstLayoutTableWithoutItsNumberIsMigrated() throws {
         let temporary = TemporaryDirectory()
         let directory = try firstLayout(temporary, pastRemovals: false,
                                         row: #"('carol', 'f1', NULL, 0, NULL, NULL, NULL, NULL, NULL, 0)"#, version: 0)
-        let store = try StateStore(directory: directory)
+        let store = try SQLiteStateStore(directory: directory)
         var record = try #require(try store.records().first)
-        #expect(record.id == "carol")
-        record.pastRemovals = ["earlier"]
-        try store.save([record])
-        #expect(try StateStore(directory: directory, readOnly: true).records().first?.pastRemovals == ["earlier"])
+        #expect(record.key.account == "carol")
+        record.pastCleanups = ["earlier"]
+        try store.save([record], deleting: [])
+        #expect(try SQLiteStateStore(directory: directory, readOnly: true).records().first?.pastCleanups == ["earlier"])
     }
+}
 
-    @Test func phasesFollowTheRecord() {
-        #expect(AccountRecord(id: "a", fingerprint: "x").phase == .pending)
-        #expect(AccountRecord(id: "a", fingerprint: "x", attempts: 2).phase == .retrying)
-        #expect(AccountRecord(id: "a", fingerprint: "x", deliveredFingerprint: "y").phase == .pending)
-        #expect(AccountRecord(id: "a", fingerprint: "x", deliveredFingerprint: "x").phase == .delivered)
-        #expect(AccountRecord(id: "a", deliveredFingerprint: "x", isRemoving: true).phase == .removing)
+extension SQLiteStateStoreTests {
+    @Test func aSecondLayoutDatabaseBecomesOneSubscriptionPerAccount() throws {
+        let temporary = TemporaryDirectory()
+        let directory = try firstLayout(temporary, pastRemovals: true, row: """
+            ('alice', 'f1', 'f1', 0, 5, 'delivered', NULL, 5, 'R', '["P"]', 0),
+            ('bob', 'f2', NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0),
+            ('carol', '', 'f3', 1, 6, 'HTTP 503', 9, 4, 'R3', NULL, 1)
+            """, version: 2)
+        let records = try SQLiteStateStore(directory: directory).records()
+        #expect(records.map(\.key.description) == ["alice", "bob", "carol"])
+        #expect(records.allSatisfy { $0.key.service == SubscriptionKey.acrobits })
+        #expect(records.map(\.state) == [.delivered, .pending, .removing])
+        #expect(records[0].cleanup == "R" && records[0].pastCleanups == ["P"] && records[0].lastSuccessAt == 5)
+        #expect(records[2].attempts == 1 && records[2].nextDueAt == 9 && records[2].cleanup == "R3")
+        let statement = try SQLiteConnection(path: directory.path + "/" + SQLiteStateStore.fileName, readOnly: true)
+            .prepare("SELECT count(*) FROM sqlite_master WHERE name = 'accounts'")
+        #expect(try statement.step() && statement.int64(0) == 0, "the old table is gone")
     }
 }

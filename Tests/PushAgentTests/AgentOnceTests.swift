@@ -5,6 +5,7 @@ import PushBackend
 import PushConfig
 import PushConfig
 import PushScheduler
+import PushState
 import PushTestSupport
 import PushTransport
 import Synchronization
@@ -40,45 +41,57 @@ final class ScriptedTransport: HTTPTransport {
     }
 }
 
-@Suite struct OnceRunnerTests {
-    static func report(_ account: String, url: String) -> PlannedReport {
-        PlannedReport(RenderedRequest(account: account, reporter: "pushTokenReporter", method: "GET", url: url,
-                                      headers: [("User-Agent", "pushreporter/0.1.0")], body: nil),
-                      defaultTimeout: .seconds(5))
+/// `run --once`: the agent's one round, in process, on a manual clock with a scripted transport.
+@Suite struct AgentOnceTests {
+    static func plan(_ account: String, url: String) -> SubscriptionPlan {
+        let rendered = RenderedRequest(account: account, reporter: "pushTokenReporter", method: "GET", url: url,
+                                       headers: [("User-Agent", "pushreporter/0.1.0")], body: nil, fingerprint: "f-\(account)")
+        return SubscriptionPlan(account: account, service: SubscriptionKey.acrobits, fingerprint: rendered.fingerprint,
+                                delivery: AcrobitsBackend.request(rendered, service: SubscriptionKey.acrobits, purpose: .delivery),
+                                cleanup: nil)
     }
 
     static func settings() -> AgentSettings {
         var settings = AgentSettings()
         settings.retry.initial = .seconds(10)
         settings.retry.max = .seconds(40)
+        settings.timeout = .seconds(5)
         return settings
     }
 
-    @Test func everyReportIsSentOnceWhenAllSucceed() async {
-        let transport = ScriptedTransport { _, _ in TransportResponse(status: 204) }
-        let reports = (0..<5).map { Self.report("a\($0)", url: "http://h\($0 % 2).example/\($0)") }
-        let runner = OnceRunner(reports: reports, settings: Self.settings(), transport: transport,
-                                logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, clock: ManualClock())
-        let outcome = await runner.run(deadline: .seconds(60))
-        #expect(outcome.delivered == 5)
-        #expect(outcome.undelivered.isEmpty)
-        #expect(Set(transport.requests.map(\.url)) == Set(reports.map(\.request.url)))
-        #expect(transport.requests.count == 5)
+    static let quiet = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+
+    static func agent(_ plans: [SubscriptionPlan], records: [SubscriptionRecord] = [], transport: ScriptedTransport,
+                      store: MemoryStateStore = MemoryStateStore(), clock: ManualClock) -> Agent<ManualClock> {
+        Agent(start: .configuration(plans: plans, records: records, pollers: []), settings: settings(), transport: transport,
+              recorder: StateRecorder(store: store, logger: quiet, clock: clock), logger: quiet, clock: clock, wallClock: { 0 })
     }
 
-    @Test func failuresAreRetriedAfterTheBackoffAndReportedAtTheDeadline() async {
+    @Test func everyReportIsSentOnceWhenAllSucceed() async throws {
+        let transport = ScriptedTransport { _, _ in TransportResponse(status: 204) }
+        let plans = (0..<5).map { Self.plan("a\($0)", url: "http://h\($0 % 2).example/\($0)") }
+        let store = MemoryStateStore()
+        let outcome = await Self.agent(plans, transport: transport, store: store, clock: ManualClock()).runOnce(deadline: .seconds(60))
+        #expect(outcome.delivered == 5)
+        #expect(outcome.undelivered.isEmpty)
+        #expect(outcome.succeeded)
+        #expect(Set(transport.requests.map(\.url)) == Set((0..<5).map { "http://h\($0 % 2).example/\($0)" }))
+        #expect(transport.requests.count == 5)
+        #expect(try store.records().map(\.state) == Array(repeating: .delivered, count: 5))
+    }
+
+    @Test func failuresAreRetriedAfterTheBackoffAndReportedAtTheDeadline() async throws {
         // b always fails; a fails once.
         let transport = ScriptedTransport { request, earlier in
             if request.url.hasSuffix("/b") { return TransportResponse(status: 503) }
             return TransportResponse(status: earlier == 0 ? 500 : 204)
         }
         let clock = ManualClock()
-        let runner = OnceRunner(reports: [Self.report("a", url: "http://x.example/a"), Self.report("b", url: "http://y.example/b")],
-                                settings: Self.settings(), transport: transport,
-                                logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, clock: clock,
-                                wallClock: { 0 })
-        let run = Task { await runner.run(deadline: .seconds(30)) }
-        // Both first attempts fail; the run sleeps on the retries and the deadline.
+        let store = MemoryStateStore()
+        let agent = Self.agent([Self.plan("a", url: "http://x.example/a"), Self.plan("b", url: "http://y.example/b")],
+                               transport: transport, store: store, clock: clock)
+        let run = Task { await agent.runOnce(deadline: .seconds(30)) }
+        // Both first attempts fail; the round sleeps on the retries and the deadline.
         await clock.waitForSleepers(2)
         #expect(await transport.waitForRequests(2))
         // The first retry comes between 5 s and 10 s (initial 10 s, jittered to [5, 10]).
@@ -89,9 +102,13 @@ final class ScriptedTransport: HTTPTransport {
         clock.advance(by: .seconds(30))
         let outcome = await run.value
         #expect(outcome.delivered == 1)
-        #expect(outcome.undelivered.map(\.account) == ["b"])
+        #expect(outcome.undelivered.map(\.key.account) == ["b"])
         #expect(outcome.undelivered.first?.reason == "HTTP 503")
+        #expect(!outcome.succeeded)
         #expect(outcome.summary.hasPrefix("Delivered 1 of 2 reports; 1 not delivered within the deadline (30s):\n  b: pushTokenReporter to y.example:80: HTTP 503 ("))
+        let records = try store.records()
+        #expect(records.map(\.state) == [.delivered, .retrying])
+        #expect(records.last?.lastOutcome == "HTTP 503")
     }
 
     @Test func anAttemptCutShortByTheDeadlineKeepsTheLastRealReason() async {
@@ -101,10 +118,8 @@ final class ScriptedTransport: HTTPTransport {
             throw TransportError.cancelled
         }
         let clock = ManualClock()
-        let runner = OnceRunner(reports: [Self.report("a", url: "http://x.example/a")], settings: Self.settings(),
-                                transport: transport, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
-                                clock: clock, wallClock: { 0 })
-        let run = Task { await runner.run(deadline: .seconds(30)) }
+        let agent = Self.agent([Self.plan("a", url: "http://x.example/a")], transport: transport, clock: clock)
+        let run = Task { await agent.runOnce(deadline: .seconds(30)) }
         await clock.waitForSleepers(2)
         clock.advance(by: .seconds(10))
         #expect(await transport.waitForRequests(2))
@@ -112,5 +127,16 @@ final class ScriptedTransport: HTTPTransport {
         let outcome = await run.value
         #expect(outcome.undelivered.first?.reason == "HTTP 503")
         #expect(outcome.undelivered.first?.attempts == 1)
+    }
+
+    @Test func aStateThatCannotBeWrittenSendsNothing() async {
+        let transport = ScriptedTransport { _, _ in TransportResponse(status: 204) }
+        let store = MemoryStateStore()
+        store.failsWrites = true
+        let outcome = await Self.agent([Self.plan("a", url: "http://x.example/a")], transport: transport, store: store,
+                                       clock: ManualClock()).runOnce(deadline: .seconds(30))
+        #expect(!outcome.stateWritten)
+        #expect(!outcome.succeeded)
+        #expect(transport.requests.isEmpty)
     }
 }

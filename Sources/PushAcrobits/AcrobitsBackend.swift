@@ -1,0 +1,106 @@
+import PushBackend
+import PushConfig
+import PushScheduler
+import PushState
+import PushTransport
+
+/// The Acrobits web services (SPEC §2–§5, §9.1) as a backend: an account's own
+/// `pushTokenReporterUrl` is its subscription to the service ``SubscriptionKey/acrobits``, its
+/// `accountRemovalReporterUrl` the cleanup kept for it.
+///
+/// Each report goes alone (the receiver is each account's own URL), and a 429 or 503 makes only
+/// that report wait: one slow host never holds back others (SPEC §5).
+public struct AcrobitsBackend: Backend {
+    public static let type = "acrobits"
+    public var type: String { Self.type }
+
+    public init() {}
+
+    public func check(_ context: BackendContext, skipping passedEarly: [Bool]?, diagnostics: inout DiagnosticList) {
+        var builder = RequestBuilder(context)
+        builder.checkAll(into: &diagnostics, skipping: passedEarly)
+    }
+
+    public func planner(_ context: BackendContext, diagnostics: inout DiagnosticList) -> any SubscriptionPlanner {
+        AcrobitsPlanner(builder: RequestBuilder(context))
+    }
+
+    public func send(_ requests: [SubscriptionRequest], transport: any HTTPTransport, defaultTimeout: Duration) async -> [Outcome] {
+        var outcomes: [Outcome] = []
+        for request in requests {
+            guard let rendered = request.payload as? RenderedRequest else {
+                outcomes.append(.rejected("the request was not prepared by the Acrobits backend"))
+                continue
+            }
+            outcomes.append(await Self.send(rendered, transport: transport, defaultTimeout: defaultTimeout))
+        }
+        return outcomes
+    }
+
+    /// One attempt: send the request, then judge the response by SPEC §4's success rule.
+    static func send(_ rendered: RenderedRequest, transport: any HTTPTransport, defaultTimeout: Duration) async -> Outcome {
+        let result: AttemptResult
+        do {
+            result = ResponseJudge.judge(try await transport.send(rendered.transportRequest(defaultTimeout: defaultTimeout)),
+                                         method: rendered.method)
+        } catch let error as TransportError where !error.isCancellation {
+            result = .failed(ResponseJudge.failure(error))
+        } catch {
+            result = .failed(.cancelled)
+        }
+        switch result {
+        case .delivered: return .delivered
+        case .failed(let failure): return .retry(failure)
+        }
+    }
+
+    public func cleanupRequest(account: String, service: String, stored: String) -> SubscriptionRequest? {
+        guard let request = StoredRequest(text: stored) else { return nil }
+        return Self.request(request.rendered(account: account), service: service, purpose: .cleanup)
+    }
+
+    /// A rendered request as the agent schedules it.
+    static func request(_ rendered: RenderedRequest, service: String, purpose: SubscriptionRequest.Purpose) -> SubscriptionRequest {
+        SubscriptionRequest(account: rendered.account, service: service, family: type, purpose: purpose,
+                            label: rendered.reporter, host: rendered.host, timeout: rendered.timeout, payload: rendered)
+    }
+}
+
+/// Renders the Acrobits subscription of one account at a time.
+struct AcrobitsPlanner: SubscriptionPlanner {
+    var builder: RequestBuilder
+
+    mutating func plans(for account: Account, diagnostics: inout DiagnosticList) -> [SubscriptionPlan] {
+        guard account.isEnabled,
+              let report = builder.request(for: account, reporter: .pushTokenReporter, display: .asSent,
+                                           diagnostics: &diagnostics) else { return [] }
+        var removal: String?
+        if account.values.contains(Reporter.accountRemovalReporter.tableKey(.url)) {
+            // Kept as text, not compared: it needs no fingerprint.
+            guard let request = builder.request(for: account, reporter: .accountRemovalReporter, display: .asSent,
+                                                fingerprinted: false, diagnostics: &diagnostics) else { return [] }
+            removal = StoredRequest(request).text
+        }
+        let service = SubscriptionKey.acrobits
+        var plan = SubscriptionPlan(account: account.id, service: service, fingerprint: report.fingerprint,
+                                    delivery: AcrobitsBackend.request(report, service: service, purpose: .delivery),
+                                    cleanup: removal)
+        plan.secretsWithheld = report.secretsWithheld
+        return [plan]
+    }
+
+    mutating func preview(_ account: Account, display: SecretDisplay, diagnostics: inout DiagnosticList) -> [RenderedRequest] {
+        guard account.isEnabled else { return [] }
+        return Reporter.allCases.compactMap { reporter in
+            builder.request(for: account, reporter: reporter, display: display, diagnostics: &diagnostics)
+        }
+    }
+}
+
+extension RequestBuilder {
+    /// A builder for the configuration of `context`.
+    init(_ context: BackendContext) {
+        self.init(configuration: context.configuration, sources: context.sources, installID: context.installID,
+                  hostname: context.hostname)
+    }
+}

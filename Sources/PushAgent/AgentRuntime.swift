@@ -1,0 +1,120 @@
+import Logging
+import PushBackend
+import PushConfig
+import PushState
+import PushTransport
+import ServiceLifecycle
+import UnixSignals
+
+/// The agent, assembled in one place for `run`, `run --once` and `remove` (SPEC §5–§9): the
+/// state (directory, installation id, store), the backends, the transport, the state recorder,
+/// the watchdog and the agent, in that order. The commands parse arguments and print; this
+/// does the rest, with the same rules for all three.
+public struct AgentRuntime: Sendable {
+    /// Why the agent cannot start: sentences for the log.
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    public let settings: AgentSettings
+    public let directory: StateDirectory
+    public let store: any StateStore
+    /// `%installid%`, generated once and kept with the state.
+    public let installID: String
+    public let backends: Backends
+    public let logger: Logger
+
+    /// Opens the state at `stateDirectory`, creating it when missing: its directory (0700), its
+    /// installation id and its database (migrated from an earlier layout).
+    public init(settings: AgentSettings, stateDirectory: String, backends: Backends = .standard, logger: Logger) throws(Failure) {
+        self.settings = settings
+        self.backends = backends
+        self.logger = logger
+        do {
+            directory = try StateDirectory(path: stateDirectory)
+            installID = try directory.installID()
+        } catch {
+            throw Failure(description: error.description)
+        }
+        do {
+            store = try SQLiteStateStore(directory: directory)
+        } catch {
+            throw Failure(description: error.description)
+        }
+    }
+
+    /// What backends render a loaded configuration with, with this installation's id.
+    public func context(_ loaded: LoadResult, hostname: String) -> BackendContext {
+        BackendContext(configuration: loaded.configuration, sources: loaded.sources, installID: installID, hostname: hostname)
+    }
+
+    /// The subscriptions and pollers of a loaded configuration, rendered as sent; the problems
+    /// of rendering go to `diagnostics`.
+    public func plan(_ context: BackendContext, diagnostics: inout DiagnosticList) -> (plans: [SubscriptionPlan], pollers: [any ConfirmationPoller]) {
+        (backends.plans(context, diagnostics: &diagnostics), backends.pollers(context))
+    }
+
+    /// Every stored subscription.
+    public func records() throws(Failure) -> [SubscriptionRecord] {
+        do {
+            return try store.records()
+        } catch {
+            throw Failure(description: error.description)
+        }
+    }
+
+    private func makeTransport() throws(Failure) -> CurlTransport {
+        do {
+            return try CurlTransport(settings: TransportSettings(caFile: settings.tlsCAFile))
+        } catch {
+            throw Failure(description: String(describing: error))
+        }
+    }
+
+    /// One round (`run --once`, `remove`): see ``Agent/runOnce(deadline:output:)``.
+    public func runOnce(_ start: AgentStart, deadline: Duration, output: LogOutput? = nil) async throws(Failure) -> OnceOutcome {
+        let transport = try makeTransport()
+        defer { transport.shutdown() }
+        let clock = ContinuousClock()
+        let recorder = StateRecorder(store: store, logger: logger, clock: clock)
+        let agent = Agent(start: start, settings: settings, backends: backends, transport: transport, recorder: recorder,
+                          logger: logger, clock: clock)
+        return await agent.runOnce(deadline: deadline, output: output)
+    }
+
+    /// The long-running agent, as a group of services that stops on SIGTERM or SIGINT; returns
+    /// once it has stopped, throwing when it stopped on an error (logged).
+    ///
+    /// - Parameters:
+    ///   - environment: the process environment: `NOTIFY_SOCKET` and `WATCHDOG_USEC` are read from it.
+    ///   - load: loads the configuration again, for a reload.
+    ///   - reloadSources: what asks for reloads (SIGHUP, changed files).
+    public func runService(_ start: AgentStart, environment: [String: String],
+                           load: @escaping @Sendable () async -> ConfigurationLoad,
+                           reloadSources: [Agent<ContinuousClock>.ReloadSource]) async throws(Failure) {
+        let transport = try makeTransport()
+        let notifier = SystemdNotifier(environment: environment)
+        let recorder = StateRecorder(store: store, logger: logger, clock: ContinuousClock())
+        let agent = Agent(start: start, settings: settings, backends: backends, transport: transport,
+                          recorder: recorder, notifier: notifier, logger: logger, clock: ContinuousClock(),
+                          load: load, reloadSources: reloadSources, gracePeriod: min(settings.timeout, .seconds(10)))
+        // The recorder first: a group stops its services in reverse order, so the last flush
+        // comes after the agent's last change.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: recorder)]
+        if let interval = SystemdNotifier.watchdogInterval(environment: environment) {
+            services.append(.init(service: Watchdog(notifier: notifier, interval: interval, clock: ContinuousClock())))
+        }
+        services.append(.init(service: agent))
+        var quiet = logger
+        quiet.logLevel = max(logger.logLevel, .warning)
+        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint],
+                                                      logger: quiet))
+        defer { transport.shutdown() }
+        do {
+            try await group.run()
+        } catch {
+            recorder.flush()
+            throw Failure(description: "the agent stopped: \(String(describing: error))")
+        }
+    }
+}

@@ -1,0 +1,75 @@
+import PushAcrobits
+import PushBackend
+import PushScheduler
+import PushConfig
+import PushState
+
+/// The backends this build knows (SPEC §9), and what the agent and the commands do with all of
+/// them at once: check, plan, preview, send, read back a stored cleanup, poll.
+public struct Backends: Sendable {
+    public let all: [any Backend]
+
+    public init(_ all: [any Backend]) {
+        self.all = all
+    }
+
+    /// Every backend of this build.
+    public static let standard = Backends([AcrobitsBackend()])
+
+    /// The backend of `type:`, if this build has it.
+    public func backend(type: String) -> (any Backend)? {
+        all.first { $0.type == type }
+    }
+
+    /// Checks every service and subscription, as `validate` does (see ``Backend/check(_:skipping:diagnostics:)``).
+    public func check(_ context: BackendContext, skipping passedEarly: [Bool]? = nil, diagnostics: inout DiagnosticList) {
+        for backend in all { backend.check(context, skipping: passedEarly, diagnostics: &diagnostics) }
+    }
+
+    /// A planner of each backend, for rendering one account at a time.
+    public func planners(_ context: BackendContext, diagnostics: inout DiagnosticList) -> [any SubscriptionPlanner] {
+        all.map { $0.planner(context, diagnostics: &diagnostics) }
+    }
+
+    /// The subscriptions of every enabled account, rendered as sent; those that cannot be
+    /// rendered add diagnostics and are left out.
+    public func plans(_ context: BackendContext, diagnostics: inout DiagnosticList) -> [SubscriptionPlan] {
+        var planners = planners(context, diagnostics: &diagnostics)
+        var plans: [SubscriptionPlan] = []
+        plans.reserveCapacity(context.configuration.accounts.count)
+        for account in context.configuration.accounts where account.isEnabled {
+            for index in planners.indices {
+                plans += planners[index].plans(for: account, diagnostics: &diagnostics)
+            }
+        }
+        return plans
+    }
+
+    /// What asks receivers about accepted subscriptions, one per service that confirms later.
+    public func pollers(_ context: BackendContext) -> [any ConfirmationPoller] {
+        all.flatMap { $0.pollers(context) }
+    }
+
+    /// The cleanup kept in state for `key`, ready to send; nil when no backend can read it.
+    public func cleanupRequest(_ key: SubscriptionKey, stored: String) -> SubscriptionRequest? {
+        for backend in all {
+            if let request = backend.cleanupRequest(account: key.account, service: key.service, stored: stored) {
+                return request
+            }
+        }
+        return nil
+    }
+
+    /// Sends a batch of requests of one backend; one outcome per request, in order.
+    public func send(_ requests: [SubscriptionRequest], transport: any HTTPTransport, defaultTimeout: Duration) async -> [Outcome] {
+        guard let family = requests.first?.family else { return [] }
+        guard let backend = backend(type: family) else {
+            return requests.map { _ in .rejected("this version of pushreporter cannot send to a \(family) service") }
+        }
+        let outcomes = await backend.send(requests, transport: transport, defaultTimeout: defaultTimeout)
+        guard outcomes.count == requests.count else {
+            return requests.map { _ in .retry(.init(status: nil, reason: "the \(family) backend answered \(outcomes.count) outcomes for \(requests.count) requests")) }
+        }
+        return outcomes
+    }
+}

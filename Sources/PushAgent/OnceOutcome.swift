@@ -1,0 +1,63 @@
+import PushState
+
+/// What one round of the agent (`run --once`, `remove`) did.
+public struct OnceOutcome: Sendable {
+    /// A subscription whose delivery or cleanup was not settled by the deadline, or was refused.
+    public struct Undelivered: Sendable {
+        public var key: SubscriptionKey
+        /// `bob: pushTokenReporter`, `bob: accountRemovalReporter`, `bob: journeys registration`.
+        public var label: String
+        public var host: String
+        public var state: SubscriptionState
+        /// Attempts that finished (0 when the only one was still running at the deadline).
+        public var attempts: Int
+        /// The last failure, or why it was refused, in words.
+        public var reason: String
+    }
+
+    /// Subscriptions that had something to send.
+    public var total: Int
+    /// Of those, how many were delivered (or accepted, or cleaned up).
+    public var delivered: Int
+    public var undelivered: [Undelivered]
+    /// Every subscription by state, after the round.
+    public var counts: SubscriptionCounts
+    public var elapsed: Duration
+    public var deadline: Duration
+    /// False when the state could not be written: the outcomes are sent again next time.
+    public var stateWritten: Bool
+
+    /// Whether the round succeeded: nothing left retrying, rejected or stopped, and the state
+    /// written. Accepted subscriptions are confirmed by a later run or by the agent.
+    public var succeeded: Bool { undelivered.isEmpty && stateWritten }
+
+    /// The summary printed at the end: one line, then one line per subscription not delivered.
+    public var summary: String {
+        let seconds = DurationText(elapsed)
+        var first = "Delivered \(delivered) of \(total) \(total == 1 ? "report" : "reports")"
+        let accepted = counts[.accepted]
+        var notes: [String] = []
+        if accepted > 0 { notes.append("\(accepted) accepted, awaiting confirmation") }
+        if counts[.unconfirmed] > 0 { notes.append("\(counts[.unconfirmed]) unconfirmed") }
+        if undelivered.isEmpty {
+            first += notes.isEmpty ? " in \(seconds)." : " in \(seconds) (\(notes.joined(separator: "; ")))."
+            return first
+        }
+        let refused = undelivered.count { $0.state == .rejected || $0.state == .stopped }
+        let late = undelivered.count - refused
+        var parts: [String] = []
+        if late > 0 { parts.append("\(late) not delivered within the deadline (\(DurationText(deadline)))") }
+        if refused > 0 { parts.append("\(refused) refused") }
+        first += "; " + (parts + notes).joined(separator: "; ") + ":"
+        return ([first] + undeliveredLines).joined(separator: "\n")
+    }
+
+    /// One line per subscription not delivered: who, what, where, the last failure and attempts.
+    public var undeliveredLines: [String] {
+        undelivered.map { failure in
+            let attempts = failure.attempts == 1 ? "1 attempt" : "\(failure.attempts) attempts"
+            let state = failure.state == .rejected || failure.state == .stopped ? ", \(failure.state.rawValue)" : ""
+            return "  \(failure.label) to \(failure.host): \(failure.reason.displayEscaped) (\(attempts)\(state))"
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import PushConfig
+
+/// One kind of receiver (SPEC §9.0): the Acrobits web services, Customer Insights – Journeys, ….
+///
+/// A backend owns everything vendor-specific: it reads and checks the settings of its
+/// `services:` entries and the per-account values (with `file:line:column` diagnostics), renders
+/// each subscription's delivery and cleanup, sends them (alone or in batches) and judges the
+/// answers, and reads back the cleanups it kept in state. The agent knows subscriptions only
+/// through it; a backend never imports another.
+public protocol Backend: Sendable {
+    /// The `type:` its `services:` entries name (`acrobits`, `customer-insights-journeys`).
+    var type: String { get }
+
+    /// Checks the configuration's services of this type and every subscription of them, as
+    /// `validate` does: every problem rendering would find, each once. `passedEarly` (indexed
+    /// like the accounts) marks accounts checked while they loaded and found without a problem.
+    func check(_ context: BackendContext, skipping passedEarly: [Bool]?, diagnostics: inout DiagnosticList)
+
+    /// Something that renders this backend's subscriptions one account at a time (`run`,
+    /// `preview`, `remove`); problems of the services' settings go to `diagnostics`.
+    func planner(_ context: BackendContext, diagnostics: inout DiagnosticList) -> any SubscriptionPlanner
+
+    /// Sends `requests` (one, or a batch of one ``BatchGroup``, all of this backend) and says
+    /// what became of each, in order.
+    func send(_ requests: [SubscriptionRequest], transport: any HTTPTransport, defaultTimeout: Duration) async -> [Outcome]
+
+    /// The cleanup `stored` in state (as a plan's ``SubscriptionPlan/cleanup`` wrote it), ready to
+    /// send; nil when it is not one of this backend's, or cannot be read.
+    func cleanupRequest(account: String, service: String, stored: String) -> SubscriptionRequest?
+
+    /// What asks the receiver about accepted subscriptions, one per configured service that
+    /// confirms later; none for a backend whose answers are final.
+    func pollers(_ context: BackendContext) -> [any ConfirmationPoller]
+}
+
+extension Backend {
+    public func pollers(_ context: BackendContext) -> [any ConfirmationPoller] { [] }
+}
+
+/// Renders a backend's subscriptions for one account at a time, compiling each template once.
+public protocol SubscriptionPlanner {
+    /// The subscriptions of `account` this backend delivers (none for a disabled account),
+    /// rendered as sent. A subscription whose requests cannot be rendered adds diagnostics and
+    /// is left out.
+    mutating func plans(for account: Account, diagnostics: inout DiagnosticList) -> [SubscriptionPlan]
+
+    /// The requests `preview` shows for `account`: each delivery, then its cleanup.
+    mutating func preview(_ account: Account, display: SecretDisplay, diagnostics: inout DiagnosticList) -> [RenderedRequest]
+}
+
+/// Asks a receiver what became of accepted subscriptions (SPEC §9.2's status endpoint).
+public protocol ConfirmationPoller: Sendable {
+    /// The service it asks about.
+    var service: String { get }
+    /// How often accepted subscriptions are asked about.
+    var interval: Duration { get }
+    /// How long after acceptance a subscription still unconfirmed is given up as *unconfirmed*.
+    var timeout: Duration { get }
+
+    /// Asks about the accepted subscriptions whose backend data (``Outcome/accepted(_:)``) is
+    /// `pending`, and answers one outcome per item in order: nil while one is still pending (or
+    /// the receiver could not be asked this time).
+    func poll(_ pending: [String], transport: any HTTPTransport, defaultTimeout: Duration) async -> [Outcome?]
+}
+
+/// What backends render with: the loaded configuration and what fills its built-in variables.
+public struct BackendContext: Sendable {
+    public var configuration: Configuration
+    public var sources: [String: SourceText]
+    /// `%installid%`; nil shows `<installid>`.
+    public var installID: String?
+    public var hostname: String
+
+    public init(configuration: Configuration, sources: [String: SourceText], installID: String?, hostname: String) {
+        self.configuration = configuration
+        self.sources = sources
+        self.installID = installID
+        self.hostname = hostname
+    }
+
+    /// The services of `type`, by name.
+    public func services(ofType type: String) -> [ServiceDefinition] {
+        configuration.services.values.filter { $0.type == type }.sorted { $0.name < $1.name }
+    }
+}

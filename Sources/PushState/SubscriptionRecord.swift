@@ -1,0 +1,108 @@
+/// One subscription's identity: an account and a service (SPEC §9.0). An account's own
+/// Acrobits web services are its service ``acrobits``.
+public struct SubscriptionKey: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The service name of an account's own Acrobits web services (`pushTokenReporterUrl`).
+    public static let acrobits = "acrobits"
+
+    public var account: String
+    public var service: String
+
+    public init(account: String, service: String) {
+        self.account = account
+        self.service = service
+    }
+
+    public static func < (lhs: SubscriptionKey, rhs: SubscriptionKey) -> Bool {
+        (lhs.account, lhs.service) < (rhs.account, rhs.service)
+    }
+
+    /// `alice` for an account's own Acrobits web services, else `alice/journeys`.
+    public var description: String { service == Self.acrobits ? account : account + "/" + service }
+}
+
+/// Where a subscription stands (SPEC §9.0), as `status` shows it.
+public enum SubscriptionState: String, Sendable, CaseIterable {
+    /// Not attempted yet (or waiting for a value it needs, such as a device token).
+    case pending
+    /// Sent and accepted; the backend's confirmation is awaited.
+    case accepted
+    /// The current values were delivered.
+    case delivered
+    /// The last attempt failed; it is tried again.
+    case retrying
+    /// The backend says these values can never succeed: not sent again until they change.
+    case rejected
+    /// Accepted, but still not confirmed when the backend's confirmation time ran out.
+    case unconfirmed
+    /// The service refused its credentials: nothing of it is sent until a reload or restart.
+    case stopped
+    /// The subscription left the configuration; its cleanup is owed.
+    case removing
+}
+
+/// What the state remembers about one subscription (SPEC §6).
+///
+/// Times are Unix time in milliseconds. The agent keeps these in memory and writes the changed
+/// ones in batches; a ``StateStore`` only stores and loads them.
+public struct SubscriptionRecord: Sendable, Equatable {
+    public var key: SubscriptionKey
+    /// Fingerprint of what the subscription currently sends (empty while removing).
+    public var fingerprint: String
+    /// Fingerprint of what was last delivered; nil if nothing ever was.
+    public var deliveredFingerprint: String?
+    public var state: SubscriptionState
+    /// Finished attempts of the current delivery or cleanup (0 once delivered or replaced).
+    public var attempts: Int
+    /// When the last attempt finished.
+    public var lastAttemptAt: Int64?
+    /// The last outcome as a sentence: `delivered`, or why it failed (never a secret).
+    public var lastOutcome: String?
+    /// When the next attempt is due; nil when nothing is scheduled.
+    public var nextDueAt: Int64?
+    /// When the subscription was last delivered (or confirmed).
+    public var lastSuccessAt: Int64?
+    /// What the backend must remember (a registration request id, a notification key): opaque
+    /// text the backend wrote.
+    public var backendData: String?
+    /// The cleanup rendered from the same values as the current delivery (opaque text, stored
+    /// before that delivery is sent); nil when the backend has none.
+    public var cleanup: String?
+    /// Cleanups of earlier deliveries that may have reached the receiver, oldest first.
+    public var pastCleanups: [String]
+
+    public init(key: SubscriptionKey, fingerprint: String = "", deliveredFingerprint: String? = nil,
+                state: SubscriptionState = .pending, attempts: Int = 0, lastAttemptAt: Int64? = nil,
+                lastOutcome: String? = nil, nextDueAt: Int64? = nil, lastSuccessAt: Int64? = nil,
+                backendData: String? = nil, cleanup: String? = nil, pastCleanups: [String] = []) {
+        self.key = key
+        self.fingerprint = fingerprint
+        self.deliveredFingerprint = deliveredFingerprint
+        self.state = state
+        self.attempts = attempts
+        self.lastAttemptAt = lastAttemptAt
+        self.lastOutcome = lastOutcome
+        self.nextDueAt = nextDueAt
+        self.lastSuccessAt = lastSuccessAt
+        self.backendData = backendData
+        self.cleanup = cleanup
+        self.pastCleanups = pastCleanups
+    }
+
+    public var isRemoving: Bool { state == .removing }
+}
+
+/// Where the agent keeps its subscriptions (SPEC §6, §11): SQLite in a state directory, or a
+/// shared database. Every store passes the same conformance tests.
+///
+/// A store only stores and loads; what to write, and batching the writes, is the agent's job.
+/// ``save(_:deleting:)`` writes in one transaction: a `kill -9` leaves all of a batch or none.
+public protocol StateStore: Sendable {
+    /// Where the state is, for messages (a file path, a database URI without its password).
+    var location: String { get }
+    /// Every stored record, ordered by key.
+    func records() throws(StateError) -> [SubscriptionRecord]
+    /// Writes `records` (inserted or replaced by key) and deletes `keys`, in one transaction.
+    func save(_ records: [SubscriptionRecord], deleting keys: [SubscriptionKey]) throws(StateError)
+    /// Gives back memory the store holds for speed; an idle agent calls it.
+    func releaseMemory()
+}

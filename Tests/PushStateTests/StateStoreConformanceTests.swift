@@ -1,0 +1,107 @@
+import Foundation
+import PushState
+import PushTestSupport
+import Testing
+
+/// What every state store must do (SPEC §6, §11), run against each kind of store: SQLite now,
+/// a shared database beside it later. Each test opens stores through a ``StoreKind``.
+@Suite struct StateStoreConformanceTests {
+    /// A kind of store the suite runs against, and how to open a fresh one and the same one again.
+    struct StoreKind: CustomTestStringConvertible, Sendable {
+        var name: String
+        /// Opens the store of `place` (made by `makePlace`), as writer or reader.
+        var open: @Sendable (_ place: String, _ readOnly: Bool) throws -> any StateStore
+        /// A fresh place for a store, living as long as the returned object.
+        var makePlace: @Sendable () throws -> (place: String, keepAlive: AnyObject)
+
+        var testDescription: String { name }
+    }
+
+    static let kinds: [StoreKind] = [
+        StoreKind(name: "SQLite", open: { place, readOnly in
+            try SQLiteStateStore(directory: StateDirectory(path: place, create: !readOnly), readOnly: readOnly)
+        }, makePlace: {
+            let temporary = TemporaryDirectory()
+            return (temporary.path + "/state", temporary)
+        }),
+    ]
+
+    static func record(_ account: String, _ service: String = SubscriptionKey.acrobits, state: SubscriptionState = .delivered) -> SubscriptionRecord {
+        SubscriptionRecord(key: SubscriptionKey(account: account, service: service), fingerprint: "f-\(account)-\(service)",
+                           deliveredFingerprint: state == .delivered ? "f-\(account)-\(service)" : nil, state: state,
+                           attempts: state == .retrying ? 3 : 0, lastAttemptAt: 1_700_000_000_000, lastOutcome: "delivered",
+                           nextDueAt: state == .retrying ? 1_700_000_060_000 : nil, lastSuccessAt: 1_700_000_000_000,
+                           backendData: service == "journeys" ? #"{"registrationRequestId":"r-1"}"# : nil,
+                           cleanup: #"{"method":"DELETE"}"#, pastCleanups: state == .retrying ? ["earlier"] : [])
+    }
+
+    @Test(arguments: kinds)
+    func everyFieldSurvivesReopening(_ kind: StoreKind) throws {
+        let (place, keep) = try kind.makePlace()
+        let written = [Self.record("alice"), Self.record("alice", "journeys", state: .accepted), Self.record("bob", state: .retrying)]
+        try kind.open(place, false).save(written, deleting: [])
+        let read = try kind.open(place, true).records()
+        #expect(read == written.sorted { $0.key < $1.key })
+        withExtendedLifetime(keep) {}
+    }
+
+    @Test(arguments: kinds)
+    func subscriptionsOfOneAccountAreApart(_ kind: StoreKind) throws {
+        let (place, keep) = try kind.makePlace()
+        let store = try kind.open(place, false)
+        try store.save([Self.record("alice"), Self.record("alice", "journeys"), Self.record("bob")], deleting: [])
+        try store.save([], deleting: [SubscriptionKey(account: "alice", service: SubscriptionKey.acrobits)])
+        #expect(try store.records().map(\.key.description) == ["alice/journeys", "bob"])
+        var changed = Self.record("alice", "journeys", state: .rejected)
+        changed.lastOutcome = "DeviceTokenTooLong"
+        try store.save([changed], deleting: [])
+        #expect(try store.records().first == changed)
+        withExtendedLifetime(keep) {}
+    }
+
+    @Test(arguments: kinds)
+    func aBatchIsWrittenWhole(_ kind: StoreKind) throws {
+        let (place, keep) = try kind.makePlace()
+        let store = try kind.open(place, false)
+        let many = (0..<2_000).map { Self.record("account-\($0)") }
+        try store.save(many, deleting: [])
+        #expect(try kind.open(place, true).records().count == 2_000)
+        try store.save([Self.record("new")], deleting: many.prefix(1_000).map(\.key))
+        let left = try kind.open(place, true).records()
+        #expect(left.count == 1_001)
+        #expect(left.contains { $0.key.account == "new" })
+        withExtendedLifetime(keep) {}
+    }
+
+    @Test(arguments: kinds)
+    func aReaderSeesTheWritersCommittedBatches(_ kind: StoreKind) throws {
+        let (place, keep) = try kind.makePlace()
+        let writer = try kind.open(place, false)
+        try writer.save([Self.record("alice")], deleting: [])
+        let reader = try kind.open(place, true)
+        #expect(try reader.records().count == 1)
+        try writer.save((0..<500).map { Self.record("account-\($0)") }, deleting: [])
+        #expect(try reader.records().count == 501)
+        withExtendedLifetime(keep) {}
+    }
+
+    @Test(arguments: kinds)
+    func everyStateIsKept(_ kind: StoreKind) throws {
+        let (place, keep) = try kind.makePlace()
+        let written = SubscriptionState.allCases.map { Self.record("a-\($0.rawValue)", state: $0) }
+        try kind.open(place, false).save(written, deleting: [])
+        #expect(try kind.open(place, true).records().map(\.state) == written.sorted { $0.key < $1.key }.map(\.state))
+        withExtendedLifetime(keep) {}
+    }
+
+    @Test(arguments: kinds)
+    func textsAreKeptByteForByte(_ kind: StoreKind) throws {
+        let (place, keep) = try kind.makePlace()
+        var record = Self.record("ünï\u{1F600}", "svc with space")
+        record.cleanup = "line1\nline2\t\u{0}end"
+        record.pastCleanups = ["a\"b", "c\\d", ""]
+        try kind.open(place, false).save([record], deleting: [])
+        #expect(try kind.open(place, true).records() == [record])
+        withExtendedLifetime(keep) {}
+    }
+}
