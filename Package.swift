@@ -95,12 +95,21 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // Microsoft Customer Insights – Journeys device registration (SPEC §9.2).
+        .target(
+            name: "PushJourneys",
+            dependencies: [
+                "PushBackend", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         // Composition: configuration → backends → scheduler → transport, with state and logging.
         .target(
             name: "PushAgent",
             dependencies: [
                 "PushBackend",
                 "PushAcrobits",
+                "PushJourneys",
                 "PushConfig",
                 "PushTemplates",
                 "PushScheduler",
@@ -154,7 +163,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushConfigTests",
-            dependencies: ["PushConfig", "PushAcrobits", "PushBackend", "PushTemplates", "PushTestSupport"]
+            dependencies: ["PushConfig", "PushAcrobits", "PushAgent", "PushBackend", "PushJourneys", "PushTemplates", "PushTestSupport"]
         ),
         .testTarget(
             name: "PushAcrobitsTests",

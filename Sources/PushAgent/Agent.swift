@@ -304,42 +304,56 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         let made = Mutex<ReportScheduler<SubscriptionKey, C>?>(nil)
         let scheduler = ReportScheduler<SubscriptionKey, C>(
             settings: settings, clock: clock, wallClock: wallClock,
-            perform: { [weak self] key, attempt in
-                guard let self, let scheduler = made.withLock({ $0 }) else { return .delivered }
-                return await self.perform(key, attempt: attempt, scheduler: scheduler)
+            performBatch: { [weak self] items in
+                guard let self, let scheduler = made.withLock({ $0 }) else { return items.map { _ in .delivered } }
+                return await self.perform(items, scheduler: scheduler)
             },
             onEvent: { [weak self] event, scheduler in self?.handle(event, scheduler: scheduler) })
         made.withLock { $0 = scheduler }
         return scheduler
     }
 
-    /// One attempt: the book's current request for `key`, sent by its backend; a final outcome
-    /// settles it in the book here (the scheduler is then told it is done), a retry goes back to
-    /// the scheduler, which decides when.
-    private func perform(_ key: SubscriptionKey, attempt: Int, scheduler: ReportScheduler<SubscriptionKey, C>) async -> AttemptResult {
-        guard let request = book.withLock({ $0.beginAttempt(key) }) else { return .delivered }
-        let outcome = await backends.send([request], transport: transport, defaultTimeout: defaultTimeout.withLock { $0 }).first
-            ?? .retry(.init(status: nil, reason: "no outcome"))
-        if case .retry(let failure) = outcome { return .failed(failure) }
-        let now = wallClock()
-        let settled = book.withLock { book -> (SubscriptionRequest, AgentBook.Settlement)? in
-            guard let (actions, request, settlement) = book.settle(key, outcome, attempt: attempt, now: now) else { return nil }
-            apply(actions, to: scheduler)
-            return (request, settlement)
+    /// One attempt of one subscription, or of a batch of them (requests with one `Batching`):
+    /// the book's current requests, sent by their backend. A final outcome settles its
+    /// subscription in the book here (the scheduler is then told it is done); a retry goes back
+    /// to the scheduler, which decides when.
+    private func perform(_ items: [BatchItem<SubscriptionKey>], scheduler: ReportScheduler<SubscriptionKey, C>) async -> [AttemptResult] {
+        var results = [AttemptResult](repeating: .delivered, count: items.count)
+        // Nothing to send any more (replaced, or held by a reload): done as far as this attempt goes.
+        let started = book.withLock { book in
+            items.indices.compactMap { index in book.beginAttempt(items[index].key).map { (index, $0) } }
         }
-        if let (request, settlement) = settled {
+        guard !started.isEmpty else { return results }
+        let outcomes = await backends.send(started.map(\.1), transport: transport, defaultTimeout: defaultTimeout.withLock { $0 })
+        let now = wallClock()
+        var settled: [(SubscriptionKey, SubscriptionRequest, AgentBook.Settlement, Int)] = []
+        book.withLock { book in
+            for ((index, _), outcome) in zip(started, outcomes) {
+                if case .retry(let failure) = outcome {
+                    results[index] = .failed(failure)
+                    continue
+                }
+                let item = items[index]
+                guard let (actions, request, settlement) = book.settle(item.key, outcome, attempt: item.attempt, now: now) else { continue }
+                apply(actions, to: scheduler)
+                settled.append((item.key, request, settlement, item.attempt))
+            }
+        }
+        for (key, request, settlement, attempt) in settled {
             logger.settled(request, key: key, as: settlement, attempts: attempt)
             if case .stopped = settlement { noteStopped() }
         }
         changed()
-        return .delivered
+        return results
     }
 
     /// Applies the book's actions in order; called with the book locked so that they keep it.
     private func apply(_ actions: [AgentBook.Action], to scheduler: ReportScheduler<SubscriptionKey, C>) {
         for action in actions {
             switch action {
-            case .submit(let submission): scheduler.submit(submission.key, host: submission.host, after: submission.after)
+            case .submit(let submission):
+                scheduler.submit(submission.key, host: submission.host, after: submission.after, batch: submission.batch,
+                                 hold: submission.pauseLabel)
             case .cancel(let key): scheduler.cancel(key)
             case .save(let record): recorder.save(record)
             case .forget(let key): recorder.forget(key)

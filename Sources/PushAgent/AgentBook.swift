@@ -56,7 +56,7 @@ struct AgentBook {
     struct Submission: Equatable {
         var key: SubscriptionKey
         var host: String
-        var batch: BatchGroup?
+        var batch: Batching?
         var pauseLabel: String?
         var after: Duration
     }

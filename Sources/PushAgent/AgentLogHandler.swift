@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Logging
+import PushConfig
 
 /// A swift-log handler that writes to a `LogOutput` in its format (text, journald, JSON).
 /// Callers never put secrets in messages or metadata; this handler prints what it is given.

@@ -2,6 +2,7 @@ import PushAcrobits
 import PushBackend
 import PushScheduler
 import PushConfig
+import PushJourneys
 import PushState
 
 /// The backends this build knows (SPEC §9), and what the agent and the commands do with all of
@@ -14,7 +15,7 @@ public struct Backends: Sendable {
     }
 
     /// Every backend of this build.
-    public static let standard = Backends([AcrobitsBackend()])
+    public static let standard = Backends([AcrobitsBackend(), JourneysBackend()])
 
     /// The backend of `type:`, if this build has it.
     public func backend(type: String) -> (any Backend)? {

@@ -1,3 +1,4 @@
+import PushConfig
 import PushState
 
 /// `pushreporter status`: the state's subscriptions as a table, JSON, or Prometheus text
@@ -48,7 +49,7 @@ public struct StatusReport: Sendable {
                 ("lastAttempt", time(record.lastAttemptAt)),
                 ("lastSuccess", time(record.lastSuccessAt)),
                 ("nextAttempt", time(record.nextDueAt)),
-                ("detail", record.lastOutcome.map(JSONText.string) ?? "null"),
+                ("detail", record.lastOutcome.map { JSONText.string($0) } ?? "null"),
             ])
         })
     }

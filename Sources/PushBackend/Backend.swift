@@ -20,7 +20,7 @@ public protocol Backend: Sendable {
     /// `preview`, `remove`); problems of the services' settings go to `diagnostics`.
     func planner(_ context: BackendContext, diagnostics: inout DiagnosticList) -> any SubscriptionPlanner
 
-    /// Sends `requests` (one, or a batch of one ``BatchGroup``, all of this backend) and says
+    /// Sends `requests` (one, or a batch of one `Batching`, all of this backend) and says
     /// what became of each, in order.
     func send(_ requests: [SubscriptionRequest], transport: any HTTPTransport, defaultTimeout: Duration) async -> [Outcome]
 

@@ -1,3 +1,5 @@
+import PushScheduler
+
 /// A request a backend prepared for one subscription, self-contained: sending it needs only
 /// the backend that made it (``family``) and a transport, so a cleanup kept in state can be
 /// sent after its service has left the configuration.
@@ -19,9 +21,9 @@ public struct SubscriptionRequest: Sendable {
     public var label: String
     /// `host:port` of its URL, lowercased: the unit of `perHostConcurrency`, and what logs name.
     public var host: String
-    /// Requests with the same group may go in one request to the receiver, up to its limit;
-    /// nil: always alone.
-    public var batch: BatchGroup?
+    /// Requests with the same batching may go in one request to the receiver, up to its
+    /// limit; nil: always alone.
+    public var batch: Batching?
     /// A label whose 429 or 503 pauses every request carrying it (a service), or nil when only
     /// the request itself waits (an Acrobits report: one slow host never holds others back).
     public var pauseLabel: String?
@@ -31,7 +33,7 @@ public struct SubscriptionRequest: Sendable {
     public var payload: any Sendable
 
     public init(account: String, service: String, family: String, purpose: Purpose, label: String, host: String,
-                batch: BatchGroup? = nil, pauseLabel: String? = nil, timeout: Duration? = nil, payload: any Sendable) {
+                batch: Batching? = nil, pauseLabel: String? = nil, timeout: Duration? = nil, payload: any Sendable) {
         self.account = account
         self.service = service
         self.family = family
@@ -42,17 +44,5 @@ public struct SubscriptionRequest: Sendable {
         self.pauseLabel = pauseLabel
         self.timeout = timeout
         self.payload = payload
-    }
-}
-
-/// Requests that may be sent together in one request to the receiver: the same ``name``, at
-/// most ``limit`` of them.
-public struct BatchGroup: Sendable, Hashable {
-    public var name: String
-    public var limit: Int
-
-    public init(name: String, limit: Int) {
-        self.name = name
-        self.limit = limit
     }
 }

@@ -56,6 +56,19 @@ public struct ConfigValue: Sendable {
 extension ConfigValue {
     /// The text as messages may show it: `********` for a secret.
     public var shown: String { isSecret ? "********" : text }
+
+    /// The text as a request rendered for `display` shows it: a secret written under `key` as
+    /// sent (when `maySendSecrets`), as stars, or as a shell-variable marker.
+    public func displayed(_ display: SecretDisplay, key: String, maySendSecrets: Bool) -> String {
+        guard isSecret else { return text }
+        switch display {
+        case .asSent: return maySendSecrets ? text : "********"
+        case .stars: return "********"
+        case .shellVariables:
+            guard maySendSecrets else { return "********" }
+            return AccountTemplates.secretMarker(secretName ?? ShellVariable.name(from: key))
+        }
+    }
 }
 
 /// Where a value was written: its file, and the span of the scalar that held it (to place
@@ -73,6 +86,14 @@ public struct ValueOrigin: Sendable {
     /// Whether the value's text is the scalar's text as written (no tag resolved, no `${KEY}`
     /// filled in), so that an offset in it can be found in the file.
     public var isVerbatim: Bool
+
+    /// An origin that is only a place: a value not written in the file as such (a default).
+    public init(file: String, position: SourcePosition) {
+        self.path = SourcePath(file)
+        self.position = position
+        self.end = position
+        self.isVerbatim = false
+    }
 
     public init(file: String, scalar: YAMLScalar, isVerbatim: Bool = true) {
         self.init(path: SourcePath(file), scalar: scalar, isVerbatim: isVerbatim)
@@ -121,7 +142,7 @@ public struct Account: Sendable {
     /// Every key, including the device values (aliases filled both ways).
     public var values: AccountValueTable
     /// Per-account settings of the backends it opts in to (`services:`), by service name.
-    public var services: [String: [String: ConfigValue]]
+    public var services: [String: ServiceValues]
     /// The file that declares the account.
     public var file: String { path.string }
     /// The file, without reference counting (see ``SourcePath``).
@@ -134,13 +155,13 @@ public struct Account: Sendable {
     public var unreadableKeys: Set<String>
 
     public init(id: String, isEnabled: Bool = true, values: AccountValueTable,
-                services: [String: [String: ConfigValue]] = [:], file: String, position: SourcePosition,
+                services: [String: ServiceValues] = [:], file: String, position: SourcePosition,
                 unreadableKeys: Set<String> = []) {
         self.init(id: id, isEnabled: isEnabled, values: values, services: services, path: SourcePath(file), position: position,
                   unreadableKeys: unreadableKeys)
     }
 
-    init(id: String, isEnabled: Bool, values: AccountValueTable, services: [String: [String: ConfigValue]],
+    init(id: String, isEnabled: Bool, values: AccountValueTable, services: [String: ServiceValues],
          path: SourcePath, position: SourcePosition, unreadableKeys: Set<String>) {
         self.id = id
         self.isEnabled = isEnabled
@@ -172,14 +193,48 @@ public struct Account: Sendable {
     }
 }
 
-/// A backend entry under the top-level `services:` key, kept for the backends to interpret.
+/// A backend entry under the top-level `services:` key, kept for its backend to interpret.
 public struct ServiceDefinition: Sendable {
     public var name: String
     public var type: String
-    /// The entry's other settings, as written.
+    /// The entry's other settings that are single values, as written (tags resolved).
     public var settings: [String: ConfigValue]
+    /// The entry's settings that are mappings of single values, keys in file order.
+    public var mappings: [String: [(key: String, value: ConfigValue)]]
+    /// Where each setting's key is written (for a problem with the key itself).
+    public var keyPositions: [String: SourcePosition]
     public var file: String
+    /// Where the service's name is written.
     public var position: SourcePosition
+
+    public init(name: String, type: String, settings: [String: ConfigValue], mappings: [String: [(key: String, value: ConfigValue)]] = [:],
+                keyPositions: [String: SourcePosition] = [:], file: String, position: SourcePosition) {
+        self.name = name
+        self.type = type
+        self.settings = settings
+        self.mappings = mappings
+        self.keyPositions = keyPositions
+        self.file = file
+        self.position = position
+    }
+}
+
+/// An account's values for one service it opts in to (`services: {NAME: {…}}`, SPEC §9.0).
+public struct ServiceValues: Sendable {
+    /// The values as written (tags resolved); backends read them as templates.
+    public var values: [String: ConfigValue]
+    /// Where each key is written.
+    public var keyPositions: [String: SourcePosition]
+    public var file: String
+    /// Where the service's name is written under the account (or its `defaults`).
+    public var position: SourcePosition
+
+    public init(values: [String: ConfigValue], keyPositions: [String: SourcePosition] = [:], file: String, position: SourcePosition) {
+        self.values = values
+        self.keyPositions = keyPositions
+        self.file = file
+        self.position = position
+    }
 }
 
 /// Everything the configuration files say, merged.

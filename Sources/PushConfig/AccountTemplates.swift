@@ -201,6 +201,17 @@ public struct AccountTemplates: Sendable {
         return context
     }
 
+    /// How `display` shows the secrets of `values` in a request that may carry secrets when
+    /// `maySendSecrets` (https, or loopback): as sent, as stars, or as shell-variable markers.
+    public func masking(_ display: SecretDisplay, values: AccountValues, maySendSecrets: Bool) -> SecretMasking {
+        switch display {
+        case .asSent: maySendSecrets ? .reveal : .stars
+        case .stars: .stars
+        case .shellVariables where !maySendSecrets: .stars
+        case .shellVariables: .replace { slot in slot.map { Self.secretMarker(values.secretName(at: $0)) } ?? "********" }
+        }
+    }
+
     /// Renders `template`; a value that cannot stand where it is placed throws, naming `origin`.
     public func render(_ template: Template, _ values: AccountValues, _ masking: SecretMasking,
                        origin: ConfigValue) throws(RenderFailure) -> String {

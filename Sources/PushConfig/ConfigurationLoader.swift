@@ -95,6 +95,9 @@ enum ServiceType: String, CaseIterable {
     case customerInsightsJourneys = "customer-insights-journeys"
     case fcmDeviceGroup = "fcm-device-group"
     case adobeCampaign = "adobe-campaign"
+
+    /// Whether this version sends to it.
+    var isBuilt: Bool { self == .acrobits || self == .customerInsightsJourneys }
 }
 
 /// The state of one load.
@@ -471,9 +474,28 @@ struct LoadSession {
             }
             guard let entry = self.mapping(value, file: file, what: "service '\(name)'") else { continue }
             var settings: [String: ConfigValue] = [:]
+            var mappings: [String: [(key: String, value: ConfigValue)]] = [:]
+            var keyPositions: [String: SourcePosition] = [:]
             var typeName: String?
             for pair in entry.entries {
                 let (settingKey, settingValue) = (pair.key, pair.value)
+                keyPositions[settingKey.value] = settingKey.start
+                if settingKey.value != "type", case .mapping(let inner) = settingValue {
+                    // A mapping of single values (Journeys' callbackHeaders): kept in file order.
+                    var items: [(key: String, value: ConfigValue)] = []
+                    for item in inner.entries {
+                        guard case .scalar(let scalar) = item.value else {
+                            diagnostics.error("'\(settingKey.value).\(item.key.value)' must be a single value, not \(item.value.kindDescription)",
+                                              file: file, at: item.value.start)
+                            continue
+                        }
+                        if let resolved = resolve(scalar, key: item.key.value, file: file, account: nil) {
+                            items.append((item.key.value, resolved))
+                        }
+                    }
+                    mappings[settingKey.value] = items
+                    continue
+                }
                 guard case .scalar(let scalar) = settingValue else {
                     diagnostics.error("service setting '\(settingKey.value)' must be a single value, not \(settingValue.kindDescription)",
                                       file: file, at: settingValue.start)
@@ -490,7 +512,7 @@ struct LoadSession {
                         diagnostics.warning("Firebase device groups are deprecated by Google: no new users after 2026-12-01, removal on 2027-09-29",
                                             file: file, at: scalar.start)
                     }
-                    if type != .acrobits {
+                    if !type.isBuilt {
                         diagnostics.warning("service type '\(scalar.value)' is recognised, but this version of pushreporter does not send to it yet",
                                             file: file, at: scalar.start)
                     }
@@ -503,7 +525,8 @@ struct LoadSession {
                                   file: file, at: entry.start)
                 continue
             }
-            configuration.services[name] = ServiceDefinition(name: name, type: typeName, settings: settings, file: file, position: key.start)
+            configuration.services[name] = ServiceDefinition(name: name, type: typeName, settings: settings, mappings: mappings,
+                                                             keyPositions: keyPositions, file: file, position: key.start)
         }
     }
 
@@ -513,7 +536,7 @@ struct LoadSession {
     /// templates < its own keys, with the device-value aliases filled.
     struct AccountLayer {
         var values = AccountValueTable()
-        var services: [String: [String: ConfigValue]] = [:]
+        var services: [String: ServiceValues] = [:]
         /// Keys written here whose value could not be read (reported already).
         var unreadable: Set<String> = []
     }
@@ -581,15 +604,18 @@ struct LoadSession {
         for pair in services.entries {
             let (serviceKey, serviceValue) = (pair.key, pair.value)
             guard let settings = self.mapping(serviceValue, file: file, what: "services.\(serviceKey.value)") else { continue }
-            var resolved: [String: ConfigValue] = [:]
+            var resolved = ServiceValues(values: [:], file: file, position: serviceKey.start)
             for pair in settings.entries {
                 let (settingKey, settingValue) = (pair.key, pair.value)
+                resolved.keyPositions[settingKey.value] = settingKey.start
                 guard case .scalar(let scalar) = settingValue else {
                     diagnostics.error("'\(settingKey.value)' must be a single value, not \(settingValue.kindDescription)",
                                       file: file, at: settingValue.start, account: account)
                     continue
                 }
-                if let v = resolve(scalar, key: settingKey.value, file: file, account: account) { resolved[settingKey.value] = v }
+                if let value = resolve(scalar, key: settingKey.value, file: file, account: account) {
+                    resolved.values[settingKey.value] = value
+                }
             }
             layer.services[serviceKey.value] = resolved
             accountServiceReferences.append((serviceKey.value, file, serviceKey.start, account ?? what))

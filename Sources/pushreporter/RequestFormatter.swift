@@ -13,7 +13,7 @@ enum RequestFormatter {
             ("method", JSONText.string(request.method)),
             ("url", JSONText.string(request.url)),
             ("headers", headers),
-            ("body", request.body.map(JSONText.string) ?? "null"),
+            ("body", request.body.map { JSONText.string($0) } ?? "null"),
         ])
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 @testable import PushConfig
 @testable import PushAcrobits
+import PushAgent
 import PushBackend
 import PushTemplates
 import PushTestSupport
@@ -96,8 +97,8 @@ struct DocsTests {
                                                 templateSearchPath: [RepositoryPaths.templates])
             let result = ConfigurationLoader(environment: environment).load(paths: [path])
             var diagnostics = result.diagnostics
-            var builder = RequestBuilder(configuration: result.configuration, sources: result.sources, installID: nil, hostname: "h")
-            builder.checkAll(into: &diagnostics)
+            Backends.standard.check(BackendContext(configuration: result.configuration, sources: result.sources, installID: nil,
+                                                   hostname: "h"), diagnostics: &diagnostics)
             let errors = diagnostics.all.filter { $0.severity == .error }.map(\.formatted)
             #expect(errors.isEmpty, "\(errors)\n\(example)")
         }
@@ -108,9 +109,10 @@ struct DocsTests {
         let environment = LoaderEnvironment(variables: [:], templateSearchPath: [])
         let result = ConfigurationLoader(environment: environment).load(paths: [RepositoryPaths.examples])
         var diagnostics = result.diagnostics
-        var builder = RequestBuilder(configuration: result.configuration, sources: result.sources, installID: nil, hostname: "h")
-        builder.checkAll(into: &diagnostics)
+        Backends.standard.check(BackendContext(configuration: result.configuration, sources: result.sources, installID: nil,
+                                               hostname: "h"), diagnostics: &diagnostics)
         #expect(diagnostics.all.map(\.formatted) == [])
-        #expect(result.configuration.accounts.count == 6)
+        #expect(result.configuration.accounts.count == 8)
+        #expect(result.configuration.services.keys.sorted() == ["journeys"])
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import PushConfig
 @testable import PushAcrobits
+import PushAgent
 import PushBackend
 import PushTestSupport
 
@@ -21,7 +22,9 @@ final class Loaded {
         diagnostics = result.diagnostics
         builder = RequestBuilder(configuration: result.configuration, sources: result.sources, installID: "install-1",
                                  hostname: "host1")
-        builder.checkAll(into: &diagnostics)
+        // As validate checks: every backend, every subscription.
+        Backends.standard.check(BackendContext(configuration: result.configuration, sources: result.sources, installID: "install-1",
+                                               hostname: "host1"), diagnostics: &diagnostics)
     }
 
     convenience init(_ text: String, environment: [String: String] = [:]) {

@@ -1,10 +1,13 @@
 /// A small JSON writer that keeps keys in the order given, for output people and tools read
 /// (previews, diagnostics, logs, status).
 public enum JSONText {
-    public static func string(_ text: String) -> String {
+    /// `text` as a JSON string. With `keepingMarkers`, U+0001 stays as it is: a preview's
+    /// secret markers (``AccountTemplates/secretMarker(_:)``) inside a body.
+    public static func string(_ text: String, keepingMarkers: Bool = false) -> String {
         var out = "\""
         for scalar in text.unicodeScalars {
             switch scalar {
+            case "\u{1}" where keepingMarkers: out.unicodeScalars.append(scalar)
             case "\"": out += "\\\""
             case "\\": out += "\\\\"
             case "\n": out += "\\n"
@@ -23,6 +26,11 @@ public enum JSONText {
         guard !fields.isEmpty else { return "{}" }
         let inner = indent + "  "
         return "{\n" + fields.map { inner + string($0.0) + ": " + $0.1 }.joined(separator: ",\n") + "\n" + indent + "}"
+    }
+
+    /// `{"key":value,…}` on one line, keys in the order given; values are JSON already.
+    public static func compactObject(_ fields: [(String, String)], keepingMarkers: Bool = false) -> String {
+        "{" + fields.map { string($0.0, keepingMarkers: keepingMarkers) + ":" + $0.1 }.joined(separator: ",") + "}"
     }
 
     public static func array(_ items: [String]) -> String {

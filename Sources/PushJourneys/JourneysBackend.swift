@@ -1,0 +1,248 @@
+import Crypto
+import PushBackend
+import PushConfig
+import PushScheduler
+import PushTemplates
+
+/// Microsoft Customer Insights – Journeys device registration (SPEC §9.2, seed 000): each
+/// account that names a `customer-insights-journeys` service registers its device token for
+/// its `userId`, alone or in batches of up to `batchSize`; tracked registrations are polled
+/// until confirmed; a dropped subscription, or a replaced token, is cleaned up.
+public struct JourneysBackend: Backend {
+    public static let type = "customer-insights-journeys"
+    public var type: String { Self.type }
+
+    public init() {}
+
+    /// The services of this type in `context` whose settings can be used; problems go to `diagnostics`.
+    static func services(_ context: BackendContext, diagnostics: inout DiagnosticList) -> [String: JourneysSettings] {
+        var services: [String: JourneysSettings] = [:]
+        for definition in context.services(ofType: type) {
+            if let settings = JourneysSettings(definition, diagnostics: &diagnostics) { services[definition.name] = settings }
+        }
+        return services
+    }
+
+    public func check(_ context: BackendContext, skipping passedEarly: [Bool]?, diagnostics: inout DiagnosticList) {
+        let definitions = context.services(ofType: type)
+        guard !definitions.isEmpty else { return }
+        var planner = JourneysPlanner(context, diagnostics: &diagnostics)
+        var named = Set<String>()
+        for account in context.configuration.accounts where account.isEnabled {
+            named.formUnion(account.services.keys)
+            _ = planner.plans(for: account, diagnostics: &diagnostics)
+        }
+        for definition in definitions where !named.contains(definition.name) {
+            diagnostics.warning("no enabled account names the service '\(definition.name)', so nothing is registered with it",
+                                file: definition.file, at: definition.position)
+        }
+    }
+
+    public func planner(_ context: BackendContext, diagnostics: inout DiagnosticList) -> any SubscriptionPlanner {
+        JourneysPlanner(context, diagnostics: &diagnostics)
+    }
+
+    public func send(_ requests: [SubscriptionRequest], transport: any HTTPTransport, defaultTimeout: Duration) async -> [Outcome] {
+        let items = requests.compactMap { $0.payload as? JourneysItem }
+        guard items.count == requests.count else {
+            return requests.map { _ in .rejected("the request was not prepared by the Journeys backend") }
+        }
+        return await JourneysExchange.send(items[...], transport: transport, timeout: requests.first?.timeout ?? defaultTimeout)
+    }
+
+    public func cleanupRequest(account: String, service: String, stored: String) -> SubscriptionRequest? {
+        guard let cleanup = StoredCleanup(text: stored) else { return nil }
+        return Self.request(cleanup.item, account: account, service: service, batchSize: cleanup.batchSize)
+    }
+
+    public func pollers(_ context: BackendContext) -> [any ConfirmationPoller] {
+        var ignored = DiagnosticList()
+        return Self.services(context, diagnostics: &ignored).values.sorted { $0.service < $1.service }.compactMap { settings in
+            guard settings.trackRegistration, let interval = settings.statusInterval else { return nil }
+            return JourneysPoller(service: settings.service, interval: interval, timeout: settings.statusTimeout,
+                                  statusURL: settings.baseURL + "/devices/status/", mobileAppId: settings.mobileAppId.text,
+                                  apiToken: settings.apiToken.text)
+        }
+    }
+
+    /// A Journeys item as the agent schedules it: batched with the items that share its
+    /// endpoint and headers, paused with its service on a 429 or 503.
+    static func request(_ item: JourneysItem, account: String, service: String, batchSize: Int) -> SubscriptionRequest {
+        var group = SHA256()
+        group.update(data: Array((item.batchURL + "\u{0}" + item.headers.map { $0.name + ":" + $0.value }.joined(separator: "\n")).utf8))
+        let batching = batchSize > 1 ? Batching(group: "\(service)/\(item.kind.rawValue)/" + hex(group.finalize()).prefix(16), limit: batchSize) : nil
+        return SubscriptionRequest(account: account, service: service, family: type,
+                                   purpose: item.kind == .registration ? .delivery : .cleanup,
+                                   label: "\(service) \(item.kind.rawValue)", host: URLText.hostAndPort(of: item.url),
+                                   batch: batching, pauseLabel: service, payload: item)
+    }
+}
+
+/// Lower-case hex of a digest.
+func hex(_ digest: some Sequence<UInt8>) -> String {
+    let digits = Array("0123456789abcdef".unicodeScalars)
+    var out = ""
+    for byte in digest {
+        out.unicodeScalars.append(digits[Int(byte >> 4)])
+        out.unicodeScalars.append(digits[Int(byte & 0x0F)])
+    }
+    return out
+}
+
+/// Renders the Journeys subscriptions of one account at a time (SPEC §9.2): its per-account
+/// values (`userId`, `platform`, `deviceToken`) are templates over the account's keys.
+struct JourneysPlanner: SubscriptionPlanner {
+    private var templates: AccountTemplates
+    private let services: [String: JourneysSettings]
+
+    /// The per-account keys, and what each is.
+    static let keys = ["userId", "platform", "deviceToken"]
+
+    init(_ context: BackendContext, diagnostics: inout DiagnosticList) {
+        templates = AccountTemplates(configuration: context.configuration, sources: context.sources,
+                                     installID: context.installID, hostname: context.hostname)
+        services = JourneysBackend.services(context, diagnostics: &diagnostics)
+    }
+
+    /// What one subscription renders to, for sending or for showing.
+    private struct Rendered {
+        var registration: JourneysItem
+        var cleanup: JourneysItem
+        var deviceToken: String
+    }
+
+    mutating func plans(for account: Account, diagnostics: inout DiagnosticList) -> [SubscriptionPlan] {
+        guard account.isEnabled else { return [] }
+        var plans: [SubscriptionPlan] = []
+        for name in account.services.keys.sorted() {
+            guard let settings = services[name], let values = account.services[name],
+                  let sent = render(account, settings: settings, values: values, display: .asSent, diagnostics: &diagnostics)
+            else { continue }
+            let fingerprint = Self.fingerprint(sent.registration)
+            let request = JourneysBackend.request(sent.registration, account: account.id, service: name, batchSize: settings.batchSize)
+            if sent.deviceToken.isEmpty {
+                plans.append(SubscriptionPlan(account: account.id, service: name, fingerprint: fingerprint, delivery: nil,
+                                              waiting: "no device token yet (deviceToken renders empty)", cleanup: nil))
+            } else {
+                plans.append(SubscriptionPlan(account: account.id, service: name, fingerprint: fingerprint, delivery: request,
+                                              cleanup: StoredCleanup(item: sent.cleanup, batchSize: settings.batchSize).text,
+                                              cleansUpReplaced: true))
+            }
+        }
+        return plans
+    }
+
+    mutating func preview(_ account: Account, display: SecretDisplay, diagnostics: inout DiagnosticList) -> [RenderedRequest] {
+        guard account.isEnabled else { return [] }
+        var requests: [RenderedRequest] = []
+        for name in account.services.keys.sorted() {
+            guard let settings = services[name], let values = account.services[name],
+                  let shown = render(account, settings: settings, values: values, display: display, diagnostics: &diagnostics)
+            else { continue }
+            for item in [shown.registration, shown.cleanup] {
+                var request = RenderedRequest(account: account.id, service: name, reporter: name, method: "POST", url: item.url,
+                                              headers: [("User-Agent", PushReporterVersion.userAgent), ("Content-Type", "application/json")]
+                                                  + item.headers.map { ($0.name, $0.value) },
+                                              body: item.object)
+                request.hasSecretMarkers = display == .shellVariables
+                requests.append(request)
+            }
+        }
+        return requests
+    }
+
+    /// The registration and cleanup of `account` for one service, as `display` shows them; nil
+    /// (with diagnostics) when they cannot be rendered.
+    private mutating func render(_ account: Account, settings: JourneysSettings, values: ServiceValues, display: SecretDisplay,
+                                 diagnostics: inout DiagnosticList) -> Rendered? {
+        let service = settings.service
+        var usable = true
+        for key in values.values.keys where !Self.keys.contains(key) {
+            var message = "unknown key '\(key)' for the service '\(service)' (customer-insights-journeys takes userId, platform, deviceToken)"
+            if let nearest = NameSuggester.nearest(to: key, among: Self.keys) { message += "; did you mean '\(nearest)'?" }
+            diagnostics.error(message, file: values.file, at: values.keyPositions[key] ?? values.position, account: account.id)
+            usable = false
+        }
+        func required(_ key: String) -> ConfigValue? {
+            guard let value = values.values[key] else {
+                diagnostics.error("the service '\(service)' needs '\(key)' for each account (userId and platform)",
+                                  file: values.file, at: values.position, account: account.id)
+                usable = false
+                return nil
+            }
+            return value
+        }
+        let userIdValue = required("userId")
+        let platformValue = required("platform")
+        let tokenValue = values.values["deviceToken"]
+            ?? ConfigValue(text: "%pushTokenOther%", origin: ValueOrigin(file: values.file, position: values.position))
+        templates.beginRequest()
+        let userIdTemplate = userIdValue.flatMap { templates.compile($0, kind: .plain, diagnostics: &diagnostics) }
+        let platformTemplate = platformValue.flatMap { templates.compile($0, kind: .plain, diagnostics: &diagnostics) }
+        let tokenTemplate = templates.compile(tokenValue, kind: .plain, diagnostics: &diagnostics)
+        let callbackTemplate = settings.callbackURL.flatMap { templates.compile($0, kind: .url, diagnostics: &diagnostics) }
+        templates.checkAccountReferences(account: account, diagnostics: &diagnostics)
+        guard usable, let userIdTemplate, let platformTemplate, let tokenTemplate, let userIdValue, let platformValue,
+              settings.callbackURL == nil || callbackTemplate != nil else { return nil }
+
+        let accountValues = templates.values(for: account)
+        let masking = templates.masking(display, values: accountValues, maySendSecrets: true)
+        do throws(RenderFailure) {
+            let userId = try templates.render(userIdTemplate, accountValues, .reveal, origin: userIdValue)
+            let platform = try templates.render(platformTemplate, accountValues, .reveal, origin: platformValue).lowercased()
+            let token = try templates.render(tokenTemplate, accountValues, .reveal, origin: tokenValue)
+            guard !userId.isEmpty else {
+                templates.report(.error, "userId renders empty for this account", at: userIdValue, diagnostics: &diagnostics, account: account.id)
+                return nil
+            }
+            guard platform == "ios" || platform == "android" else {
+                templates.report(.error, "platform must be ios or android, not '\(platformValue.isSecret ? "********" : platform)'",
+                                 at: platformValue, diagnostics: &diagnostics, account: account.id)
+                return nil
+            }
+            let keepMarkers = display == .shellVariables
+            func json(_ text: String) -> String { JSONText.string(text, keepingMarkers: keepMarkers) }
+            let shownUserId = try templates.render(userIdTemplate, accountValues, masking, origin: userIdValue)
+            let shownToken = try templates.render(tokenTemplate, accountValues, masking, origin: tokenValue)
+            let appId = settings.mobileAppId.displayed(display, key: "mobileAppId", maySendSecrets: true)
+            let apiToken = settings.apiToken.displayed(display, key: "apiToken", maySendSecrets: true)
+            let registration = JSONText.compactObject([
+                ("MobileAppId", json(appId)), ("UserId", json(shownUserId)), ("ApiToken", json(apiToken)),
+                (platform == "ios" ? "ApnsDeviceToken" : "FcmDeviceToken", json(shownToken)),
+            ], keepingMarkers: keepMarkers)
+            let cleanup = JSONText.compactObject([
+                ("MobileAppId", json(appId)), ("ApiToken", json(apiToken)), ("UserId", json(shownUserId)), ("DeviceToken", json(shownToken)),
+            ], keepingMarkers: keepMarkers)
+            var headers: [JourneysItem.Header] = []
+            if settings.trackRegistration { headers.append(.init(name: "x-ms-track-registration", value: "true")) }
+            if let callbackTemplate, let callbackValue = settings.callbackURL {
+                let callback = try templates.render(callbackTemplate, accountValues, masking, origin: callbackValue)
+                // The page names the header both ways (SPEC §10): both are sent.
+                headers.append(.init(name: "x-ms-callback-url", value: callback))
+                headers.append(.init(name: "x-ms-status-callback-url", value: callback))
+                if !settings.callbackHeaders.isEmpty {
+                    let fields = settings.callbackHeaders.map { ($0.key, json($0.value.displayed(display, key: $0.key, maySendSecrets: true))) }
+                    headers.append(.init(name: "x-ms-callback-url-headers", value: JSONText.compactObject(fields, keepingMarkers: keepMarkers)))
+                }
+            }
+            let base = settings.baseURL + "/devices"
+            return Rendered(
+                registration: JourneysItem(kind: .registration, url: base, batchURL: base + "/batch", object: registration,
+                                           headers: headers, tracked: settings.trackRegistration),
+                cleanup: JourneysItem(kind: .cleanup, url: base + "/cleanup", batchURL: base + "/cleanup/batch", object: cleanup,
+                                      headers: [], tracked: false),
+                deviceToken: token)
+        } catch {
+            templates.reportRenderFailure(error, account: account.id, diagnostics: &diagnostics)
+            return nil
+        }
+    }
+
+    /// SHA-256 of what a registration sends, secrets included.
+    static func fingerprint(_ item: JourneysItem) -> String {
+        var hasher = SHA256()
+        hasher.update(data: Array((item.url + "\u{0}" + item.object + "\u{0}"
+            + item.headers.map { $0.name + ":" + $0.value }.joined(separator: "\n")).utf8))
+        return hex(hasher.finalize())
+    }
+}

@@ -1,0 +1,223 @@
+import FoundationEssentials
+import PushBackend
+import PushConfig
+import PushScheduler
+import PushTransport
+
+/// One registration or cleanup for the Journeys API (SPEC §9.2): the payload of a
+/// ``SubscriptionRequest``, self-contained (a cleanup is read back from state this way).
+struct JourneysItem: Sendable, Codable {
+    enum Kind: String, Sendable, Codable {
+        case registration, cleanup
+    }
+
+    var kind: Kind
+    /// The endpoint of one object (`…/devices`, `…/devices/cleanup`).
+    var url: String
+    /// The endpoint of an array of them (`…/devices/batch`, `…/devices/cleanup/batch`).
+    var batchURL: String
+    /// The object, compact JSON, keys in the seed's order.
+    var object: String
+    /// Headers besides `User-Agent` and `Content-Type` (tracking and callbacks).
+    var headers: [Header]
+    /// Whether the answer carries registration request ids (`x-ms-track-registration: true`).
+    var tracked: Bool
+
+    struct Header: Sendable, Codable, Equatable {
+        var name: String
+        var value: String
+    }
+}
+
+/// A cleanup as the state keeps it: what to send, and that this backend sends it.
+struct StoredCleanup: Codable {
+    /// Always ``JourneysBackend/type``: tells this backend's cleanups from other backends'.
+    var backend: String
+    var item: JourneysItem
+    /// The service's `batchSize` when it was rendered.
+    var batchSize: Int
+
+    var text: String {
+        (try? Self.encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+    }
+
+    init(item: JourneysItem, batchSize: Int) {
+        backend = JourneysBackend.type
+        self.item = item
+        self.batchSize = batchSize
+    }
+
+    /// Reads a cleanup of this backend; nil for any other text.
+    init?(text: String) {
+        guard text.contains(JourneysBackend.type),
+              let decoded = try? JSONDecoder().decode(StoredCleanup.self, from: Data(text.utf8)),
+              decoded.backend == JourneysBackend.type else { return nil }
+        self = decoded
+    }
+
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+}
+
+/// Sending to the Journeys API and reading its answers (SPEC §9.2).
+enum JourneysExchange {
+    /// Sends `items` (one kind, one batch): one object to the single endpoint, several as an
+    /// array to the batch endpoint. A 400 on a batch is split in halves, each sent again, until
+    /// single requests isolate the bad ones.
+    static func send(_ items: ArraySlice<JourneysItem>, transport: any HTTPTransport, timeout: Duration) async -> [Outcome] {
+        guard let first = items.first else { return [] }
+        let single = items.count == 1
+        let body = single ? first.object : "[" + items.map(\.object).joined(separator: ",") + "]"
+        var headers: [(name: String, value: String)] = [("User-Agent", PushReporterVersion.userAgent),
+                                                        ("Content-Type", "application/json")]
+        headers += first.headers.map { ($0.name, $0.value) }
+        let request = TransportRequest(method: "POST", url: single ? first.url : first.batchURL, headers: headers,
+                                       body: Array(body.utf8), timeout: timeout)
+        let response: TransportResponse
+        do {
+            response = try await transport.send(request)
+        } catch let error as TransportError where !error.isCancellation {
+            return items.map { _ in .retry(AttemptFailure(status: nil, reason: error.message)) }
+        } catch {
+            return items.map { _ in .retry(.cancelled) }
+        }
+        switch response.status {
+        case 202:
+            guard first.kind == .registration, first.tracked else {
+                return items.map { _ in .delivered }
+            }
+            guard let ids = registrationIDs(response.body, single: single), ids.count == items.count else {
+                let failure = AttemptFailure(status: 202, reason: "HTTP 202, but the body does not hold \(items.count) registration request \(items.count == 1 ? "id" : "ids")")
+                return items.map { _ in .retry(failure) }
+            }
+            return ids.map { .accepted($0) }
+        case 400 where items.count > 1:
+            let middle = items.startIndex + items.count / 2
+            let left = await send(items[..<middle], transport: transport, timeout: timeout)
+            let right = await send(items[middle...], transport: transport, timeout: timeout)
+            return left + right
+        case 400:
+            let why = "HTTP 400" + excerpt(response.body).map { ": \($0)" }.orEmpty
+            return [first.kind == .registration ? .rejected("\(why) (Journeys refuses this registration)") : .rejected(why)]
+        case 401, 403:
+            return items.map { _ in .stopped("HTTP \(response.status): Journeys refused the API token") }
+        default:
+            var retryAfter: RetryAfter?
+            if response.status == 429 || response.status == 503, let header = response.header("Retry-After") {
+                retryAfter = RetryAfter.parse(header)
+            }
+            let failure = AttemptFailure.http(response.status, retryAfter: retryAfter)
+            return items.map { _ in .retry(failure) }
+        }
+    }
+
+    /// The registration request ids of a tracked 202: one object, or an array of them.
+    static func registrationIDs(_ body: [UInt8], single: Bool) -> [String]? {
+        struct Answer: Decodable {
+            var RegistrationRequestId: String
+        }
+        let data = Data(body)
+        if single, let answer = try? JSONDecoder().decode(Answer.self, from: data) { return [answer.RegistrationRequestId] }
+        return try? JSONDecoder().decode([Answer].self, from: data).map(\.RegistrationRequestId)
+    }
+
+    /// The first line of a server's answer, at most 200 characters, control characters escaped.
+    static func excerpt(_ body: [UInt8]) -> String? {
+        let text = String(decoding: body.prefix(400), as: UTF8.self)
+        let line = text.split(whereSeparator: \.isNewline).first.map(String.init)?.trimmingSpaces ?? ""
+        guard !line.isEmpty else { return nil }
+        let short = line.count > 200 ? String(line.prefix(200)) + "…" : line
+        return String(short.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
+    }
+}
+
+extension Optional where Wrapped == String {
+    var orEmpty: String { self ?? "" }
+}
+
+extension StringProtocol {
+    /// Without the spaces and tabs around it (the seed prints reasons as `" DuplicateExists "`).
+    var trimmingSpaces: String {
+        let scalars = unicodeScalars
+        guard let first = scalars.firstIndex(where: { $0 != " " && $0 != "\t" }),
+              let last = scalars.lastIndex(where: { $0 != " " && $0 != "\t" }) else { return "" }
+        return String(String.UnicodeScalarView(scalars[first...last]))
+    }
+}
+
+/// Asks Journeys what became of tracked registrations (SPEC §9.2): `POST …/devices/status/`
+/// with at most 100 ids a request.
+struct JourneysPoller: ConfirmationPoller {
+    var service: String
+    var interval: Duration
+    var timeout: Duration
+    var statusURL: String
+    var mobileAppId: String
+    var apiToken: String
+
+    func poll(_ pending: [String], transport: any HTTPTransport, defaultTimeout: Duration) async -> [Outcome?] {
+        var answers: [Outcome?] = []
+        var start = pending.startIndex
+        while start < pending.endIndex {
+            let end = min(start + JourneysSettings.batchLimit, pending.endIndex)
+            let chunk = Array(pending[start..<end])
+            answers += await ask(chunk, transport: transport, timeout: defaultTimeout)
+            start = end
+        }
+        return answers
+    }
+
+    private func ask(_ ids: [String], transport: any HTTPTransport, timeout: Duration) async -> [Outcome?] {
+        let body = JSONText.compactObject([
+            ("RegistrationRequestIds", "[" + ids.map { JSONText.string($0) }.joined(separator: ",") + "]"),
+            ("MobileAppId", JSONText.string(mobileAppId)),
+            ("ApiToken", JSONText.string(apiToken)),
+        ])
+        let request = TransportRequest(method: "POST", url: statusURL,
+                                       headers: [("User-Agent", PushReporterVersion.userAgent), ("Content-Type", "application/json")],
+                                       body: Array(body.utf8), timeout: timeout)
+        guard let response = try? await transport.send(request) else { return ids.map { _ in nil } }
+        if response.status == 401 || response.status == 403 {
+            return ids.map { _ in .stopped("HTTP \(response.status) on the status endpoint: Journeys refused the API token") }
+        }
+        guard response.status == 200, let statuses = Self.statuses(response.body), statuses.count == ids.count else {
+            return ids.map { _ in nil }
+        }
+        return statuses.map(Self.outcome)
+    }
+
+    struct Status: Decodable {
+        var Status: String?
+        var FailureReason: String?
+    }
+
+    static func statuses(_ body: [UInt8]) -> [Status]? {
+        try? JSONDecoder().decode([Status].self, from: Data(body))
+    }
+
+    /// What one status says (SPEC §9.2): nil while it is pending.
+    static func outcome(_ status: Status) -> Outcome? {
+        let state = (status.Status ?? "").trimmingSpaces
+        let reason = (status.FailureReason ?? "").trimmingSpaces
+        switch state.lowercased() {
+        case "success":
+            return .delivered
+        case "pending", "":
+            return nil
+        case "failed":
+            switch reason {
+            case "DuplicateExists": return .delivered
+            case "FailedToStoreDevice": return .retry(AttemptFailure(status: nil, reason: "Journeys failed to store the device (FailedToStoreDevice)"))
+            case "DeviceTokenTooLong": return .rejected("Journeys: the device token is too long (DeviceTokenTooLong)")
+            case "DryRunSendingFailed": return .rejected("Journeys could not send a test notification to the device (DryRunSendingFailed)")
+            case "ApiTokenNotValid": return .stopped("Journeys: the API token is not valid (ApiTokenNotValid)")
+            default: return .rejected("Journeys failed the registration: '\(reason.isEmpty ? "no reason given" : reason)'")
+            }
+        default:
+            return .rejected("Journeys answered the status '\(state)'")
+        }
+    }
+}
