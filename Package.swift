@@ -166,6 +166,10 @@ let package = Package(
             dependencies: ["PushConfig", "PushAcrobits", "PushAgent", "PushBackend", "PushJourneys", "PushTemplates", "PushTestSupport"]
         ),
         .testTarget(
+            name: "PushJourneysTests",
+            dependencies: ["PushJourneys", "PushBackend", "PushConfig", "PushScheduler", "PushTransport", "PushTestSupport"]
+        ),
+        .testTarget(
             name: "PushAcrobitsTests",
             dependencies: ["PushAcrobits", "PushBackend", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport", "PushTestSupport"]
         ),
