@@ -19,10 +19,34 @@ public struct AcrobitsBackend: Backend {
     public func check(_ context: BackendContext, skipping passedEarly: [Bool]?, diagnostics: inout DiagnosticList) {
         var builder = RequestBuilder(context)
         builder.checkAll(into: &diagnostics, skipping: passedEarly)
+        // The accounts of shared receivers (`type: acrobits` services), each as its service sees it.
+        let services = Self.services(context)
+        guard !services.isEmpty else { return }
+        var planner = AcrobitsPlanner(builder: builder, services: services)
+        for account in context.configuration.accounts where account.isEnabled {
+            for name in account.services.keys.sorted() where services[name] != nil {
+                let shared = planner.sharedAccount(account, service: name)
+                if account.values.contains(Reporter.pushTokenReporter.tableKey(.url)), shared.values.contains(Reporter.pushTokenReporter.tableKey(.url)),
+                   account.services[name]?.values[Reporter.pushTokenReporter.key(.url)] == nil {
+                    diagnostics.warning("the account's own pushTokenReporterUrl goes over the one of the service '\(name)', so both send the same report",
+                                        file: account.file, at: account.services[name]?.position ?? account.position, account: account.id)
+                }
+                for reporter in Reporter.allCases where shared.values.contains(reporter.tableKey(.url)) {
+                    _ = planner.builder.request(for: shared, reporter: reporter, display: .asSent, fingerprinted: false,
+                                                diagnostics: &diagnostics)
+                }
+            }
+        }
     }
 
     public func planner(_ context: BackendContext, diagnostics: inout DiagnosticList) -> any SubscriptionPlanner {
-        AcrobitsPlanner(builder: RequestBuilder(context))
+        AcrobitsPlanner(builder: RequestBuilder(context), services: Self.services(context))
+    }
+
+    /// The `type: acrobits` services of `context`, by name: shared receivers whose settings are
+    /// account keys.
+    static func services(_ context: BackendContext) -> [String: ServiceDefinition] {
+        Dictionary(uniqueKeysWithValues: context.services(ofType: type).map { ($0.name, $0) })
     }
 
     public func send(_ requests: [SubscriptionRequest], transport: any HTTPTransport, defaultTimeout: Duration) async -> [Outcome] {
@@ -66,34 +90,58 @@ public struct AcrobitsBackend: Backend {
     }
 }
 
-/// Renders the Acrobits subscription of one account at a time.
+/// Renders the Acrobits subscriptions of one account at a time: its own web services, and
+/// those of each shared receiver (`type: acrobits` service) it names.
 struct AcrobitsPlanner: SubscriptionPlanner {
     var builder: RequestBuilder
+    /// The `type: acrobits` services, by name.
+    var services: [String: ServiceDefinition]
+
+    /// `account` as the service `name` sees it.
+    func sharedAccount(_ account: Account, service name: String) -> Account {
+        account.withDefaults(services[name]?.settings ?? [:], over: account.services[name])
+    }
+
+    /// Each subscription of `account`: its own (`acrobits`), then the shared receivers it names.
+    private func subscriptions(of account: Account) -> [(service: String, account: Account)] {
+        [(SubscriptionKey.acrobits, account)]
+            + account.services.keys.sorted().filter { services[$0] != nil }.map { ($0, sharedAccount(account, service: $0)) }
+    }
 
     mutating func plans(for account: Account, diagnostics: inout DiagnosticList) -> [SubscriptionPlan] {
-        guard account.isEnabled,
-              let report = builder.request(for: account, reporter: .pushTokenReporter, display: .asSent,
-                                           diagnostics: &diagnostics) else { return [] }
+        guard account.isEnabled else { return [] }
+        return subscriptions(of: account).compactMap { plan(service: $0.service, account: $0.account, diagnostics: &diagnostics) }
+    }
+
+    private mutating func plan(service: String, account: Account, diagnostics: inout DiagnosticList) -> SubscriptionPlan? {
+        guard var report = builder.request(for: account, reporter: .pushTokenReporter, display: .asSent,
+                                           diagnostics: &diagnostics) else { return nil }
+        report.service = service
         var removal: String?
         if account.values.contains(Reporter.accountRemovalReporter.tableKey(.url)) {
             // Kept as text, not compared: it needs no fingerprint.
             guard let request = builder.request(for: account, reporter: .accountRemovalReporter, display: .asSent,
-                                                fingerprinted: false, diagnostics: &diagnostics) else { return [] }
+                                                fingerprinted: false, diagnostics: &diagnostics) else { return nil }
             removal = StoredRequest(request).text
         }
-        let service = SubscriptionKey.acrobits
         var plan = SubscriptionPlan(account: account.id, service: service, fingerprint: report.fingerprint,
                                     delivery: AcrobitsBackend.request(report, service: service, purpose: .delivery),
                                     cleanup: removal)
         plan.secretsWithheld = report.secretsWithheld
-        return [plan]
+        return plan
     }
 
     mutating func preview(_ account: Account, display: SecretDisplay, diagnostics: inout DiagnosticList) -> [RenderedRequest] {
         guard account.isEnabled else { return [] }
-        return Reporter.allCases.compactMap { reporter in
-            builder.request(for: account, reporter: reporter, display: display, diagnostics: &diagnostics)
+        var requests: [RenderedRequest] = []
+        for (service, seen) in subscriptions(of: account) {
+            for reporter in Reporter.allCases {
+                guard var request = builder.request(for: seen, reporter: reporter, display: display, diagnostics: &diagnostics) else { continue }
+                request.service = service
+                requests.append(request)
+            }
         }
+        return requests
     }
 }
 

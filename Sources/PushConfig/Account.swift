@@ -174,6 +174,18 @@ public struct Account: Sendable {
 
     public subscript(key: String) -> String? { values[key]?.text }
 
+    /// The account as a service of `type: acrobits` sees it (SPEC §9.1): the service's settings
+    /// act as defaults under the account's own keys, and its values under the service's name
+    /// (`services: {NAME: {…}}`) go over both.
+    public func withDefaults(_ settings: [String: ConfigValue], over service: ServiceValues?) -> Account {
+        var merged = AccountValueTable(settings)
+        for (key, value) in values { merged[key] = value }
+        for (key, value) in service?.values ?? [:] { merged[key] = value }
+        var account = self
+        account.values = merged
+        return account
+    }
+
     /// Whether the account (or `defaults`) gives `key`, under either name of an alias pair,
     /// even with a value that could not be read: that was reported where it is written, so
     /// nothing is reported again as missing.

@@ -9,6 +9,7 @@ enum RequestFormatter {
         let headers = JSONText.object(request.headers.map { ($0.name, JSONText.string($0.value)) }, indent: "  ")
         return JSONText.object([
             ("account", JSONText.string(request.account)),
+            ("service", JSONText.string(request.service)),
             ("reporter", JSONText.string(request.reporter)),
             ("method", JSONText.string(request.method)),
             ("url", JSONText.string(request.url)),
@@ -19,7 +20,7 @@ enum RequestFormatter {
 
     /// The raw HTTP/1.1 request, after a `###` separator line naming the account (as REST-client files do).
     static func http(_ request: RenderedRequest) -> String {
-        var lines = ["### \(request.account) \(request.reporter)"]
+        var lines = ["### \(title(request))"]
         if let credentials = request.credentials {
             lines.append("# answered with HTTP Digest (or Basic over https) as '\(credentials.username)'")
         }
@@ -61,7 +62,14 @@ enum RequestFormatter {
             words += ["--max-time", String(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)]
         }
         words.append(word(request.url))
-        return "# \(request.account) \(request.reporter)\n" + words.joined(separator: " ")
+        return "# \(title(request))\n" + words.joined(separator: " ")
+    }
+
+    /// What a request's comment line names: the account, the reporter, and the service when the
+    /// reporter does not say it.
+    static func title(_ request: RenderedRequest) -> String {
+        let service = request.service == request.reporter || request.service == "acrobits" ? "" : " (service \(request.service))"
+        return "\(request.account) \(request.reporter)\(service)"
     }
 
     /// Host and request target of an absolute URL.

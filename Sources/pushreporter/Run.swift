@@ -5,6 +5,7 @@ import PushAgent
 import PushBackend
 import PushConfig
 import PushState
+import PushTemplates
 import PushTransport
 import ServiceLifecycle
 import UnixSignals
@@ -33,11 +34,19 @@ struct Run: AsyncParsableCommand {
     @Flag(help: "Reload when a configuration file or directory changes (as on SIGHUP).")
     var watch = false
 
+    @Option(name: .customLong("service"),
+            help: ArgumentHelp("With --once, only this service (repeatable): acrobits for the accounts' own web services, or a name under services:.",
+                               valueName: "name"))
+    var services: [String] = []
+
     @Option(help: "Log line format: text (timestamped, or <N> prefixes under journald) or json.")
     var logFormat: LogOutput.Format = .text
 
     func validate() throws {
         if watch && once { throw ValidationError("--watch applies to the long-running agent, not to --once") }
+        if !services.isEmpty && !once {
+            throw ValidationError("--service applies to --once; the long-running agent serves every service of its configuration")
+        }
         if agent.deadline != nil && !once {
             throw ValidationError("--deadline applies to --once; the long-running agent retries for as long as it runs")
         }
@@ -60,7 +69,21 @@ struct Run: AsyncParsableCommand {
             logger.error("\(error.description)")
             exitNow(Exit.failure)
         }
-        let start = AgentStart.configuration(plans: prepared.plans, records: records, pollers: prepared.pollers)
+        for name in services where !prepared.serviceNames.contains(name) {
+            var message = "run: no service '\(name.displayEscaped)' in the configuration"
+            if let nearest = NameSuggester.nearest(to: name, among: prepared.serviceNames) { message += "; did you mean '\(nearest)'?" }
+            printError(message)
+            exitNow(ExitCode(64))
+        }
+        let start: AgentStart
+        if services.isEmpty {
+            start = .configuration(plans: prepared.plans, records: records, pollers: prepared.pollers)
+        } else {
+            // Only these services: the others' subscriptions are neither sent nor cleaned up.
+            start = .configuration(plans: prepared.plans.filter { services.contains($0.service) },
+                                   records: records.filter { services.contains($0.key.service) },
+                                   pollers: prepared.pollers.filter { services.contains($0.service) })
+        }
         if once {
             await runOnce(prepared.runtime, start: start, logger: logger, output: output)
         } else {
@@ -74,6 +97,8 @@ struct Run: AsyncParsableCommand {
         var runtime: AgentRuntime
         var plans: [SubscriptionPlan]
         var pollers: [any ConfirmationPoller]
+        /// `acrobits` and every service the configuration declares.
+        var serviceNames: Set<String>
         /// What the configuration was loaded with: the notifier and the watched paths use it too.
         var environment: LoaderEnvironment
     }
@@ -101,7 +126,9 @@ struct Run: AsyncParsableCommand {
         if setup.plans.isEmpty {
             logger.warning("no enabled account has a pushTokenReporterUrl or a service, so there is nothing to report")
         }
-        return Prepared(runtime: setup.runtime, plans: setup.plans, pollers: setup.pollers, environment: setup.loaded.environment)
+        return Prepared(runtime: setup.runtime, plans: setup.plans, pollers: setup.pollers,
+                        serviceNames: Set([SubscriptionKey.acrobits] + setup.configuration.services.keys),
+                        environment: setup.loaded.environment)
     }
 
     /// `run --once`: every delivery and every owed cleanup, retried until the deadline.

@@ -24,12 +24,28 @@ struct Status: ParsableCommand {
                                valueName: "dir"))
     var stateDir: String?
 
+    @Option(name: .customLong("config"),
+            help: ArgumentHelp("A configuration file or directory whose agent.stateDirectory says where the state is (repeatable).",
+                               valueName: "path"))
+    var configPaths: [String] = []
+
+    @Option(name: .customLong("service"), help: ArgumentHelp("Only this service (repeatable): acrobits, or a name under services:.",
+                                                             valueName: "name"))
+    var services: [String] = []
+
     @Option(help: "Output format: text, json or prometheus.")
     var format: Format = .text
 
     func run() throws {
         let environment = LoaderEnvironment.current().variables
-        let path = stateDir ?? AgentSettings().resolvedStateDirectory(environment: environment)
+        var settings = AgentSettings()
+        if stateDir == nil && !configPaths.isEmpty {
+            // Only to find the state: the configuration's other problems are validate's.
+            var options = ConfigOptions()
+            options.paths = configPaths
+            settings = LoadedConfiguration(options: options).result.configuration.agent
+        }
+        let path = stateDir ?? settings.resolvedStateDirectory(environment: environment)
         let records: [SubscriptionRecord]
         do {
             let directory = try StateDirectory(path: path, create: false)
@@ -41,7 +57,7 @@ struct Status: ParsableCommand {
             printError("status: \(error)")
             throw Exit.failure
         }
-        let report = StatusReport(records: records)
+        let report = StatusReport(records: services.isEmpty ? records : records.filter { services.contains($0.key.service) })
         switch format {
         case .text: print(report.text)
         case .json: print(report.json)
