@@ -337,3 +337,138 @@ extension SubscriptionRequest {
         #expect(StoredRequest(text: bare.text) == bare)
     }
 }
+
+/// The states SPEC §9.0 adds for backends that confirm later, refuse values or credentials,
+/// and clean up what a changed delivery replaced.
+@Suite struct AgentBookBackendTests {
+    /// A subscription of a Journeys-like service: its cleanup is sent when its token changes.
+    static func plan(_ account: String, token: String, service: String = "journeys") -> SubscriptionPlan {
+        let delivery = RenderedRequest(account: account, service: service, reporter: service, method: "POST",
+                                       url: "https://j.example.com/register", headers: [], body: "{\"t\":\"\(token)\"}",
+                                       fingerprint: "\(account)-\(token)")
+        let cleanup = RenderedRequest(account: account, service: service, reporter: "accountRemovalReporter", method: "POST",
+                                      url: "https://j.example.com/cleanup?t=\(token)", headers: [], body: nil)
+        return SubscriptionPlan(account: account, service: service, fingerprint: delivery.fingerprint,
+                                delivery: AcrobitsBackend.request(delivery, service: service, purpose: .delivery),
+                                cleanup: StoredRequest(cleanup).text, cleansUpReplaced: true)
+    }
+
+    static func key(_ account: String, _ service: String = "journeys") -> SubscriptionKey {
+        SubscriptionKey(account: account, service: service)
+    }
+
+    static func started(_ plans: [SubscriptionPlan], reportInterval: Duration? = nil) -> AgentBook {
+        var book = AgentBookTests.book(reportInterval: reportInterval)
+        AgentBookTests.send(&book, book.start(plans: plans, records: []))
+        return book
+    }
+
+    @Test func anAcceptedSubscriptionIsDeliveredOnceConfirmed() throws {
+        var book = Self.started([Self.plan("alice", token: "1")])
+        let settledResult = book.settle(Self.key("alice"), .accepted("r-1"), attempt: 1, now: 1_000)
+        let settled = try #require(settledResult)
+        #expect(settled.settlement == .accepted)
+        #expect(AgentBookTests.saved(settled.actions).first?.state == .accepted)
+        #expect(AgentBookTests.saved(settled.actions).first?.backendData == "r-1")
+        #expect(book.awaitingConfirmation(service: "journeys").map(\.data) == ["r-1"])
+        #expect(book.isSettled)
+        // An answer about another registration counts for nothing.
+        #expect(book.confirmed(Self.key("alice"), data: "r-0", .delivered, now: 2_000) == nil)
+        let confirmedResult = book.confirmed(Self.key("alice"), data: "r-1", .delivered, now: 2_000)
+        let confirmed = try #require(confirmedResult)
+        let record = try #require(AgentBookTests.saved(confirmed.actions).first)
+        #expect(record.state == .delivered && record.deliveredFingerprint == "alice-1" && record.lastSuccessAt == 2_000)
+        #expect(record.backendData == nil)
+        #expect(book.awaitingConfirmation(service: "journeys").isEmpty)
+    }
+
+    @Test func aRegistrationTheReceiverCouldNotStoreIsSentAgain() throws {
+        var book = Self.started([Self.plan("alice", token: "1")])
+        _ = book.settle(Self.key("alice"), .accepted("r-1"), attempt: 1, now: 1_000)
+        let againResult = book.confirmed(Self.key("alice"), data: "r-1", .retry(.init(status: nil, reason: "FailedToStoreDevice")), now: 2_000)
+        let again = try #require(againResult)
+        #expect(AgentBookTests.submitted(again.actions) == ["alice@j.example.com:443"])
+        #expect(book.entries[Self.key("alice")]?.record.state == .retrying)
+        #expect(!book.isSettled)
+    }
+
+    @Test func aRejectedSubscriptionIsNotSentAgainUntilItChanges() throws {
+        var book = Self.started([Self.plan("alice", token: "1")])
+        let rejectedResult = book.settle(Self.key("alice"), .rejected("HTTP 400"), attempt: 1, now: 1_000)
+        let rejected = try #require(rejectedResult)
+        #expect(rejected.settlement == .rejected("HTTP 400"))
+        #expect(book.entries[Self.key("alice")]?.record.state == .rejected)
+        let (same, summary) = AgentBookTests.reload(&book, [Self.plan("alice", token: "1")], reportInterval: nil, now: 2_000)
+        #expect(AgentBookTests.submitted(same).isEmpty)
+        #expect(summary.unchanged == 1)
+        let (changed, _) = AgentBookTests.reload(&book, [Self.plan("alice", token: "2")], reportInterval: nil, now: 3_000)
+        #expect(AgentBookTests.submitted(changed) == ["alice@j.example.com:443"])
+    }
+
+    @Test func aStoppedServiceWaitsForAReloadAndOthersGoOn() throws {
+        var book = Self.started([Self.plan("alice", token: "1"), Self.plan("bob", token: "1"),
+                                 Self.plan("carol", token: "1", service: "other")])
+        let stoppedResult = book.settle(Self.key("alice"), .stopped("HTTP 401"), attempt: 1, now: 1_000)
+        let stopped = try #require(stoppedResult)
+        #expect(stopped.settlement == .stopped("HTTP 401"))
+        #expect(stopped.actions.contains(.cancel(Self.key("bob"))))
+        #expect(!stopped.actions.contains(.cancel(Self.key("carol", "other"))))
+        #expect(book.beginAttempt(Self.key("bob")) == nil)
+        #expect(book.entries[Self.key("bob")]?.record.state == .stopped)
+        // bob's attempt was in flight: its failure does not bring it back.
+        let lateResult = book.failed(Self.key("bob"), attempt: 1, reason: "HTTP 503", retryIn: .seconds(5), now: 1_500)
+        let late = try #require(lateResult)
+        #expect(late.actions.contains(.cancel(Self.key("bob"))))
+        #expect(book.counts[.stopped] == 2)
+        let (reload, _) = AgentBookTests.reload(&book, [Self.plan("alice", token: "1"), Self.plan("bob", token: "1"),
+                                                        Self.plan("carol", token: "1", service: "other")], reportInterval: nil, now: 2_000)
+        #expect(Set(AgentBookTests.submitted(reload)) == ["alice@j.example.com:443", "bob@j.example.com:443"])
+        #expect(book.stoppedServices.isEmpty)
+    }
+
+    @Test func aChangedTokenCleansUpTheOldOneOnceTheNewOneIsDelivered() throws {
+        var book = Self.started([Self.plan("alice", token: "1")])
+        _ = book.settle(Self.key("alice"), .delivered, attempt: 1, now: 1_000)
+        let (change, _) = AgentBookTests.reload(&book, [Self.plan("alice", token: "2")], reportInterval: nil, now: 2_000)
+        AgentBookTests.send(&book, change)
+        let deliveredResult = book.settle(Self.key("alice"), .delivered, attempt: 1, now: 3_000)
+        let delivered = try #require(deliveredResult)
+        #expect(AgentBookTests.submitted(delivered.actions) == ["alice@j.example.com:443"])
+        let cleanupResult = book.beginAttempt(Self.key("alice"))
+        let cleanup = try #require(cleanupResult)
+        #expect(cleanup.purpose == .cleanup)
+        #expect(cleanup.rendered.url == "https://j.example.com/cleanup?t=1")
+        #expect(book.entries[Self.key("alice")]?.record.state == .delivered)
+        let doneResult = book.settle(Self.key("alice"), .delivered, attempt: 1, now: 4_000)
+        let done = try #require(doneResult)
+        #expect(done.settlement == .cleanedUp(forgotten: false))
+        let record = try #require(book.entries[Self.key("alice")]?.record)
+        #expect(record.pastCleanups.isEmpty && record.cleanup?.contains("t=2") == true && record.state == .delivered)
+        #expect(book.isSettled)
+    }
+
+    @Test func aCleanupTheReceiverRefusesIsGivenUp() throws {
+        var book = Self.started([Self.plan("alice", token: "1")])
+        _ = book.settle(Self.key("alice"), .delivered, attempt: 1, now: 1_000)
+        let (leave, _) = AgentBookTests.reload(&book, [], reportInterval: nil, now: 2_000)
+        AgentBookTests.send(&book, leave)
+        let refusedResult = book.settle(Self.key("alice"), .rejected("HTTP 400"), attempt: 1, now: 3_000)
+        let refused = try #require(refusedResult)
+        #expect(refused.settlement == .cleanupRefused("HTTP 400"))
+        #expect(refused.actions == [.forget(Self.key("alice"))])
+    }
+
+    @Test func aSubscriptionWithoutItsTokenWaits() throws {
+        var waiting = Self.plan("alice", token: "")
+        waiting.delivery = nil
+        waiting.waiting = "no device token yet"
+        var book = AgentBookTests.book()
+        let actions = book.start(plans: [waiting], records: [])
+        #expect(AgentBookTests.submitted(actions).isEmpty)
+        #expect(AgentBookTests.saved(actions).first?.lastOutcome == "no device token yet")
+        #expect(book.counts[.pending] == 1 && book.isSettled)
+        let (arrived, summary) = AgentBookTests.reload(&book, [Self.plan("alice", token: "1")], reportInterval: nil, now: 1_000)
+        #expect(summary.changed == 1)
+        #expect(AgentBookTests.submitted(arrived) == ["alice@j.example.com:443"])
+    }
+}
