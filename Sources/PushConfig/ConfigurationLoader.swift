@@ -121,6 +121,9 @@ struct LoadSession {
     private var unreadableGlobalPlaces: [String: (file: String, line: Int)] = [:]
     private var accountOwners: [String: (file: SourcePath, position: SourcePosition)] = [:]
     private var templateCache: [String: AccountValueTable?] = [:]
+    /// The `services:` of each template read, by path (SPEC §9.0 per-account values a template
+    /// gives the accounts that use it).
+    private var templateServiceCache: [String: [String: ServiceValues]] = [:]
     /// Where a template name beside a config folder was found, so accounts do not search again.
     private var templatePaths: [String: String] = [:]
     private var accountServiceReferences: [(service: String, file: String, position: SourcePosition, account: String)] = []
@@ -588,6 +591,10 @@ struct LoadSession {
         if hasUses {
             for use in uses {
                 guard let keys = template(named: use.name, file: file, at: use.scalar.start, account: account) else { continue }
+                if let path = templatePaths[templateLookup(use.name, file: file)], let services = templateServiceCache[path] {
+                    // A template's services come before the layer's own, which win.
+                    layer.services.merge(services) { own, _ in own }
+                }
                 overlay(&layer.values, with: keys, file: file, account: account)
             }
             overlay(&layer.values, with: own, file: file, account: account)
@@ -765,6 +772,7 @@ struct LoadSession {
         // Templates a run read for the first time.
         sources.merge(run.session.sources) { mine, _ in mine }
         templateCache.merge(run.session.templateCache) { mine, _ in mine }
+        templateServiceCache.merge(run.session.templateServiceCache) { mine, _ in mine }
         templatePaths.merge(run.session.templatePaths) { mine, _ in mine }
     }
 
@@ -1015,13 +1023,18 @@ struct LoadSession {
     }
 
     /// The keys of the template `name`, found beside the config file or on the search path.
+    /// The key under which the template `name` written in `file` is looked up.
+    func templateLookup(_ name: String, file: String) -> String {
+        FileSystem.join(FileSystem.directory(of: file), "templates") + "\u{0}" + name
+    }
+
     mutating func template(named name: String, file: String, at position: SourcePosition, account: String?) -> AccountValueTable? {
         let folders = [FileSystem.join(FileSystem.directory(of: file), "templates")] + environment.templateSearchPath
         guard !name.isEmpty, !name.contains("/"), !name.hasPrefix(".") else {
             diagnostics.error("'\(name)' is not a template name", file: file, at: position, account: account)
             return nil
         }
-        let lookup = folders[0] + "\u{0}" + name
+        let lookup = templateLookup(name, file: file)
         if let path = templatePaths[lookup] { return templateCache[path] ?? nil }
         var candidates: [String] = []
         for folder in folders {
@@ -1047,6 +1060,12 @@ struct LoadSession {
             var entries: [(key: String, value: ConfigValue)] = []
             for pair in mapping.entries {
                 let (key, value) = (pair.key, pair.value)
+                if key.value == "services" {
+                    var services = AccountLayer()
+                    readServices(value, into: &services, file: path, what: "template '\(name)'", account: nil)
+                    templateServiceCache[path] = services.services
+                    continue
+                }
                 guard case .scalar(let scalar) = value else {
                     diagnostics.error("template key '\(key.value)' must be a single value, not \(value.kindDescription)", file: path, at: value.start)
                     continue

@@ -56,7 +56,8 @@ struct JourneysSettings: Sendable {
         }
         func required(_ key: String) -> ConfigValue? {
             guard let value = definition.settings[key], !value.text.isEmpty else {
-                if definition.mappings[key] == nil {
+                // Written but not read (an unset !env, a mapping): that was said where it is written.
+                if definition.keyPositions[key] == nil || definition.settings[key] != nil {
                     diagnostics.error("service '\(definition.name)' needs '\(key)' (customer-insights-journeys: publicEndpoint, orgId, mobileAppId and apiToken)",
                                       file: file, at: definition.position)
                 }

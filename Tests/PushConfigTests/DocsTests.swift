@@ -88,6 +88,7 @@ struct DocsTests {
         #expect(examples.count >= 4)
         let credentials = TemporaryDirectory()
         credentials.write("receiver-token", "token-from-systemd\n")
+        credentials.write("journeys-token", "journeys-token-from-systemd\n")
         for example in examples {
             let directory = TemporaryDirectory()
             directory.write("secrets/token", "file-token\n")
