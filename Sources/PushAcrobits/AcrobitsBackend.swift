@@ -67,6 +67,9 @@ public struct AcrobitsBackend: Backend {
         do {
             result = ResponseJudge.judge(try await transport.send(rendered.transportRequest(defaultTimeout: defaultTimeout)),
                                          method: rendered.method)
+        } catch let error as TransportError where error.isPermanent {
+            // Refused before it left (too large, not a URL): the same request fails every time.
+            return .rejected(error.message)
         } catch let error as TransportError where !error.isCancellation {
             result = .failed(ResponseJudge.failure(error))
         } catch {
@@ -128,6 +131,10 @@ struct AcrobitsPlanner: SubscriptionPlanner {
                                     delivery: AcrobitsBackend.request(report, service: service, purpose: .delivery),
                                     cleanup: removal)
         plan.secretsWithheld = report.secretsWithheld
+        if let refusal = report.refusal {
+            plan.delivery = nil
+            plan.refusal = refusal
+        }
         return plan
     }
 

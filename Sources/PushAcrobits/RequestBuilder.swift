@@ -159,6 +159,9 @@ public struct RequestBuilder: Sendable {
         var authUsername: PlacedTemplate?
         var authPassword: PlacedTemplate?
         var timeout: Duration?
+        /// Why the request is not sent (a value that is a secret as a whole, bound for plain http
+        /// to a host that is not loopback), or nil.
+        var refusal: String?
     }
 
     /// Validates what `reporter`'s keys say for `account` and compiles its templates; nil when
@@ -185,7 +188,7 @@ public struct RequestBuilder: Sendable {
             body = templates.compile(postData, kind: .body(bodyFormat), diagnostics: &diagnostics)
             if body == nil { failed = true }
             if bodyFormat == .raw, let contentTypeValue {
-                templates.report(.warning, "Content-Type '\(contentType)' has no encoding rule, so values go into the body as they are",
+                templates.report(.warning, "Content-Type '\(contentTypeValue.shown)' has no encoding rule, so values go into the body as they are",
                        at: contentTypeValue, diagnostics: &diagnostics)
             }
         }
@@ -239,6 +242,20 @@ public struct RequestBuilder: Sendable {
                 failed = true
             }
         }
+        // A value that is a secret as a whole cannot be masked: over plain http to a host that is
+        // not loopback (the host cannot hold a placeholder, so it is known here), nothing is sent.
+        var refusal: String?
+        if let target = URLText.target(of: urlValue.text), target.scheme == "http", !URLText.isLoopback(target.host) {
+            let whole: [(ConfigValue?, WebServiceKey)] = [(urlValue, .url), (postDataValue, .postData),
+                                                          (account.values[reporter.tableKey(.customHeaders)], .customHeaders),
+                                                          (account.values[reporter.tableKey(.authUsername)], .authUsername)]
+            if let (secret, suffix) = whole.first(where: { $0.0?.isSecret == true }), let secret {
+                let why = "\(reporter.key(suffix)) is a secret and \(reporter.key(.url)) is plain http to \(target.host), "
+                    + "which is not loopback, so the request is not sent; use https"
+                refusal = why
+                templates.report(.warning, why, at: secret, diagnostics: &diagnostics)
+            }
+        }
         // Checked before giving up on a failed request, so one run reports every problem.
         templates.checkAccountReferences(account: account, diagnostics: &diagnostics)
         guard !failed, let url else {
@@ -251,7 +268,7 @@ public struct RequestBuilder: Sendable {
         }
         return PreparedRequest(urlValue: urlValue, url: url, contentType: contentType, bodyFormat: bodyFormat,
                                postDataValue: postDataValue, body: body, method: method, headerTemplates: headerTemplates,
-                               authUsername: authUsername, authPassword: authPassword, timeout: timeout)
+                               authUsername: authUsername, authPassword: authPassword, timeout: timeout, refusal: refusal)
     }
 
     /// Renders a prepared request; nil when a value cannot stand where it is placed, or the
@@ -283,16 +300,33 @@ public struct RequestBuilder: Sendable {
                 displayMasking = .replace { slot in slot.map { AccountTemplates.secretMarker(values.secretName(at: $0)) } ?? "********" }
             }
 
+            /// A value of the request that is itself a secret (`…PostData: !env BODY`, a key named
+            /// like a password), as `masking` shows it: whole, or not at all (SPEC §12: its
+            /// placeholders are not the only secret in it).
+            func renderPiece(_ template: Template, origin: ConfigValue, suffix: WebServiceKey,
+                             _ masking: SecretMasking) throws(RenderFailure) -> String {
+                guard origin.isSecret, case .replace = masking else {
+                    return try templates.render(template, values, masking, origin: origin)
+                }
+                // Markers only for what a shell variable can stand for whole; header values get stars.
+                guard suffix != .customHeaders, case .shellVariables = display, !withhold else { return "********" }
+                return origin.displayed(.shellVariables, key: reporter.key(suffix), maySendSecrets: true)
+            }
+
             /// Renders the whole request; credentials use `credentialMasking` (Digest never puts the
             /// password on the wire, so a request as sent fills it even over plain http).
             func renderAll(_ masking: SecretMasking, credentialMasking: SecretMasking,
                            renderedURL: String? = nil) throws(RenderFailure) -> RenderedRequest {
                 var headers: [(name: String, value: String)] = [("User-Agent", Self.userAgent)]
+                var secretHeaders: [String] = []
                 var renderedBody: String?
-                if let body, let postDataValue { renderedBody = try templates.render(body, values, masking, origin: postDataValue) }
+                if let body, let postDataValue { renderedBody = try renderPiece(body, origin: postDataValue, suffix: .postData, masking) }
                 if renderedBody != nil { headers.append(("Content-Type", contentType)) }
                 for header in headerTemplates {
-                    let value = try templates.render(header.value.template, values, masking, origin: header.value.origin)
+                    let value = try renderPiece(header.value.template, origin: header.value.origin, suffix: .customHeaders, masking)
+                    if header.value.origin.isSecret || header.value.template.references.contains(where: { values.isSecret(at: $0.slot) }) {
+                        secretHeaders.append(header.name)
+                    }
                     if header.name.lowercased() == "content-type", let index = headers.firstIndex(where: { $0.name == "Content-Type" }) {
                         headers[index] = (header.name, value)
                     } else {
@@ -302,16 +336,23 @@ public struct RequestBuilder: Sendable {
                 var credentials: RenderedRequest.Credentials?
                 if let authUsername {
                     credentials = .init(
-                        username: try templates.render(authUsername.template, values, credentialMasking, origin: authUsername.origin),
+                        username: try renderPiece(authUsername.template, origin: authUsername.origin, suffix: .authUsername,
+                                                  credentialMasking),
                         password: try authPassword.map { (p) throws(RenderFailure) in
-                            try templates.render(p.template, values, credentialMasking, origin: p.origin)
+                            try renderPiece(p.template, origin: p.origin, suffix: .authPassword, credentialMasking)
                         } ?? "")
                 }
                 let finalURL: String
-                if let renderedURL { finalURL = renderedURL } else { finalURL = try templates.render(url, values, masking, origin: urlValue) }
-                return RenderedRequest(account: id, reporter: reporter.rawValue, method: method, url: finalURL,
-                                       headers: headers, body: renderedBody, credentials: credentials, timeout: timeout,
-                                       fingerprint: "", secretsWithheld: false)
+                if let renderedURL {
+                    finalURL = renderedURL
+                } else {
+                    finalURL = try renderPiece(url, origin: urlValue, suffix: .url, masking)
+                }
+                var request = RenderedRequest(account: id, reporter: reporter.rawValue, method: method, url: finalURL,
+                                              headers: headers, body: renderedBody, credentials: credentials, timeout: timeout,
+                                              fingerprint: "", secretsWithheld: false)
+                request.secretHeaders = secretHeaders
+                return request
             }
 
             // Nothing withheld: the URL as sent is the one already rendered to find its host.
@@ -321,9 +362,15 @@ public struct RequestBuilder: Sendable {
                 let revealed = try renderAll(.reveal, credentialMasking: .reveal, renderedURL: revealedURL)
                 sent.secretsWithheld = revealed.url != sent.url || revealed.body != sent.body
                     || !revealed.headers.elementsEqual(sent.headers) { $0.name == $1.name && $0.value == $1.value }
+                // A value that is a secret as a whole cannot be sent masked: the request is not sent.
+                sent.refusal = prepared.refusal
             }
             if bodyFormat == .json, let rendered = sent.body, let problem = JSONValidator.problem(in: rendered) {
                 reportInvalidJSON(problem, reporter: reporter, at: postDataValue ?? urlValue, account: id, diagnostics: &diagnostics)
+                return nil
+            }
+            if let problem = Self.sizeProblem(sent) {
+                templates.report(.error, problem, at: urlValue, diagnostics: &diagnostics, account: id)
                 return nil
             }
             if fingerprinted { sent.fingerprint = Self.fingerprint(of: sent) }
@@ -382,7 +429,7 @@ public struct RequestBuilder: Sendable {
     private mutating func checkRequest(for account: Account, reporter: Reporter, diagnostics: inout DiagnosticList) {
         guard let prepared = prepare(account, reporter: reporter, diagnostics: &diagnostics) else { return }
         let values = templates.values(for: account)
-        guard rendersAlikeForAllValues(prepared, values),
+        guard rendersAlikeForAllValues(prepared, values), !mayExceedSizeLimits(prepared, values),
               let hasHost = hostAnswer(prepared.url, values),
               bodyIsWellFormed(prepared, values) else {
             if defersRendering {
@@ -397,6 +444,39 @@ public struct RequestBuilder: Sendable {
         if !hasHost {
             reportNoHost(reporter: reporter, at: prepared.urlValue, diagnostics: &diagnostics)
         }
+    }
+
+    /// The most one rendered request may hold (SPEC §12): 1 MiB in all (URL, headers and body),
+    /// 8 KiB a header line.
+    static let maximumRequestSize = 1 << 20
+    static let maximumHeaderLineSize = 8 << 10
+
+    /// Why `request` is too large to send, naming the limit, or nil.
+    static func sizeProblem(_ request: RenderedRequest) -> String? {
+        var total = request.url.utf8.count + (request.body?.utf8.count ?? 0)
+        for header in request.headers {
+            let line = header.name.utf8.count + 2 + header.value.utf8.count
+            if line > maximumHeaderLineSize {
+                return "the rendered header \(header.name) is \(line) bytes, more than the limit of 8 KiB for a header line"
+            }
+            total += line + 2
+        }
+        guard total > maximumRequestSize else { return nil }
+        return "the rendered \(request.reporter) request is \(total) bytes, more than the limit of 1 MiB for a request"
+    }
+
+    /// Whether rendering `prepared` with `values` could reach a size limit: the templates' own
+    /// text and the values they insert, each as large as its encoding could make it (six bytes
+    /// for one, `\u0000`), stay under the smallest limit otherwise.
+    private func mayExceedSizeLimits(_ prepared: PreparedRequest, _ values: AccountValues) -> Bool {
+        var templates = [prepared.url] + prepared.headerTemplates.map(\.value.template)
+        if let body = prepared.body { templates.append(body) }
+        var bound = 0
+        for template in templates {
+            bound += template.source.utf8.count
+            for reference in template.references { bound += 6 * values.value(at: reference.slot).utf8.count }
+        }
+        return bound > Self.maximumHeaderLineSize
     }
 
     /// Whether no value of `values` can make rendering `prepared` fail or change its form.

@@ -538,7 +538,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 last = text
             }
             if settled && counts[.removing] == 0 && announceWhenSettled.withLock({ announce in defer { announce = false }; return announce }) {
-                logger.info("all \(counts.accounts) \(counts.accounts == 1 ? "account is" : "accounts are") reported")
+                let awaiting = counts[.accepted] > 0 ? " (\(counts[.accepted]) awaiting the backend's confirmation)" : ""
+                logger.info("all \(counts.accounts) \(counts.accounts == 1 ? "account is" : "accounts are") reported\(awaiting)")
                 // Loading, rendering and the first burst of requests are over: give the memory
                 // they freed back to the system, so an idle agent stays small.
                 recorder.releaseMemoryOnceWritten()

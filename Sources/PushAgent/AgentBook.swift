@@ -582,7 +582,12 @@ extension SubscriptionPlan {
         record.attempts = 0
         record.cleanup = cleanup
         record.backendData = nil
-        if delivery == nil {
+        if let refusal {
+            // Never sent as it stands: rejected until it changes.
+            record.state = .rejected
+            record.lastOutcome = refusal
+            record.nextDueAt = nil
+        } else if delivery == nil {
             // Waiting for a value it needs: nothing is sent until it comes.
             record.state = .pending
             record.lastOutcome = waiting

@@ -38,6 +38,11 @@ public struct RenderedRequest: Sendable, Hashable {
     /// True when secrets are shown as ``AccountTemplates/secretMarker(_:)`` markers (a preview's
     /// `.shellVariables` display): then, and only then, each U+0001 in the text is a marker's.
     public var hasSecretMarkers = false
+    /// The headers that carry a secret: dropped when a redirect leaves for another host.
+    public var secretHeaders: [String] = []
+    /// Why the request is not sent (SPEC §12: a value that is a secret as a whole, bound for
+    /// plain http to a host that is not loopback), or nil.
+    public var refusal: String?
 
     public init(account: String, service: String = "acrobits", reporter: String, method: String, url: String,
                 headers: [(name: String, value: String)], body: String?, credentials: Credentials? = nil,
@@ -76,10 +81,12 @@ public struct RenderedRequest: Sendable, Hashable {
 
     /// What the transport sends, with `defaultTimeout` (`agent.timeout`) when the request has none.
     public func transportRequest(defaultTimeout: Duration) -> TransportRequest {
-        TransportRequest(
+        var request = TransportRequest(
             method: method, url: url, headers: headers, body: body.map { Array($0.utf8) },
             credentials: credentials.map { .init(username: $0.username, password: $0.password) },
             timeout: timeout ?? defaultTimeout)
+        request.secretHeaders = Set(secretHeaders.map { $0.lowercased() })
+        return request
     }
 
     /// Whether the request's text holds U+0001 of its own (then a preview cannot mark secrets in it).

@@ -9,6 +9,9 @@ public struct SubscriptionPlan: Sendable {
     public var delivery: SubscriptionRequest?
     /// Why nothing is sent yet, as a sentence for `status` (e.g. no device token yet).
     public var waiting: String?
+    /// Why it is never sent as it stands (SPEC §12: a secret that cannot be masked, bound for
+    /// plain http): the subscription is *rejected* with this sentence, without a delivery.
+    public var refusal: String?
     /// The cleanup rendered from the same values, as the backend reads it back
     /// (``Backend/cleanupRequest(account:service:stored:defaultTimeout:)``); nil when it has none.
     public var cleanup: String?

@@ -821,6 +821,14 @@ struct LoadSession {
             diagnostics.error("the account has neither an id nor a username; one of them identifies it", file: file, at: mapping.start)
             return nil
         }
+        if let identity = values[Self.idKey] ?? values[Self.usernameKey], identity.isSecret {
+            // An id names the account in logs, status and the state: it cannot be a secret (SPEC §12).
+            let message = values[Self.idKey] != nil
+                ? "the account's id is a secret, but an id names the account in logs, status and the state; write it in the clear"
+                : "the username is a secret, so it cannot identify the account (the id defaults to it, and an id appears in logs, status and the state); give the account an id"
+            diagnostics.error(message, file: identity.origin.file, at: identity.origin.position)
+            return nil
+        }
         var enabled = true
         if let flag = values[Self.enabledKey] {
             switch flag.text.lowercased() {
@@ -1085,6 +1093,9 @@ struct LoadSession {
 
     // MARK: Values and tags
 
+    /// The largest value one scalar may hold (SPEC §12): 1 MiB.
+    static let maximumScalarSize = 1 << 20
+
     /// Whether a key names a secret: it contains `password`, `secret` or `apitoken`, in any case.
     static func isSecretKey(_ key: String) -> Bool {
         var key = key
@@ -1119,6 +1130,11 @@ struct LoadSession {
     /// settings and template keys are not account keys, whose recent facts it would push out).
     mutating func resolve(_ scalar: YAMLScalar, key: String, isSecret known: Bool? = nil, file: String,
                           account: String?) -> ConfigValue? {
+        guard scalar.value.utf8.count <= Self.maximumScalarSize else {
+            diagnostics.error("the value of '\(key)' is \(scalar.value.utf8.count) bytes, more than the limit of 1 MiB for one value",
+                              file: file, at: scalar.start, account: account)
+            return nil
+        }
         guard let tag = scalar.tag, tag != "!", tag != "tag:yaml.org,2002:str" else {
             return ConfigValue(text: scalar.value, isSecret: known ?? Self.isSecretKey(key), origin: ValueOrigin(path: path(of: file), scalar: scalar))
         }

@@ -97,6 +97,9 @@ struct JourneysPlanner: SubscriptionPlanner {
 
     /// The per-account keys, and what each is.
     static let keys = ["userId", "platform", "deviceToken"]
+    /// The most one registration may hold: a full batch of them stays under SPEC §12's 1 MiB.
+    static let maximumObjectSize = (1 << 20) / JourneysSettings.batchLimit - 64
+    static let maximumHeaderLineSize = 8 << 10
 
     init(_ context: BackendContext, diagnostics: inout DiagnosticList) {
         templates = AccountTemplates(configuration: context.configuration, sources: context.sources,
@@ -213,6 +216,13 @@ struct JourneysPlanner: SubscriptionPlanner {
             let cleanup = JSONText.compactObject([
                 ("MobileAppId", json(appId)), ("ApiToken", json(apiToken)), ("UserId", json(shownUserId)), ("DeviceToken", json(shownToken)),
             ], keepingMarkers: keepMarkers)
+            // A batch of them must stay under the 1 MiB a request may hold (SPEC §12).
+            let largest = JourneysPlanner.maximumObjectSize
+            if display == .asSent, registration.utf8.count > largest {
+                templates.report(.error, "the rendered registration is \(registration.utf8.count) bytes, more than the limit of \(largest / 1024) KiB for one (a batch of 100 must stay under 1 MiB)",
+                                 at: tokenValue, diagnostics: &diagnostics, account: account.id)
+                return nil
+            }
             var headers: [JourneysItem.Header] = []
             if settings.trackRegistration { headers.append(.init(name: "x-ms-track-registration", value: "true")) }
             if let callbackTemplate, let callbackValue = settings.callbackURL {
@@ -225,12 +235,17 @@ struct JourneysPlanner: SubscriptionPlanner {
                     headers.append(.init(name: "x-ms-callback-url-headers", value: JSONText.compactObject(fields, keepingMarkers: keepMarkers)))
                 }
             }
+            if let long = headers.first(where: { $0.name.utf8.count + 2 + $0.value.utf8.count > JourneysPlanner.maximumHeaderLineSize }) {
+                templates.report(.error, "the rendered header \(long.name) is more than the limit of 8 KiB for a header line",
+                                 at: settings.callbackURL ?? userIdValue, diagnostics: &diagnostics, account: account.id)
+                return nil
+            }
             let base = settings.baseURL + "/devices"
             return Rendered(
                 registration: JourneysItem(kind: .registration, url: base, batchURL: base + "/batch", object: registration,
-                                           headers: headers, tracked: settings.trackRegistration),
+                                           headers: headers, tracked: settings.trackRegistration, secrets: [settings.apiToken.text]),
                 cleanup: JourneysItem(kind: .cleanup, url: base + "/cleanup", batchURL: base + "/cleanup/batch", object: cleanup,
-                                      headers: [], tracked: false),
+                                      headers: [], tracked: false, secrets: [settings.apiToken.text]),
                 deviceToken: token)
         } catch {
             templates.reportRenderFailure(error, account: account.id, diagnostics: &diagnostics)

@@ -22,6 +22,8 @@ struct JourneysItem: Sendable, Codable {
     var headers: [Header]
     /// Whether the answer carries registration request ids (`x-ms-track-registration: true`).
     var tracked: Bool
+    /// The secrets the object carries (the API token): never repeated from an answer into a log.
+    var secrets: [String] = []
 
     struct Header: Sendable, Codable, Equatable {
         var name: String
@@ -79,6 +81,8 @@ enum JourneysExchange {
         let response: TransportResponse
         do {
             response = try await transport.send(request)
+        } catch let error as TransportError where error.isPermanent {
+            return items.map { _ in .rejected(error.message) }
         } catch let error as TransportError where !error.isCancellation {
             return items.map { _ in .retry(AttemptFailure(status: nil, reason: error.message)) }
         } catch {
@@ -100,7 +104,7 @@ enum JourneysExchange {
             let right = await send(items[middle...], transport: transport, timeout: timeout)
             return left + right
         case 400:
-            let why = "HTTP 400" + excerpt(response.body).map { ": \($0)" }.orEmpty
+            let why = "HTTP 400" + excerpt(response.body, hiding: first.secrets).map { ": \($0)" }.orEmpty
             return [first.kind == .registration ? .rejected("\(why) (Journeys refuses this registration)") : .rejected(why)]
         case 401, 403:
             return items.map { _ in .stopped("HTTP \(response.status): Journeys refused the API token") }
@@ -124,9 +128,12 @@ enum JourneysExchange {
         return try? JSONDecoder().decode([Answer].self, from: data).map(\.RegistrationRequestId)
     }
 
-    /// The first line of a server's answer, at most 200 characters, control characters escaped.
-    static func excerpt(_ body: [UInt8]) -> String? {
+    /// The first line of a server's answer, at most 200 characters, control characters shown
+    /// as `?`; nil when there is none, or when it repeats one of `secrets` (an answer that
+    /// echoes the request).
+    static func excerpt(_ body: [UInt8], hiding secrets: [String]) -> String? {
         let text = String(decoding: body.prefix(400), as: UTF8.self)
+        if secrets.contains(where: { !$0.isEmpty && String(decoding: body, as: UTF8.self).contains($0) }) { return nil }
         let line = text.split(whereSeparator: \.isNewline).first.map(String.init)?.trimmingSpaces ?? ""
         guard !line.isEmpty else { return nil }
         let short = line.count > 200 ? String(line.prefix(200)) + "…" : line

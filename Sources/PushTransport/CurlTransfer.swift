@@ -47,6 +47,11 @@ final class CurlTransfer: @unchecked Sendable {
         set(pr_easy_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer))
         set(pr_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
         set(pr_easy_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https"))
+        // A loopback address is never reached through a proxy: secrets are filled into requests to
+        // it because they do not leave the machine (SPEC §12), and a proxy would take them away.
+        if Self.isLoopbackURL(currentURL) {
+            set(pr_easy_setopt_string(handle, CURLOPT_NOPROXY, "*"))
+        }
         set(pr_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, PR_CURL_HTTP_VERSION_2TLS))
         set(pr_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Self.milliseconds(request.timeout)))
         set(pr_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS,
@@ -178,16 +183,31 @@ final class CurlTransfer: @unchecked Sendable {
         return .success(next)
     }
 
-    /// Moves to the next hop. Credentials, `Authorization` and `Cookie` go only to the host they
-    /// were meant for, as libcurl does.
+    /// Moves to the next hop. Credentials, `Authorization`, `Cookie` and every header that
+    /// carries a secret go only to the host they were meant for (SPEC §12).
     func follow(_ next: String) {
         if Self.authority(of: next) != Self.authority(of: currentURL) {
             request.credentials = nil
-            request.headers.removeAll { ["authorization", "cookie"].contains($0.name.lowercased()) }
+            let secret = request.secretHeaders
+            request.headers.removeAll { ["authorization", "cookie"].contains($0.name.lowercased()) || secret.contains($0.name.lowercased()) }
         }
         currentURL = next
         redirects += 1
         resetResponse()
+    }
+
+    /// Whether `url`'s host is `localhost`, in 127.0.0.0/8 or `::1`.
+    static func isLoopbackURL(_ url: String) -> Bool {
+        guard let parsed = curl_url() else { return false }
+        defer { curl_url_cleanup(parsed) }
+        var text: UnsafeMutablePointer<CChar>?
+        guard curl_url_set(parsed, CURLUPART_URL, url, 0) == CURLUE_OK,
+              curl_url_get(parsed, CURLUPART_HOST, &text, 0) == CURLUE_OK, let text else { return false }
+        defer { curl_free(text) }
+        let host = String(cString: text).lowercased()
+        if host == "[::1]" || host == "localhost" || host.hasSuffix(".localhost") { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
 
     private func resetResponse() {

@@ -13,6 +13,7 @@ public struct TransportError: Error, Sendable, CustomStringConvertible, Hashable
         case refusedRedirect = "redirect_refused"
         case badURL = "url"
         case protocolError = "protocol"
+        case refusedRequest = "request_refused"
         case cancelled = "cancelled"
         case other = "other"
     }
@@ -30,6 +31,9 @@ public struct TransportError: Error, Sendable, CustomStringConvertible, Hashable
     public var label: String { code.rawValue }
     /// The request was cancelled (the task was cancelled or the transport shut down).
     public var isCancellation: Bool { code == .cancelled }
+    /// The request itself cannot be sent (larger than libcurl takes, not a URL): sending it
+    /// again fails the same way, so it is not retried.
+    public var isPermanent: Bool { code == .refusedRequest || code == .badURL }
     public var description: String { message }
 
     public static let cancelled = TransportError(.cancelled, "cancelled")
@@ -56,6 +60,10 @@ public struct TransportError: Error, Sendable, CustomStringConvertible, Hashable
             return TransportError(.badURL, text)
         case CURLE_WEIRD_SERVER_REPLY, CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_BAD_CONTENT_ENCODING:
             return TransportError(.protocolError, text)
+        // What libcurl answers for a request larger than it takes (an 8 MB option, a header line
+        // it cannot hold): the same request always fails the same way.
+        case CURLE_OUT_OF_MEMORY, CURLE_BAD_FUNCTION_ARGUMENT:
+            return TransportError(.refusedRequest, "the request is larger than libcurl takes (\(text))")
         default:
             return TransportError(.other, text)
         }

@@ -23,6 +23,9 @@ public struct TransportRequest: Sendable {
     public var credentials: Credentials?
     /// The whole exchange, connecting and redirects included.
     public var timeout: Duration
+    /// Names (lowercased) of the headers that carry a secret: a redirect to another host drops
+    /// them, as it drops `Authorization`, `Cookie` and the credentials.
+    public var secretHeaders: Set<String> = []
 
     public init(method: String, url: String, headers: [(name: String, value: String)] = [], body: [UInt8]? = nil,
                 credentials: Credentials? = nil, timeout: Duration = .seconds(30)) {
