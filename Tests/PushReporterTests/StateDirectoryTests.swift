@@ -1,8 +1,10 @@
 import Foundation
+import PushState
 import PushTestSupport
 import Testing
 
-/// The state directory as the real binary uses it (SPEC §12): a directory that cannot be read.
+/// The state directory as the real binary uses it (SPEC §12): a directory that cannot be read,
+/// a database that is damaged.
 @Suite struct StateDirectoryTests {
     @Test func statusOfAStateDirectoryItCannotReadFails() throws {
         let server = try LoopbackHTTPServer { _, _ in .status(204) }
@@ -16,6 +18,49 @@ import Testing
         #expect(result.stdout == "")
         #expect(result.stderr == "status: cannot read the state directory \(state) (Permission denied); "
                 + "run this as the agent's user or as root, or give --state-dir DIR\n")
+    }
+
+    @Test func aFileThatIsNotADatabaseStopsWithItsPathAndWhatToDo() throws {
+        let files = TemporaryDirectory()
+        let state = files.makeDirectory("state")
+        let database = files.write("state/state.sqlite", String(repeating: "not a database\n", count: 400))
+        try Self.expectStopsOnDamage(state: state, files: files, message: "the state database \(database) is damaged "
+            + "(file is not a database); move it aside, with its -wal and -shm files, and start again: every account is then reported again")
+    }
+
+    @Test func aDamagedDatabaseStopsWithItsPathAndWhatToDo() throws {
+        let files = TemporaryDirectory()
+        let state = files.makeDirectory("state")
+        do {
+            let store = try SQLiteStateStore(directory: StateDirectory(path: state))
+            try store.save([SubscriptionRecord(key: SubscriptionKey(account: "alice", service: "acrobits"), fingerprint: "f")])
+        }
+        // Every page but the first (the header and the schema) overwritten: SQLite reads the
+        // tables as malformed.
+        let database = state + "/" + SQLiteStateStore.fileName
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: database)[.size] as? Int)
+        try #require(size > 4096)
+        let handle = try #require(FileHandle(forUpdatingAtPath: database))
+        try handle.seek(toOffset: 4096)
+        try handle.write(contentsOf: Data(repeating: 0xFF, count: size - 4096))
+        try handle.close()
+        try Self.expectStopsOnDamage(state: state, files: files, message: "the state database \(database) is damaged "
+            + "(database disk image is malformed); move it aside, with its -wal and -shm files, and start again: every account is then reported again")
+    }
+
+    /// `run --once` and `status` both stop with exit 1 and `message`, as one line, and send nothing.
+    static func expectStopsOnDamage(state: String, files: TemporaryDirectory, message: String,
+                                    sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(204) }
+        let config = files.write("accounts.yaml", AgentTests.config([("alice", "A1")], base: server.baseURL))
+        let run = try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", state])
+        #expect(run.status == 1, sourceLocation: sourceLocation)
+        #expect(run.stderrLines.count == 1 && run.stderr.hasSuffix(" error: " + message + "\n"), "\(run.stderr)",
+                sourceLocation: sourceLocation)
+        #expect(server.requests.isEmpty, sourceLocation: sourceLocation)
+        let status = try ProcessRunner.pushreporter(["status", "--state-dir", state])
+        #expect(status.status == 1, sourceLocation: sourceLocation)
+        #expect(status.stderr == "status: " + message + "\n", sourceLocation: sourceLocation)
     }
 
     /// Runs `pushreporter` with `arguments`, unable to read `directory` (a folder of `files`): as
