@@ -3,9 +3,44 @@ import PushState
 import PushTestSupport
 import Testing
 
-/// The state directory as the real binary uses it (SPEC §12): a directory that cannot be read,
-/// a database that is damaged.
+/// The state directory as the real binary uses it (SPEC §11, §12): one writer at a time, a
+/// directory that cannot be read, a database that is damaged.
 @Suite struct StateDirectoryTests {
+    @Test func aSecondProcessOnTheStateDirectoryExitsNamingTheFirstUntilItDies() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(204) }
+        let files = TemporaryDirectory()
+        let state = files.path + "/state"
+        let config = files.write("accounts.yaml", AgentTests.config([("alice", "A1")], base: server.baseURL))
+        let first = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", state])
+        #expect(first.waitForStderr("all 1 account is reported"), "\(first.stderr)")
+        let lock = state + "/state.lock"
+        #expect(try String(contentsOfFile: lock, encoding: .utf8) == "\(first.pid)\n")
+        #expect(try FileManager.default.attributesOfItem(atPath: lock)[.posixPermissions] as? Int == 0o600)
+        let installID = try String(contentsOfFile: state + "/installid", encoding: .utf8)
+
+        let refusal = "error: the state directory \(state) is in use by process \(first.pid) (see \(lock)): two agents on one "
+            + "state directory would deliver every report twice; stop that one first, or give this one another --state-dir"
+        let second = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", state])
+        #expect(second.waitForExit() == 1)
+        #expect(second.stderr.split(separator: "\n").map { $0.drop { $0 != " " }.dropFirst() } == [refusal[...]], "\(second.stderr)")
+        for command in [["run", "--once"], ["remove", "alice"]] {
+            let result = try ProcessRunner.pushreporter(command + ["--config", config, "--state-dir", state])
+            #expect(result.status == 1)
+            #expect(result.stderr.hasSuffix(refusal + "\n"), "\(result.stderr)")
+        }
+        #expect(server.requests.count == 1, "only the first agent delivered")
+
+        // Killed, it leaves no lock behind.
+        first.signal(SIGKILL)
+        #expect(first.waitForExit() == 128 + SIGKILL)
+        let third = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", state])
+        #expect(third.waitForStderr("all 1 account is reported"), "\(third.stderr)")
+        #expect(try String(contentsOfFile: lock, encoding: .utf8) == "\(third.pid)\n")
+        third.signal(SIGTERM)
+        #expect(third.waitForExit() == 0)
+        #expect(try String(contentsOfFile: state + "/installid", encoding: .utf8) == installID)
+    }
+
     @Test func statusOfAStateDirectoryItCannotReadFails() throws {
         let server = try LoopbackHTTPServer { _, _ in .status(204) }
         let files = TemporaryDirectory()
