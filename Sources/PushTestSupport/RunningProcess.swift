@@ -84,7 +84,8 @@ public final class RunningProcess: @unchecked Sendable {
 
     /// Waits until the process blocks `signal` (its main thread's `SigBlk` in `/proc`), so that a
     /// test can send it at the start without racing the dynamic loader and the runtime's start,
-    /// where no program can catch a signal yet.
+    /// where no program can catch a signal yet. (`Process` passes the spawning thread's mask on,
+    /// so a child of a test thread may have it blocked from exec on.)
     public func waitUntilBlocking(_ signal: Int32, timeout: Duration = Polling.generous) -> Bool {
         Polling.until(timeout: timeout) {
             guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
