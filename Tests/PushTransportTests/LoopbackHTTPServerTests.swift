@@ -239,7 +239,8 @@ import Testing
         let server = try LoopbackHTTPServer { _, _ in .respond(status: 200, headers: [("Content-Type", "text/plain")], body: big) }
         // A client that reads the head of an 8 MiB answer and closes: the server's write fails
         // (without SIGPIPE, which would end this test process) and it serves on.
-        let early = try LoopbackHTTPServer { _, _ in .respond(status: 200, headers: [], body: Self.pattern(8 << 20)) }
+        let eight = Self.pattern(8 << 20)
+        let early = try LoopbackHTTPServer { _, _ in .respond(status: 200, headers: [], body: eight) }
         do {
             let connection = try RawConnection(port: early.port)
             try connection.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -259,9 +260,10 @@ import Testing
         // The client closes first, so writing the reply draws a reset and then EPIPE: without
         // MSG_NOSIGNAL that is a SIGPIPE, which would end this test process.
         let left = DispatchSemaphore(value: 0)
+        let eight = Self.pattern(8 << 20)
         let server = try LoopbackHTTPServer { _, index in
             if index == 0 { left.wait() }
-            return .respond(status: 200, headers: [], body: Self.pattern(8 << 20))
+            return .respond(status: 200, headers: [], body: eight)
         }
         do {
             let connection = try RawConnection(port: server.port)
@@ -563,7 +565,9 @@ final class RawConnection {
         // class runs deinit, which would close it a second time (and maybe someone else's).
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failed(call: "socket", code: errno) }
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        // A bound for a reply that never comes, not for a slow one: a loaded machine can take
+        // seconds to produce a large body.
+        var timeout = timeval(tv_sec: 60, tv_usec: 0)
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var address = sockaddr_in()
