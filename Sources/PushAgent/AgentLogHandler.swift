@@ -5,7 +5,8 @@ import Logging
 import PushConfig
 
 /// A swift-log handler that writes to a `LogOutput` in its format (text, journald, JSON).
-/// Callers never put secrets in messages or metadata; this handler prints what it is given.
+/// Callers never put secrets in messages or metadata; this handler prints what it is given, one
+/// line per event: in text, control characters are escaped (`\n`, `\x1b`), in JSON encoded.
 public struct AgentLogHandler: LogHandler {
     public var logLevel: Logger.Level
     public var metadata: Logger.Metadata = [:]
@@ -39,9 +40,9 @@ public struct AgentLogHandler: LogHandler {
             }
             return "{" + fields.map { JSONText.string($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
         case .text:
-            var text = message
+            var text = message.displayEscaped
             if !metadata.isEmpty {
-                text += " " + metadata.keys.sorted().map { "\($0)=\(metadata[$0]!)" }.joined(separator: " ")
+                text += " " + metadata.keys.sorted().map { "\($0)=\(metadata[$0]!)".displayEscaped }.joined(separator: " ")
             }
             if output.journal { return "<\(syslogPriority(level))>" + text }
             return "\(now.iso8601) \(level.rawValue): " + text

@@ -24,7 +24,8 @@ public struct AgentRuntime: Sendable {
     public let backends: Backends
     public let logger: Logger
 
-    /// Opens the state at `stateDirectory`, creating it when missing: its directory (0700), its
+    /// Opens the state at `stateDirectory`, creating it when missing: its directory (0700), taken
+    /// for this process alone (`state.lock`: a second writer fails, naming the first), its
     /// installation id and its database (migrated from an earlier layout).
     public init(settings: AgentSettings, stateDirectory: String, backends: Backends = .standard, logger: Logger) throws(Failure) {
         self.settings = settings
@@ -32,6 +33,7 @@ public struct AgentRuntime: Sendable {
         self.logger = logger
         do {
             directory = try StateDirectory(path: stateDirectory)
+            try directory.lockForThisProcess()
             installID = try directory.installID()
         } catch {
             throw Failure(description: error.description)

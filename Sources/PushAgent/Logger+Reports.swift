@@ -66,28 +66,3 @@ extension Logger {
         return "\(account): \(request.label.displayEscaped)"
     }
 }
-
-extension String {
-    /// The text with control characters shown as escapes, for a line a person reads.
-    public var displayEscaped: String {
-        guard utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) || unicodeScalars.contains(where: { (0x80...0x9F).contains($0.value) }) else {
-            return self
-        }
-        var out = ""
-        for scalar in unicodeScalars {
-            switch scalar {
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F || (0x80...0x9F).contains(scalar.value):
-                out += "\\x" + String(scalar.value, radix: 16).leftPadded(to: 2)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
-    }
-
-    fileprivate func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
-    }
-}

@@ -1,3 +1,4 @@
+import PushConfig
 import PushState
 
 /// What one round of the agent (`run --once`, `remove`) did.

@@ -1218,10 +1218,21 @@ struct LoadSession {
         return nil
     }
 
+    /// The text of an agent setting `what`: a single untagged value.
     mutating func scalarText(_ node: YAMLNode, file: String, what: String) -> String? {
-        if case .scalar(let scalar) = node { return scalar.value }
-        diagnostics.error("\(what) must be a single value, not \(node.kindDescription)", file: file, at: node.start)
-        return nil
+        guard case .scalar(let scalar) = node else {
+            diagnostics.error("\(what) must be a single value, not \(node.kindDescription)", file: file, at: node.start)
+            return nil
+        }
+        // Agent settings are not secret (they are printed in messages), so a secret's tag has no
+        // place here; a value read as the tag's name instead would be worse.
+        if let tag = scalar.tag, tag != "!", !tag.hasPrefix("!!"), !tag.hasPrefix("tag:yaml.org,2002:") {
+            diagnostics.error("\(what) cannot be tagged \(tag): !env, !file and !credential mark the secrets of accounts, "
+                              + "globals and services, and agent settings are not secret; write the value itself",
+                              file: file, at: scalar.start)
+            return nil
+        }
+        return scalar.value
     }
 
     /// A duration; `.some(nil)` for `off` where allowed.

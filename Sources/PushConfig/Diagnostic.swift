@@ -32,11 +32,13 @@ public struct Diagnostic: Sendable, Hashable, Codable {
                   severity: severity, message: message, account: account)
     }
 
-    /// `FILE:LINE:COLUMN: severity: message`, or `FILE: severity: message` without a position.
+    /// `FILE:LINE:COLUMN: severity: message`, or `FILE: severity: message` without a position;
+    /// one line, whatever the file name, message and account hold (control characters escaped).
     public var formatted: String {
+        let file = file.displayEscaped
         let place = line > 0 ? "\(file):\(line):\(column)" : file
-        let owner = account.map { " [account \($0)]" } ?? ""
-        return "\(place): \(severity.rawValue): \(message)\(owner)"
+        let owner = account.map { " [account \($0.displayEscaped)]" } ?? ""
+        return "\(place): \(severity.rawValue): \(message.displayEscaped)\(owner)"
     }
 }
 

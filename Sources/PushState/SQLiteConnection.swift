@@ -18,7 +18,7 @@ final class SQLiteConnection {
         guard status == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(status))
             sqlite3_close_v2(handle)
-            throw StateError(.open, "cannot open the state database \(path) (\(message))")
+            throw Self.isCorruption(status) ? .corrupt(path, message) : StateError(.open, "cannot open the state database \(path) (\(message))")
         }
         self.handle = handle
         sqlite3_busy_timeout(handle, 5_000)
@@ -51,7 +51,15 @@ final class SQLiteConnection {
 
     /// The error of the call that just failed on this connection.
     fileprivate func failure() -> StateError {
-        StateError(.query, "the state database \(path) failed (\(String(cString: sqlite3_errmsg(handle))))")
+        let message = String(cString: sqlite3_errmsg(handle))
+        if Self.isCorruption(sqlite3_extended_errcode(handle)) { return .corrupt(path, message) }
+        return StateError(.query, "the state database \(path) failed (\(message))")
+    }
+
+    /// Whether a result code (extended or not) says the file is damaged or not a database.
+    static func isCorruption(_ code: Int32) -> Bool {
+        let primary = code & 0xFF
+        return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB
     }
 
     /// One compiled statement; parameters are bound by position from 1.

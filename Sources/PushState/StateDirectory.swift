@@ -14,14 +14,19 @@ public struct StateDirectory: Sendable {
     public let path: String
 
     /// Creates the directory (and its parents) when missing, mode 0700; with `create: false` a
-    /// missing directory is an error instead (for readers such as `status`).
+    /// missing directory, or one this process cannot read, is an error instead (for readers such
+    /// as `status`, which must not take an unreadable directory for an empty one).
     public init(path: String, create: Bool = true) throws(Problem) {
         self.path = path
         var status = stat()
         if stat(path, &status) == 0 {
             guard status.st_mode & S_IFMT == S_IFDIR else { throw Problem(description: "the state directory \(path) is not a directory") }
-            if !create { return }
+            if !create {
+                guard access(path, R_OK | X_OK) == 0 else { throw Self.unreadable(path, errno) }
+                return
+            }
         } else if !create {
+            guard errno == ENOENT else { throw Self.unreadable(path, errno) }
             throw Problem(description: "there is no state directory \(path): the agent has not run with it; give --state-dir DIR")
         } else {
             if let failure = Self.makeDirectories(path) {
@@ -67,6 +72,11 @@ public struct StateDirectory: Sendable {
             unlink(temporary)
             throw Problem(description: "cannot write \(target) (\(String(cString: strerror(errno))))")
         }
+    }
+
+    private static func unreadable(_ path: String, _ code: Int32) -> Problem {
+        Problem(description: "cannot read the state directory \(path) (\(String(cString: strerror(code)))); "
+                + "run this as the agent's user or as root, or give --state-dir DIR")
     }
 
     /// `mkdir -p` with mode 0700; nil on success, else the system's reason (`strerror`).

@@ -2,7 +2,7 @@
 /// log that names the file.
 public struct StateError: Error, CustomStringConvertible, Sendable {
     enum Code: Sendable {
-        case open, query, schema, missing
+        case open, query, schema, missing, corrupt
     }
 
     private let code: Code
@@ -19,5 +19,12 @@ public struct StateError: Error, CustomStringConvertible, Sendable {
     /// The state cannot be reached now (a store other than SQLite, or a test's); `description` says why.
     public static func unavailable(_ description: String) -> StateError {
         StateError(.query, description)
+    }
+
+    /// The database at `path` is damaged or not a database (SQLite said `message`): nothing can
+    /// be read or written, and only moving it aside lets the agent run again.
+    static func corrupt(_ path: String, _ message: String) -> StateError {
+        StateError(.corrupt, "the state database \(path) is damaged (\(message)); move it aside, with its -wal and -shm "
+                   + "files, and start again: every account is then reported again")
     }
 }

@@ -51,7 +51,7 @@ public final class NotifyListener: @unchecked Sendable {
 
     /// Waits until a message satisfying `matches` arrived after the first `skipping` messages;
     /// returns its index, or nil after `timeout`.
-    public func waitForMessage(after skipping: Int = 0, timeout: Duration = .seconds(20),
+    public func waitForMessage(after skipping: Int = 0, timeout: Duration = Polling.generous,
                                where matches: (String) -> Bool) -> Int? {
         let end = ContinuousClock.now + timeout
         while ContinuousClock.now < end {

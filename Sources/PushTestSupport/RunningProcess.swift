@@ -59,7 +59,7 @@ public final class RunningProcess: @unchecked Sendable {
 
     /// Waits until standard error contains `text` `count` times, or `timeout` passes.
     @discardableResult
-    public func waitForStderr(_ text: String, count: Int = 1, timeout: Duration = .seconds(20)) -> Bool {
+    public func waitForStderr(_ text: String, count: Int = 1, timeout: Duration = Polling.generous) -> Bool {
         let end = ContinuousClock.now + timeout
         while ContinuousClock.now < end {
             if stderr.components(separatedBy: text).count - 1 >= count { return true }
@@ -71,7 +71,7 @@ public final class RunningProcess: @unchecked Sendable {
 
     /// Waits for the process to end and returns its exit status (128 + signal when killed), or
     /// nil if it still runs after `timeout`.
-    public func waitForExit(timeout: Duration = .seconds(30)) -> Int32? {
+    public func waitForExit(timeout: Duration = Polling.generous) -> Int32? {
         let end = ContinuousClock.now + timeout
         while process.isRunning {
             if ContinuousClock.now > end { return nil }
@@ -80,6 +80,33 @@ public final class RunningProcess: @unchecked Sendable {
         // Let the readers drain the pipes.
         while readers.contains(where: { !$0.isFinished }) { usleep(1_000) }
         return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+    }
+
+    /// Waits until the process blocks `signal` (its main thread's `SigBlk` in `/proc`), so that a
+    /// test can send it at the start without racing the dynamic loader and the runtime's start,
+    /// where no program can catch a signal yet. (`Process` passes the spawning thread's mask on,
+    /// so a child of a test thread may have it blocked from exec on.)
+    public func waitUntilBlocking(_ signal: Int32, timeout: Duration = Polling.generous) -> Bool {
+        Polling.until(timeout: timeout) {
+            guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+                  let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigBlk:") }),
+                  let mask = UInt64(line.dropFirst("SigBlk:".count).trimmingCharacters(in: .whitespaces), radix: 16) else {
+                return false
+            }
+            return mask & (1 << UInt64(signal - 1)) != 0
+        }
+    }
+
+    /// Waits until the process watches files with inotify (`run --watch` has added its watches),
+    /// so that a change the test makes next is seen.
+    public func waitUntilWatchingFiles(timeout: Duration = Polling.generous) -> Bool {
+        Polling.until(timeout: timeout) {
+            let directory = "/proc/\(pid)/fdinfo"
+            let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+            return descriptors.contains { name in
+                (try? String(contentsOfFile: directory + "/" + name, encoding: .utf8))?.contains("inotify wd:") == true
+            }
+        }
     }
 }
 

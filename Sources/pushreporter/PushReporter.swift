@@ -1,4 +1,5 @@
 import ArgumentParser
+import Dispatch
 import PushConfig
 
 /// `pushreporter`: reports mobile push tokens from YAML account configurations.
@@ -15,11 +16,45 @@ struct PushReporter: AsyncParsableCommand {
         subcommands: [Run.self, Validate.self, Preview.self, Status.self, Remove.self]
     )
 
-    static func main() async {
+    /// The entry point, synchronous on purpose: it blocks SIGHUP, SIGTERM and SIGINT on the
+    /// process's main thread before anything else runs (``AgentSignals``), runs the command in a
+    /// task and waits for it there. An `async` main would leave the main thread in libdispatch's
+    /// `sigsuspend` with an empty mask, where any of them arrives, and ends the process until a
+    /// handler exists.
+    static func main() {
+        AgentSignals.block()
         // Before anything allocates: loading and checking a large configuration then costs a
         // tenth less CPU. The agent goes back to the default once loaded.
         Allocator.useLargeSteps()
-        await main(nil)
+        // As ArgumentParser's main(nil), but parsed here, so that the signals are unblocked on
+        // this thread for every command but the long-running agent.
+        var command: ParsableCommand
+        do {
+            command = try parseAsRoot()
+        } catch {
+            exit(withError: error)
+        }
+        if (command as? Run)?.once != false { AgentSignals.unblock() }
+        let finished = DispatchSemaphore(value: 0)
+        Task.detached { [command] in
+            await execute(command)
+            finished.signal()
+        }
+        finished.wait()
+    }
+
+    /// Runs `command` as ArgumentParser's `main` does; exits with its error when it throws.
+    private static func execute(_ command: ParsableCommand) async {
+        var command = command
+        do {
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
     }
 }
 

@@ -22,7 +22,7 @@ enum RequestFormatter {
     static func http(_ request: RenderedRequest) -> String {
         var lines = ["### \(title(request))"]
         if let credentials = request.credentials {
-            lines.append("# answered with HTTP Digest (or Basic over https) as '\(credentials.username)'")
+            lines.append("# answered with HTTP Digest (or Basic over https) as '\(credentials.username.displayEscaped)'")
         }
         let (host, target) = split(request.url)
         lines.append("\(request.method) \(target) HTTP/1.1")
@@ -66,10 +66,11 @@ enum RequestFormatter {
     }
 
     /// What a request's comment line names: the account, the reporter, and the service when the
-    /// reporter does not say it.
+    /// reporter does not say it. One line whatever they hold, so no part of it runs in `curl`
+    /// output (control characters escaped).
     static func title(_ request: RenderedRequest) -> String {
         let service = request.service == request.reporter || request.service == "acrobits" ? "" : " (service \(request.service))"
-        return "\(request.account) \(request.reporter)\(service)"
+        return "\(request.account) \(request.reporter)\(service)".displayEscaped
     }
 
     /// Host and request target of an absolute URL.

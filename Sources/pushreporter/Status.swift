@@ -12,7 +12,7 @@ struct Status: ParsableCommand {
         discussion: """
             Reads the state directory, also while the agent runs. --format prometheus writes the text \
             exposition format, for node_exporter's textfile collector. A state directory without state \
-            yet prints no accounts (exit 0); one that does not exist exits 1.
+            yet prints no accounts (exit 0); one that does not exist or cannot be read exits 1.
             """
     )
 

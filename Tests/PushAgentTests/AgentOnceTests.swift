@@ -23,13 +23,8 @@ final class ScriptedTransport: HTTPTransport {
     var requests: [TransportRequest] { log.withLock { $0 } }
 
     /// Waits (without blocking a thread) until `count` requests came, or `limit` of real time passed.
-    func waitForRequests(_ count: Int, within limit: Duration = .seconds(10)) async -> Bool {
-        let end = ContinuousClock.now + limit
-        while requests.count < count {
-            if ContinuousClock.now > end { return false }
-            try? await Task.sleep(for: .milliseconds(2))
-        }
-        return true
+    func waitForRequests(_ count: Int, within limit: Duration = Polling.generous) async -> Bool {
+        await Polling.until(timeout: limit) { requests.count >= count }
     }
 
     func send(_ request: TransportRequest) async throws -> TransportResponse {
@@ -62,9 +57,9 @@ final class ScriptedTransport: HTTPTransport {
     static let quiet = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
 
     static func agent(_ plans: [SubscriptionPlan], records: [SubscriptionRecord] = [], transport: ScriptedTransport,
-                      store: MemoryStateStore = MemoryStateStore(), clock: ManualClock) -> Agent<ManualClock> {
+                      store: MemoryStateStore = MemoryStateStore(), clock: ManualClock, logger: Logger = quiet) -> Agent<ManualClock> {
         Agent(start: .configuration(plans: plans, records: records, pollers: []), settings: settings(), transport: transport,
-              recorder: StateRecorder(store: store, logger: quiet, clock: clock), logger: quiet, clock: clock, wallClock: { 0 })
+              recorder: StateRecorder(store: store, logger: quiet, clock: clock), logger: logger, clock: clock, wallClock: { 0 })
     }
 
     @Test func everyReportIsSentOnceWhenAllSucceed() async throws {
@@ -88,12 +83,19 @@ final class ScriptedTransport: HTTPTransport {
         }
         let clock = ManualClock()
         let store = MemoryStateStore()
+        let logged = Mutex("")
+        let output = LogOutput(format: .text, environment: ["JOURNAL_STREAM": "1:1"], isTerminal: false) { text in
+            logged.withLock { $0 += text }
+        }
         let agent = Self.agent([Self.plan("a", url: "http://x.example/a"), Self.plan("b", url: "http://y.example/b")],
-                               transport: transport, store: store, clock: clock)
+                               transport: transport, store: store, clock: clock,
+                               logger: Logger(label: "test") { _ in AgentLogHandler(output: output) })
         let run = Task { await agent.runOnce(deadline: .seconds(30)) }
-        // Both first attempts fail; the round sleeps on the retries and the deadline.
-        await clock.waitForSleepers(2)
+        // Both first attempts fail, and both failures are taken in (logged) before time moves:
+        // a failure taken in after an advance would be retried later than this test expects.
         #expect(await transport.waitForRequests(2))
+        #expect(await Polling.until { logged.withLock { $0.components(separatedBy: "(attempt 1)").count - 1 } == 2 })
+        await clock.waitForSleepers(2)
         // The first retry comes between 5 s and 10 s (initial 10 s, jittered to [5, 10]).
         clock.advance(by: .seconds(4.9))
         #expect(await transport.waitForRequests(3, within: .milliseconds(100)) == false)

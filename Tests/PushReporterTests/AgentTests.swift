@@ -47,7 +47,7 @@ import Testing
         files.write("accounts.yaml", Self.config([("alice", "A1"), ("bob", "B2"), ("dave", "D1")], base: server.baseURL))
         agent.signal(SIGHUP)
         #expect(agent.waitForStderr("reloaded: 1 new, 1 changed, 1 unchanged, 1 removed"), "\(agent.stderr)")
-        #expect(server.waitForRequests(6, timeout: .seconds(10)))
+        #expect(server.waitForRequests(6, timeout: Polling.generous))
         #expect(agent.waitForStderr("all 3 accounts are reported", count: 2), "\(agent.stderr)")
         #expect(Set(Self.seen(server, from: 3)) == ["GET /report/bob?token=B2", "GET /report/dave?token=D1",
                                                      "DELETE /remove/carol?token=C1"])
@@ -69,21 +69,24 @@ import Testing
     }
 
     @Test func aChangeWhileTheOldReportIsInFlightIsSentAfterItReturns() throws {
-        // The T1 report is held for a while; T2 must not overtake it, or the server would keep T1.
+        // The T1 report is held until the reload is done; T2 must not overtake it, or the server
+        // would keep T1.
         let events = Mutex<[String]>([])
+        let reloaded = DispatchSemaphore(value: 0)
         let server = try LoopbackHTTPServer { request, _ in
             events.withLock { $0.append("start \(request.target)") }
-            if request.target.hasSuffix("token=A1") { usleep(1_500_000) }
+            if request.target.hasSuffix("token=A1") { _ = reloaded.wait(timeout: .now() + 60) }
             events.withLock { $0.append("end \(request.target)") }
             return .status(204)
         }
         let files = TemporaryDirectory()
         let config = files.write("accounts.yaml", Self.config([("alice", "A1")], base: server.baseURL))
         let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", files.path + "/state"])
-        #expect(server.waitForRequests(1, timeout: .seconds(10)))
+        #expect(server.waitForRequests(1, timeout: Polling.generous))
         files.write("accounts.yaml", Self.config([("alice", "A2")], base: server.baseURL))
         agent.signal(SIGHUP)
         #expect(agent.waitForStderr("reloaded: 0 new, 1 changed, 0 unchanged, 0 removed"), "\(agent.stderr)")
+        reloaded.signal()
         // Said once: the start's report was still in flight when the reload came.
         #expect(agent.waitForStderr("all 1 account is reported"), "\(agent.stderr)")
         #expect(events.withLock { $0 } == ["start /report/alice?token=A1", "end /report/alice?token=A1",
@@ -99,13 +102,16 @@ import Testing
     @Test func sigtermGivesAHungRequestItsGracePeriodThenExitsZero() throws {
         let server = try LoopbackHTTPServer { _, _ in .hang }
         let files = TemporaryDirectory()
-        let config = files.write("accounts.yaml", Self.config([("alice", "A1")], base: server.baseURL, agent: "  timeout: 2s"))
+        // The grace period is agent.timeout (2s); the request's own timeout is far longer, so it
+        // is still in flight when SIGTERM comes, however long that takes.
+        let config = files.write("accounts.yaml", Self.config([("alice", "A1")], base: server.baseURL, agent: "  timeout: 2s")
+                                 + "    pushTokenReporterTimeout: 10m\n")
         let listener = try NotifyListener()
         let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", files.path + "/state"],
                                        environment: ["NOTIFY_SOCKET": listener.path])
-        #expect(server.waitForRequests(1, timeout: .seconds(10)))
+        #expect(server.waitForRequests(1, timeout: Polling.generous))
         agent.signal(SIGTERM)
-        #expect(agent.waitForExit(timeout: .seconds(20)) == 0, "\(agent.stderr)")
+        #expect(agent.waitForExit() == 0, "\(agent.stderr)")
         #expect(agent.stderr.contains("stopping: no new requests; 1 in flight get 2s to finish"), "\(agent.stderr)")
         #expect(listener.waitForMessage { $0 == "STOPPING=1" } != nil)
         let records = try SQLiteStateStore(directory: StateDirectory(path: files.path + "/state"), readOnly: true).records()
@@ -235,10 +241,12 @@ import Testing
         try SQLiteStateStore(directory: directory).save([record], deleting: [])
         let gone = files.write("gone.yaml", "accounts: []\n")
 
-        let failed = try ProcessRunner.pushreporter(["remove", "alice", "--config", gone, "--state-dir", state, "--deadline", "1s"])
+        // The deadline covers the first removal, delivered, and the state written twice: ample
+        // even on a slow machine; the second removal fails until it passes.
+        let failed = try ProcessRunner.pushreporter(["remove", "alice", "--config", gone, "--state-dir", state, "--deadline", "3s"])
         #expect(failed.status == 1)
         #expect(failed.stdout.hasPrefix("Delivered 1 of 2 removals of alice (recorded: it is not sent again); "
-                                        + "removal 2 was not delivered within the deadline (1s):\n"
+                                        + "removal 2 was not delivered within the deadline (3s):\n"
                                         + "  alice: accountRemovalReporter to 127.0.0.1:\(server.port): HTTP 503"), "\(failed.stdout)")
         let left = try #require(try SQLiteStateStore(directory: directory, readOnly: true).records().first)
         #expect(left.pastCleanups == [])
@@ -272,14 +280,17 @@ import Testing
         let files = TemporaryDirectory()
         let directory = files.makeDirectory("config")
         files.write("config/a.yaml", AgentTests.config([("alice", "A1")], base: server.baseURL))
+        // A new file in the watched directory, written the way editors do: a temporary file
+        // renamed. The temporary file is there before the watch, so that the change is one
+        // rename, and one burst however slowly this test runs.
+        files.write("config/.b.tmp", "accounts:\n" + AgentTests.account("bob", token: "B1", base: server.baseURL) + "\n")
         let agent = try RunningProcess(pushreporter: ["run", "--watch", "--config", directory, "--state-dir", files.path + "/state"])
         #expect(agent.waitForStderr("all 1 account is reported"), "\(agent.stderr)")
-        // A new file in the watched directory, written the way editors do: a temporary file renamed.
-        files.write("config/.b.tmp", "accounts:\n" + AgentTests.account("bob", token: "B1", base: server.baseURL) + "\n")
+        #expect(agent.waitUntilWatchingFiles())
         rename(directory + "/.b.tmp", directory + "/b.yaml")
         #expect(agent.waitForStderr("reloading the configuration (changed files)"), "\(agent.stderr)")
         #expect(agent.waitForStderr("reloaded: 1 new, 0 changed, 1 unchanged, 0 removed"), "\(agent.stderr)")
-        #expect(server.waitForRequests(2, timeout: .seconds(10)))
+        #expect(server.waitForRequests(2, timeout: Polling.generous))
         #expect(server.requests.last.map { "\($0.method) \($0.target)" } == "GET /report/bob?token=B1")
         agent.signal(SIGTERM)
         #expect(agent.waitForExit() == 0)
@@ -300,12 +311,13 @@ import Testing
         let agent = try RunningProcess(pushreporter: ["run", "--watch", "--config", files.path + "/config.yaml",
                                                       "--state-dir", files.path + "/state"])
         #expect(agent.waitForStderr("all 1 account is reported"), "\(agent.stderr)")
+        #expect(agent.waitUntilWatchingFiles())
         // The new version goes live by renaming a new `current` over the old one: no event
         // names config.yaml.
         symlink("v2", files.path + "/current.new")
         rename(files.path + "/current.new", files.path + "/current")
         #expect(agent.waitForStderr("reloaded: 0 new, 1 changed, 0 unchanged, 0 removed"), "\(agent.stderr)")
-        #expect(server.waitForRequests(2, timeout: .seconds(10)))
+        #expect(server.waitForRequests(2, timeout: Polling.generous))
         let last: String? = server.requests.last.map { "\($0.method) \($0.target)" }
         #expect(last == "GET /report/alice?token=A2")
         agent.signal(SIGTERM)

@@ -5,7 +5,7 @@ import Synchronization
 /// Races `body` against a real-time timeout; true if `body` finished first.
 ///
 /// `body` must return when its task is cancelled (every wait in these helpers does).
-func finishes(within timeout: Duration = .seconds(5), _ body: @escaping @Sendable () async -> Void) async -> Bool {
+func finishes(within timeout: Duration = Polling.generous, _ body: @escaping @Sendable () async -> Void) async -> Bool {
     await withTaskGroup(of: Bool.self) { group in
         group.addTask {
             await body()
@@ -52,7 +52,7 @@ final class EventLog: Sendable {
 
     /// Waits until `predicate` holds for the events so far; false after `timeout` (real time).
     func waitUntil(
-        timeout: Duration = .seconds(5),
+        timeout: Duration = Polling.generous,
         _ predicate: @escaping @Sendable ([SchedulerEvent<String>]) -> Bool
     ) async -> Bool {
         let id = state.withLock { state in

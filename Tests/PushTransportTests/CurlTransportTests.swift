@@ -29,18 +29,16 @@ import Testing
     @Test func handlesAreFreedWhenNothingRunsAndTheConnectionIsStillReused() async throws {
         let server = try LoopbackHTTPServer { _, _ in .status(204) }
         let request = TransportRequest(method: "GET", url: server.baseURL + "/t")
-        /// Waits (at most 5 s) until the transport has freed `count` handles in all.
-        func waitForReleases(_ count: Int) async throws {
-            for _ in 0..<500 where transport.releasedIdleHandles < count {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+        /// Waits (within a generous bound) until the transport has freed `count` handles in all.
+        func waitForReleases(_ count: Int) async {
+            _ = await Polling.until { transport.releasedIdleHandles >= count }
         }
         #expect(try await transport.send(request).status == 204)
-        try await waitForReleases(1)
+        await waitForReleases(1)
         #expect(transport.releasedIdleHandles == 1)
         // The next request makes a handle again, which goes too; the connection is kept.
         #expect(try await transport.send(request).status == 204)
-        try await waitForReleases(2)
+        await waitForReleases(2)
         #expect(transport.releasedIdleHandles == 2)
         #expect(server.requests.count == 2)
         #expect(Set(server.requests.map(\.connectionID)).count == 1)
@@ -287,12 +285,7 @@ import Testing
 
 extension LoopbackHTTPServer {
     /// Waits without blocking a thread (async tests share two) until `count` requests arrived.
-    func arrived(_ count: Int, within limit: Duration = .seconds(10)) async -> Bool {
-        let end = ContinuousClock.now + limit
-        while requests.count < count {
-            if ContinuousClock.now > end { return false }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return true
+    func arrived(_ count: Int, within limit: Duration = Polling.generous) async -> Bool {
+        await Polling.until(timeout: limit) { requests.count >= count }
     }
 }

@@ -1,0 +1,53 @@
+import Foundation
+import PushTestSupport
+import Testing
+
+/// SPEC §12: signals are never fatal. SIGHUP, SIGTERM and SIGINT are blocked before anything else
+/// runs, so one that comes while the agent loads is handled once it runs; the other commands
+/// still end on SIGINT and SIGTERM as any program does.
+@Suite struct SignalTests {
+    /// Enough accounts that loading them takes a while: a signal sent as soon as the agent blocks
+    /// it lands before any handler exists.
+    static func manyAccounts(base: String) -> String {
+        AgentTests.config((0..<500).map { ("a\($0)", "T") }, base: base)
+    }
+
+    @Test func aHangupInTheFirstMillisecondsIsAReloadOnceLoaded() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(204) }
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", Self.manyAccounts(base: server.baseURL))
+        for round in 1...5 {
+            let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", files.path + "/state"])
+            try #require(agent.waitUntilBlocking(SIGHUP), "round \(round)")
+            agent.signal(SIGHUP)
+            #expect(agent.waitForStderr("reloaded: 0 new, 0 changed, 500 unchanged, 0 removed"), "round \(round): \(agent.stderr)")
+            agent.signal(SIGTERM)
+            #expect(agent.waitForExit() == 0, "round \(round): \(agent.stderr)")
+        }
+    }
+
+    @Test func aTerminationInTheFirstMillisecondsStopsGracefully() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(204) }
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", Self.manyAccounts(base: server.baseURL))
+        for signal in [SIGTERM, SIGINT] {
+            let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", files.path + "/state"])
+            try #require(agent.waitUntilBlocking(signal))
+            agent.signal(signal)
+            #expect(agent.waitForExit() == 0, "\(agent.stderr)")
+            #expect(agent.stderr.hasSuffix(" info: stopped\n"), "\(agent.stderr)")
+        }
+    }
+
+    @Test func runOnceStillEndsOnAnInterruptOrATermination() throws {
+        let server = try LoopbackHTTPServer { _, _ in .hang }
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", AgentTests.config([("alice", "A1")], base: server.baseURL))
+        for (index, signal) in [SIGINT, SIGTERM].enumerated() {
+            let once = try RunningProcess(pushreporter: ["run", "--once", "--config", config, "--state-dir", files.path + "/state"])
+            #expect(server.waitForRequests(index + 1, timeout: Polling.generous))
+            once.signal(signal)
+            #expect(once.waitForExit() == 128 + signal)
+        }
+    }
+}
