@@ -264,7 +264,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         book.withLock { book in
             var undelivered: [OnceOutcome.Undelivered] = []
             var delivered = 0
-            for key in jobs.sorted() {
+            // What was to be sent, and what the configuration itself refuses to send (SPEC §12).
+            let refused = book.entries.filter { $0.value.job == nil && $0.value.record.state == .rejected }.keys
+            for key in jobs.union(refused).sorted() {
                 guard let entry = book.entries[key] else {
                     delivered += 1   // Cleaned up and forgotten.
                     continue
@@ -280,8 +282,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                                          host: request?.host ?? "", state: state, attempts: entry.record.attempts,
                                          reason: entry.record.lastOutcome ?? "no response before the deadline"))
             }
-            return OnceOutcome(total: jobs.count, delivered: delivered, undelivered: undelivered, counts: book.counts,
-                               elapsed: elapsed, deadline: deadline, stateWritten: stateWritten)
+            return OnceOutcome(total: delivered + undelivered.count, delivered: delivered, undelivered: undelivered,
+                               counts: book.counts, elapsed: elapsed, deadline: deadline, stateWritten: stateWritten)
         }
     }
 

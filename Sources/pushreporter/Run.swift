@@ -53,8 +53,8 @@ struct Run: AsyncParsableCommand {
     }
 
     func run() async throws {
-        // SIGHUP is trapped first thing, so that one arriving while the configuration loads asks
-        // for a reload after READY=1 instead of ending the process.
+        // SIGHUP is blocked since main() began (see PushReporter.main): one that arrived while the
+        // configuration loads is read by this sequence, and asks for a reload after READY=1.
         let hangups = once ? nil : await UnixSignalsSequence(trapping: .sighup)
         let output = LogOutput(format: logFormat)
         let logger = agent.logger(output: output)

@@ -1,0 +1,224 @@
+import Foundation
+@testable import PushState
+import PushTestSupport
+import Testing
+
+/// SPEC §12: a secret never appears in any output `--show-secrets` does not unlock. One
+/// configuration puts a distinctive secret in every place a secret can be — every web-service
+/// key, each tag, key names, globals, the Journeys API token and a callback header — and every
+/// command runs in every format; none of them may print one. A new backend adds its credentials
+/// here.
+@Suite(.serialized) struct SecretLeakTests {
+    /// Each secret, written where its name says.
+    static let secrets = [
+        "global": "CANARY-GLOBAL-61f0",           // a global named like a secret
+        "env": "CANARY-ENV-2b9c",                 // !env, used through a placeholder
+        "password": "CANARY-PASSWORD-77a1",       // an account key named password
+        "digest": "CANARY-DIGEST-0c4e",           // …AuthPassword, given directly
+        "url": "CANARY-URL-5d21",                 // a whole …Url from !env
+        "body": "CANARY-BODY-93fe",               // a whole …PostData from !env
+        "header": "CANARY-HEADER-4a8b",           // whole …CustomHeaders from !env
+        "journeys": "CANARY-JOURNEYS-e1d7",       // the Journeys apiToken, from !file
+        "hook": "CANARY-HOOK-36c2",               // a callback header value, from !credential
+    ]
+
+    static func config(_ base: String) -> String {
+        """
+        globals:
+          receiverSecret: \(secrets["global"]!)
+          fromEnv: !env LEAK_ENV
+        services:
+          journeys:
+            type: customer-insights-journeys
+            publicEndpoint: \(base)
+            orgId: \(FakeJourneysServer.defaultOrgId)
+            mobileAppId: \(FakeJourneysServer.defaultMobileAppId)
+            apiToken: !file journeys-token
+            callbackUrl: \(base)/hook/%account[id]%
+            callbackHeaders: {X-Hook-Secret: !credential hook}
+        accounts:
+          - id: alice
+            username: alice
+            password: \(secrets["password"]!)
+            pushTokenOther: token-a
+            pushTokenReporterUrl: \(base)/report?u=%account[username]%&p=%account[password]%&g=%receiverSecret%
+            pushTokenReporterCustomHeaders: "X-Env: %fromEnv%"
+            pushTokenReporterAuthUsername: alice
+            pushTokenReporterAuthPassword: \(secrets["digest"]!)
+            accountRemovalReporterUrl: \(base)/gone?p=%account[password]%
+            services: {journeys: {userId: user-a, platform: ios}}
+          - id: bob
+            username: bob
+            pushTokenOther: token-b
+            pushTokenReporterUrl: !env LEAK_URL
+            pushTokenReporterPostData: !env LEAK_BODY
+            pushTokenReporterCustomHeaders: !env LEAK_HEADERS
+            services: {journeys: {userId: user-b, platform: android}}
+
+        """
+    }
+
+    /// The environment every command runs with: the tagged secrets' sources.
+    static func environment(base: String, credentials: String) -> [String: String] {
+        ["LEAK_ENV": secrets["env"]!, "LEAK_URL": "\(base)/whole?k=\(secrets["url"]!)",
+         "LEAK_BODY": "k=\(secrets["body"]!)", "LEAK_HEADERS": "X-Whole: \(secrets["header"]!)",
+         "CREDENTIALS_DIRECTORY": credentials]
+    }
+
+    /// The secrets `text` shows.
+    static func leaked(_ text: String) -> [String] {
+        secrets.filter { text.contains($0.value) }.map(\.key).sorted()
+    }
+
+    @Test func noCommandPrintsASecretAndTheStateKeepsThemOnlyInItsCleanups() throws {
+        let server = try FakeJourneysServer(checksCredentials: false) { _, _, journeys in journeys ?? .status(200) }
+        let files = TemporaryDirectory()
+        files.write("journeys-token", Self.secrets["journeys"]! + "\n")
+        files.write("credentials/hook", Self.secrets["hook"]! + "\n")
+        let config = files.write("accounts.yaml", Self.config(server.baseURL))
+        let state = files.path + "/state"
+        let environment = Self.environment(base: server.baseURL, credentials: files.path + "/credentials")
+        var outputs: [(command: String, text: String)] = []
+        func run(_ arguments: [String]) throws -> ProcessOutput {
+            let result = try ProcessRunner.pushreporter(arguments, environment: environment)
+            outputs.append((arguments.joined(separator: " "), result.stdout + result.stderr))
+            return result
+        }
+
+        #expect(try run(["validate", "--config", config]).status == 0)
+        _ = try run(["validate", "--config", config, "--format", "json"])
+        for format in ["http", "curl", "json"] {
+            let preview = try run(["preview", "--config", config, "--format", format])
+            #expect(preview.status == 0, "\(preview.stderr)")
+            #expect(preview.stdout.contains("/report?u=alice"), "preview \(format) shows the requests")
+        }
+        let once = try run(["run", "--once", "--config", config, "--state-dir", state, "--log-level", "debug"])
+        #expect(once.status == 0, "\(once.stdout)\(once.stderr)")
+        for format in ["text", "json"] {
+            let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", state, "--log-level", "debug",
+                                                          "--log-format", format], environment: environment)
+            #expect(agent.waitForStderr("are reported", timeout: .seconds(60)), "\(agent.stderr)")
+            agent.signal(SIGTERM)
+            #expect(agent.waitForExit() == 0)
+            outputs.append(("run --log-format \(format)", agent.stdout + agent.stderr))
+        }
+        for format in ["text", "json", "prometheus"] {
+            #expect(try run(["status", "--state-dir", state, "--format", format]).status == 0)
+        }
+
+        // What went to the receiver carries them all (the secrets reach where they are meant to)…
+        let received = server.requests.map { $0.target + "\n" + $0.headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
+            + "\n" + $0.bodyText }.joined(separator: "\n")
+        #expect(Self.leaked(received) == ["body", "env", "global", "header", "hook", "journeys", "password", "url"],
+                "the Digest password is the only one never on the wire")
+        // …and no output a person or a collector reads shows any.
+        for output in outputs {
+            #expect(Self.leaked(output.text).isEmpty, "\(output.command) printed \(Self.leaked(output.text))")
+        }
+
+        // The state: the cleanups keep what sending them needs (0600, like the configuration's
+        // secrets); nothing else holds a secret, keys least of all.
+        let records = try SQLiteStateStore(directory: StateDirectory(path: state, create: false), readOnly: true).records()
+        #expect(records.count == 4)
+        for record in records {
+            let kept = [record.key.account, record.key.service, record.fingerprint, record.deliveredFingerprint ?? "",
+                        record.lastOutcome ?? "", record.backendData ?? ""].joined(separator: "\n")
+            #expect(Self.leaked(kept).isEmpty, "\(record.key) keeps \(Self.leaked(kept)) outside its cleanup")
+        }
+
+        // remove sends the stored cleanups and says nothing secret either.
+        let removed = try run(["remove", "alice", "--config", config, "--state-dir", state])
+        #expect(removed.status == 0, "\(removed.stdout)\(removed.stderr)")
+        #expect(Self.leaked(removed.stdout + removed.stderr).isEmpty)
+        #expect(server.cleanups.contains { $0.userId == "user-a" })
+    }
+
+    @Test func aSecretIdentityIsRefusedWithoutBeingShown() throws {
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", """
+            accounts:
+              - username: !env LEAK_USER
+                pushTokenReporterUrl: https://h.example/r
+              - id: !env LEAK_ID
+                pushTokenReporterUrl: https://h.example/r
+              - id: !env LEAK_ID
+                pushTokenReporterUrl: https://h.example/r
+
+            """)
+        let result = try ProcessRunner.pushreporter(["validate", "--config", config],
+                                                    environment: ["LEAK_USER": "CANARY-USER-1", "LEAK_ID": "CANARY-ID-2"])
+        #expect(result.status == 78)
+        #expect(result.stderr.contains("\(config):2:20: error: the username is a secret, so it cannot identify the account"), "\(result.stderr)")
+        #expect(result.stderr.contains("\(config):4:14: error: the account's id is a secret"), "\(result.stderr)")
+        #expect(!result.stderr.contains("CANARY"), "\(result.stderr)")
+        #expect(!result.stderr.contains("already used"), "a secret id is refused, never compared and echoed")
+    }
+
+    @Test func aWholeSecretBoundForPlainHTTPElsewhereIsNeverSent() throws {
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", """
+            agent:
+              timeout: 2s
+            accounts:
+              - id: dave
+                pushTokenReporterUrl: http://192.0.2.1/r
+                pushTokenReporterPostData: !env LEAK_BODY
+
+            """)
+        let environment = ["LEAK_BODY": "k=CANARY-BODY-3"]
+        let validate = try ProcessRunner.pushreporter(["validate", "--config", config], environment: environment)
+        #expect(validate.status == 0)
+        #expect(validate.stderr.contains("\(config):6:37: warning: pushTokenReporterPostData is a secret and pushTokenReporterUrl is plain http to 192.0.2.1, which is not loopback, so the request is not sent; use https"),
+                "\(validate.stderr)")
+        let once = try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", files.path + "/state"],
+                                                  environment: environment)
+        #expect(once.status == 1)
+        #expect(once.stdout.contains("rejected"), "\(once.stdout)")
+        #expect(!(once.stdout + once.stderr).contains("CANARY"))
+        let status = try ProcessRunner.pushreporter(["status", "--state-dir", files.path + "/state", "--format", "json"])
+        #expect(status.stdout.contains("\"state\": \"rejected\""), "\(status.stdout)")
+        #expect(status.stdout.contains("is plain http to 192.0.2.1"))
+    }
+
+    @Test func aLoopbackRequestNeverGoesThroughAProxy() throws {
+        let receiver = try LoopbackHTTPServer { _, _ in .status(204) }
+        let proxy = try LoopbackHTTPServer { _, _ in .status(502) }
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", """
+            accounts:
+              - id: erin
+                password: CANARY-PROXY-1
+                pushTokenReporterUrl: \(receiver.baseURL)/r?p=%account[password]%
+
+            """)
+        let once = try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", files.path + "/state"],
+                                                  environment: ["http_proxy": proxy.baseURL, "HTTP_PROXY": proxy.baseURL,
+                                                                "all_proxy": proxy.baseURL, "no_proxy": ""])
+        #expect(once.status == 0, "\(once.stdout)\(once.stderr)")
+        #expect(receiver.requests.map(\.target) == ["/r?p=CANARY-PROXY-1"])
+        #expect(proxy.requests.isEmpty, "the proxy saw \(proxy.requests.map(\.target))")
+    }
+
+    @Test func aRedirectToAnotherHostDropsEveryHeaderThatCarriesASecret() throws {
+        let elsewhere = try LoopbackHTTPServer { _, _ in .status(204) }
+        let first = try LoopbackHTTPServer { _, _ in .status(302, headers: [("Location", elsewhere.baseURL + "/moved")]) }
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", """
+            accounts:
+              - id: finn
+                password: CANARY-REDIRECT-1
+                pushTokenReporterUrl: \(first.baseURL)/r
+                pushTokenReporterCustomHeaders: |
+                  X-Signed: %sha256(%account[password]%)%
+                  X-Plain: hello
+
+            """)
+        let once = try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", files.path + "/state"])
+        #expect(once.status == 0, "\(once.stdout)\(once.stderr)")
+        #expect(first.requests.first?.header("X-Signed") != nil, "the first host gets it")
+        let moved = try #require(elsewhere.requests.first)
+        #expect(moved.path == "/moved")
+        #expect(moved.header("X-Plain") == "hello")
+        #expect(moved.header("X-Signed") == nil, "a value computed from a secret is a secret")
+    }
+}
