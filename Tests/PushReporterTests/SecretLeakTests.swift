@@ -222,3 +222,34 @@ import Testing
         #expect(moved.header("X-Signed") == nil, "a value computed from a secret is a secret")
     }
 }
+
+/// SPEC §12: every size has a limit `validate` checks, and the message names it.
+@Suite struct SizeLimitTests {
+    @Test func validateRefusesWhatIsTooLargeNamingTheLimit() throws {
+        let files = TemporaryDirectory()
+        let big = String(repeating: "a", count: (1 << 20) + 1)
+        let half = String(repeating: "b", count: 600 << 10)
+        let config = files.write("accounts.yaml", """
+            accounts:
+              - id: huge-value
+                pushTokenReporterUrl: https://h.example/r
+                note: \(big)
+              - id: long-header
+                pushTokenReporterUrl: https://h.example/r
+                pushTokenReporterCustomHeaders: "X-Long: \(String(repeating: "c", count: 9000))"
+              - id: large-request
+                pushTokenReporterUrl: https://h.example/r?a=%account[first]%
+                pushTokenReporterPostData: "b=%account[second]%"
+                first: \(half)
+                second: \(half)
+
+            """)
+        let result = try ProcessRunner.pushreporter(["validate", "--config", config])
+        #expect(result.status == 78)
+        #expect(result.stderr.contains("\(config):4:11: error: the value of 'note' is 1048577 bytes, more than the limit of 1 MiB for one value"),
+                "\(result.stderr.suffix(2000))")
+        #expect(result.stderr.contains("more than the limit of 8 KiB for a header line [account long-header]"), "\(result.stderr.suffix(2000))")
+        #expect(result.stderr.contains("more than the limit of 1 MiB for a request [account large-request]"), "\(result.stderr.suffix(2000))")
+        #expect(!result.stderr.contains(big.prefix(100)), "the value is not echoed")
+    }
+}
