@@ -107,6 +107,11 @@ public struct AgentRuntime: Sendable {
             services.append(.init(service: Watchdog(notifier: notifier, interval: interval, clock: ContinuousClock())))
         }
         services.append(.init(service: agent))
+        if let address = settings.listen {
+            // Ending early (it could not listen) must not stop the agent.
+            services.append(.init(service: AgentEndpoint(address: address, agent: agent, logger: logger),
+                                  successTerminationBehavior: .ignore))
+        }
         var quiet = logger
         quiet.logLevel = max(logger.logLevel, .warning)
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint],
