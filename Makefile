@@ -4,7 +4,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 SWIFT ?= swift
 CONFIG ?= examples
-DEB_PACKAGES := libyaml-dev libcurl4-openssl-dev libsqlite3-dev pkg-config
+DEB_PACKAGES := libyaml-dev libcurl4-openssl-dev libsqlite3-dev libpq-dev postgresql pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RELEASE_FLAGS := -c release --static-swift-stdlib
 BIN_DEBUG := .build/debug/pushreporter

@@ -50,6 +50,11 @@ let package = Package(
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         .systemLibrary(
+            name: "CPostgres",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
@@ -76,10 +81,10 @@ let package = Package(
             name: "PushTransport",
             dependencies: ["CCurl"]
         ),
-        // State (SPEC §6) on SQLite; the only module that sees CSQLite.
+        // State (SPEC §6, §11) on SQLite or PostgreSQL; the only module that sees CSQLite and CPostgres.
         .target(
             name: "PushState",
-            dependencies: ["CSQLite"]
+            dependencies: ["CSQLite", "CPostgres"]
         ),
         // The contract every backend fulfils (SPEC §9.0): what a backend renders, how its
         // requests are sent and judged. Backends import it, never each other.

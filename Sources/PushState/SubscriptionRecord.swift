@@ -95,6 +95,7 @@ public struct SubscriptionRecord: Sendable, Equatable {
 /// shared database. Every store passes the same conformance tests.
 ///
 /// A store only stores and loads; what to write, and batching the writes, is the agent's job.
+/// Texts hold no NUL (PostgreSQL's text cannot; nothing the agent stores has one).
 /// ``save(_:deleting:)`` writes in one transaction: a `kill -9` leaves all of a batch or none.
 public protocol StateStore: Sendable {
     /// Where the state is, for messages (a file path, a database URI without its password).

@@ -1,0 +1,125 @@
+import CPostgres
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A minimal binding of one libpq connection: statements with text parameters and text results.
+///
+/// Not thread-safe on its own (hence unchecked): its store serialises every use behind a lock.
+final class PostgresConnection: @unchecked Sendable {
+    private var handle: OpaquePointer?
+    /// The URI without a password, for messages.
+    let location: String
+    private let uri: String
+    private let password: String?
+
+    /// Connects to `uri` (a libpq connection URI); `password`, when given, goes beside it and
+    /// never into a message. Without one, libpq reads `PGPASSWORD` and `~/.pgpass`.
+    init(uri: String, password: String?) throws(StateError) {
+        self.uri = uri
+        self.password = password
+        location = Self.withoutPassword(uri)
+        try connect()
+    }
+
+    deinit {
+        PQfinish(handle)
+    }
+
+    /// (Re)connects; throws with libpq's message when the server cannot be reached.
+    func connect() throws(StateError) {
+        PQfinish(handle)
+        var keys = ["dbname", "connect_timeout", "application_name"]
+        var values = [uri, "10", "pushreporter"]
+        if let password {
+            keys.append("password")
+            values.append(password)
+        }
+        handle = withCStrings(keys) { keyPointers in
+            withCStrings(values) { valuePointers in
+                // expand_dbname: the first dbname is read as a URI, so the others override it.
+                PQconnectdbParams(keyPointers, valuePointers, 1)
+            }
+        }
+        guard let handle, PQstatus(handle) == CONNECTION_OK else {
+            let message = handle.map { Self.message(PQerrorMessage($0)) } ?? "out of memory"
+            throw StateError(.open, "cannot connect to the state database \(location) (\(message))")
+        }
+    }
+
+    /// Whether the connection is usable (false after the server went away).
+    var isAlive: Bool { handle.map { PQstatus($0) == CONNECTION_OK } ?? false }
+
+    /// Runs `sql` with `parameters` (`$1`, `$2`, …; nil is NULL) and returns its rows, each a list
+    /// of column texts (nil for NULL).
+    @discardableResult
+    func query(_ sql: String, _ parameters: [String?] = []) throws(StateError) -> [[String?]] {
+        guard let handle else { throw StateError(.query, "the state database \(location) is not connected") }
+        let result = withOptionalCStrings(parameters) { pointers in
+            PQexecParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
+        }
+        defer { PQclear(result) }
+        let status = PQresultStatus(result)
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+            let message = result.map { Self.message(PQresultErrorMessage($0)) } ?? Self.message(PQerrorMessage(handle))
+            throw StateError(PQstatus(handle) == CONNECTION_OK ? .query : .open,
+                             "the state database \(location) failed (\(message))")
+        }
+        let rows = Int(PQntuples(result))
+        let columns = Int(PQnfields(result))
+        var out: [[String?]] = []
+        out.reserveCapacity(rows)
+        for row in 0..<rows {
+            var values: [String?] = []
+            values.reserveCapacity(columns)
+            for column in 0..<columns {
+                if PQgetisnull(result, Int32(row), Int32(column)) != 0 {
+                    values.append(nil)
+                } else {
+                    values.append(String(cString: PQgetvalue(result, Int32(row), Int32(column))))
+                }
+            }
+            out.append(values)
+        }
+        return out
+    }
+
+    /// Runs `sql`, one or more statements without parameters.
+    func execute(_ sql: String) throws(StateError) {
+        guard let handle else { throw StateError(.query, "the state database \(location) is not connected") }
+        let result = PQexec(handle, sql)
+        defer { PQclear(result) }
+        let status = PQresultStatus(result)
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+            let message = result.map { Self.message(PQresultErrorMessage($0)) } ?? Self.message(PQerrorMessage(handle))
+            throw StateError(PQstatus(handle) == CONNECTION_OK ? .query : .open,
+                             "the state database \(location) failed (\(message))")
+        }
+    }
+
+    private static func message(_ text: UnsafePointer<CChar>?) -> String {
+        guard let text else { return "unknown error" }
+        return String(cString: text).split(separator: "\n").first.map(String.init) ?? ""
+    }
+
+    /// `postgres://user:secret@host/db` → `postgres://user@host/db`.
+    static func withoutPassword(_ uri: String) -> String {
+        guard let scheme = uri.firstRange(of: "://"), let at = uri[scheme.upperBound...].firstIndex(of: "@") else { return uri }
+        let credentials = uri[scheme.upperBound..<at]
+        guard let colon = credentials.firstIndex(of: ":") else { return uri }
+        return String(uri[..<colon]) + String(uri[at...])
+    }
+}
+
+/// `body` with `strings` as C strings (a NULL-terminated array).
+private func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
+    withOptionalCStrings(strings + [nil]) { body($0) }
+}
+
+/// `body` with `strings` as C strings, nil as NULL pointers (no array at all when empty).
+private func withOptionalCStrings<R>(_ strings: [String?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
+    let copies: [UnsafeMutablePointer<CChar>?] = strings.map { $0.map { strdup($0) } ?? nil }
+    defer { for copy in copies { free(copy) } }
+    let pointers: [UnsafePointer<CChar>?] = copies.map { $0.map { UnsafePointer($0) } }
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
+}
