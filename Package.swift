@@ -85,7 +85,8 @@ let package = Package(
         // requests are sent and judged. Backends import it, never each other.
         .target(
             name: "PushBackend",
-            dependencies: ["PushConfig", "PushTemplates", "PushScheduler", "PushTransport"]
+            dependencies: ["PushConfig", "PushTemplates", "PushScheduler", "PushTransport",
+                           .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The Acrobits web services (SPEC §2–§5, §9.1).
         .target(

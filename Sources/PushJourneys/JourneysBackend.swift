@@ -70,23 +70,12 @@ public struct JourneysBackend: Backend {
     static func request(_ item: JourneysItem, account: String, service: String, batchSize: Int) -> SubscriptionRequest {
         var group = SHA256()
         group.update(data: Array((item.batchURL + "\u{0}" + item.headers.map { $0.name + ":" + $0.value }.joined(separator: "\n")).utf8))
-        let batching = batchSize > 1 ? Batching(group: "\(service)/\(item.kind.rawValue)/" + hex(group.finalize()).prefix(16), limit: batchSize) : nil
+        let batching = batchSize > 1 ? Batching(group: "\(service)/\(item.kind.rawValue)/" + Fingerprint.hex(group.finalize()).prefix(16), limit: batchSize) : nil
         return SubscriptionRequest(account: account, service: service, family: type,
                                    purpose: item.kind == .registration ? .delivery : .cleanup,
                                    label: "\(service) \(item.kind.rawValue)", host: URLText.hostAndPort(of: item.url),
                                    batch: batching, pauseLabel: service, payload: item)
     }
-}
-
-/// Lower-case hex of a digest.
-func hex(_ digest: some Sequence<UInt8>) -> String {
-    let digits = Array("0123456789abcdef".unicodeScalars)
-    var out = ""
-    for byte in digest {
-        out.unicodeScalars.append(digits[Int(byte >> 4)])
-        out.unicodeScalars.append(digits[Int(byte & 0x0F)])
-    }
-    return out
 }
 
 /// Renders the Journeys subscriptions of one account at a time (SPEC §9.2): its per-account
@@ -258,6 +247,6 @@ struct JourneysPlanner: SubscriptionPlanner {
         var hasher = SHA256()
         hasher.update(data: Array((item.url + "\u{0}" + item.object + "\u{0}"
             + item.headers.map { $0.name + ":" + $0.value }.joined(separator: "\n")).utf8))
-        return hex(hasher.finalize())
+        return Fingerprint.hex(hasher.finalize())
     }
 }
