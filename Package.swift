@@ -104,6 +104,15 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // Firebase Cloud Messaging device groups (SPEC §9.3), with OAuth 2 service-account tokens.
+        .target(
+            name: "PushFCM",
+            dependencies: [
+                "PushBackend", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
         // Composition: configuration → backends → scheduler → transport, with state and logging.
         .target(
             name: "PushAgent",
@@ -111,6 +120,7 @@ let package = Package(
                 "PushBackend",
                 "PushAcrobits",
                 "PushJourneys",
+                "PushFCM",
                 "PushListener",
                 "PushConfig",
                 "PushTemplates",

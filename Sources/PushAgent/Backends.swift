@@ -2,6 +2,7 @@ import PushAcrobits
 import PushBackend
 import PushScheduler
 import PushConfig
+import PushFCM
 import PushJourneys
 import PushState
 
@@ -15,7 +16,7 @@ public struct Backends: Sendable {
     }
 
     /// Every backend of this build.
-    public static let standard = Backends([AcrobitsBackend(), JourneysBackend()])
+    public static let standard = Backends([AcrobitsBackend(), JourneysBackend(), FCMBackend(wallClock: WallClock.epochMilliseconds)])
 
     /// The backend of `type:`, if this build has it.
     public func backend(type: String) -> (any Backend)? {
