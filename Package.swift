@@ -137,7 +137,12 @@ let package = Package(
         .target(name: "PushListener"),
         .target(
             name: "PushTestSupport",
-            dependencies: ["PushListener", "PushState", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: [
+                "PushListener",
+                "PushState",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
         ),
         .executableTarget(
             name: "pushreporter",

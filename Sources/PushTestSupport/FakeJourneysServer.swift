@@ -88,7 +88,7 @@ public final class FakeJourneysServer: Sendable {
         self.orgId = orgId
         self.mobileAppId = mobileAppId
         self.apiToken = apiToken
-        let ledger = Ledger()
+        let ledger = Ledger(State())
         self.ledger = ledger
         let api = API(orgId: orgId, mobileAppId: mobileAppId, apiToken: apiToken,
                       checksCredentials: checksCredentials, recording: recording, ledger: ledger)
@@ -119,7 +119,7 @@ public final class FakeJourneysServer: Sendable {
     /// Stops the server (see `LoopbackHTTPServer.stop()`); waits in progress return `false`.
     /// Idempotent.
     public func stop() {
-        ledger.update { $0.stopped = true }
+        ledger.stop()
         server.stop()
     }
 
@@ -243,7 +243,6 @@ extension FakeJourneysServer {
         var registrationCount = 0
         var cleanupCount = 0
         var statusQueryCount = 0
-        var stopped = false
 
         /// The first scripted reply for `endpoint` with answers left, counted as used.
         mutating func takeScript(for endpoint: Endpoint) -> Reply? {
@@ -263,29 +262,5 @@ extension FakeJourneysServer {
     }
 
     /// `State` behind one lock, with waits for it to change.
-    final class Ledger: @unchecked Sendable {
-        private let condition = NSCondition()
-        private var state = State()
-
-        func read<T>(_ body: (State) -> T) -> T {
-            condition.withLock { body(state) }
-        }
-
-        /// Changes the state and wakes every waiter.
-        func update<T, E: Error>(_ body: (inout State) throws(E) -> T) throws(E) -> T {
-            condition.lock()
-            defer {
-                condition.broadcast()
-                condition.unlock()
-            }
-            return try body(&state)
-        }
-
-        /// Whether `satisfied` held within `timeout`; `false` at once when stopped.
-        func wait(timeout: Duration, until satisfied: (State) -> Bool) -> Bool {
-            condition.withLock {
-                condition.wait(timeout: timeout) { satisfied(state) ? true : state.stopped ? false : nil }
-            }
-        }
-    }
+    typealias Ledger = WaitableState<State>
 }
