@@ -190,6 +190,13 @@ let package = Package(
             dependencies: ["PushJourneys", "PushBackend", "PushConfig", "PushScheduler", "PushTransport", "PushTestSupport"]
         ),
         .testTarget(
+            name: "PushFCMTests",
+            dependencies: [
+                "PushFCM", "PushBackend", "PushConfig", "PushScheduler", "PushTransport", "PushTestSupport",
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
             name: "PushAcrobitsTests",
             dependencies: ["PushAcrobits", "PushBackend", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport", "PushTestSupport"]
         ),
@@ -211,7 +218,8 @@ let package = Package(
         ),
         .testTarget(
             name: "PushReporterTests",
-            dependencies: ["PushState", "PushTestSupport", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["PushState", "PushTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+                           .product(name: "_CryptoExtras", package: "swift-crypto")]
         ),
     ]
 )
