@@ -183,7 +183,8 @@ let package = Package(
         ),
         .testTarget(
             name: "PushConfigTests",
-            dependencies: ["PushConfig", "PushAcrobits", "PushAgent", "PushBackend", "PushJourneys", "PushTemplates", "PushTestSupport"]
+            dependencies: ["PushConfig", "PushAcrobits", "PushAgent", "PushBackend", "PushJourneys", "PushFCM", "PushTemplates",
+                           "PushTestSupport"]
         ),
         .testTarget(
             name: "PushJourneysTests",
