@@ -37,10 +37,11 @@ extension FakeFCMServer {
             return reply
         }
 
-        /// A new key: `APA91b` and a number, long enough that 8 characters do not show it all.
+        /// A new key: `APA91b`, as FCM's start, then 60 hex digits that differ from every other key's.
         mutating func newKey(for name: String) -> String {
             keyCount += 1
-            let key = "APA91b\(String(format: "%04d", keyCount))-fake-notification-key-of-\(name.count)"
+            let digest = SHA256.hash(data: Array("\(name)\u{0}\(keyCount)".utf8))
+            let key = "APA91b" + digest.map { String(format: "%02x", $0) }.joined().prefix(60)
             groups[name]?.keys.append(key)
             return key
         }

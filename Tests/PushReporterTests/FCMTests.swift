@@ -275,6 +275,32 @@ import Testing
         #expect(!(once.stdout + once.stderr).contains("legacy-server-key-1"))
     }
 
+    @Test func theRunningAgentFollowsReloadsAndKeepsOneAccessToken() throws {
+        let setup = try Setup()
+        let config = setup.config([("alice", "token-old", "family"), ("bob", "token-bob", "family"), ("carol", "token-carol", "family")])
+        let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", setup.state])
+        #expect(agent.waitForStderr("all 3 accounts are reported"), "\(agent.stderr)")
+        #expect(setup.operations() == [#"create family ["token-bob", "token-carol", "token-old"] 200"#])
+
+        // alice's token changes and carol leaves: only they are sent.
+        _ = setup.config([("alice", "token-new", "family"), ("bob", "token-bob", "family")])
+        agent.signal(SIGHUP)
+        #expect(agent.waitForStderr("reloaded: 0 new, 1 changed, 1 unchanged, 1 removed"), "\(agent.stderr)")
+        #expect(Polling.until { setup.fcm.members(of: "family")?.sorted() == ["token-bob", "token-new"] }, "\(setup.operations())")
+        #expect(agent.waitForStderr("all 2 accounts are reported", count: 1), "\(agent.stderr)")
+        let reloaded = setup.operations(from: 1)
+        let add = reloaded.firstIndex(of: #"add family ["token-new"] 200"#)
+        let removeOld = reloaded.firstIndex { $0.hasPrefix("remove") && $0.contains("token-old") }
+        #expect(add != nil && removeOld != nil && add! < removeOld!, "the new token joins before the old one leaves: \(reloaded)")
+        #expect(Set(reloaded) == [#"add family ["token-new"] 200"#, #"remove family ["token-old"] 200"#, #"remove family ["token-carol"] 200"#]
+                || Set(reloaded) == [#"add family ["token-new"] 200"#, #"remove family ["token-carol", "token-old"] 200"#], "\(reloaded)")
+        #expect(setup.fcm.tokenRequests.count == 1, "the access token is kept while it lasts")
+
+        agent.signal(SIGTERM)
+        #expect(agent.waitForExit() == 0, "\(agent.stderr)")
+        #expect(!agent.stderr.contains("ya29."), "no access token in the log")
+    }
+
     @Test func aBusyFCMPausesTheServiceForItsRetryAfter() throws {
         let setup = try Setup()
         setup.fcm.answerNext(1, of: .notification, with: .status(429, headers: [("Retry-After", "1")]))
