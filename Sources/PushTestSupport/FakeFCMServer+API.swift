@@ -12,30 +12,16 @@ extension FakeFCMServer {
 
     /// Everything the fake remembers and is scripted with.
     struct State {
-        struct Script {
-            var endpoint: Endpoint?
-            var remaining: Int
-            var reply: Reply
-        }
-
         var groups: [String: Group] = [:]
         var invalidIds: Set<String> = []
         var validAccessTokens: Set<String> = []
         var issuedCount = 0
         var keyCount = 0
-        var scripts: [Script] = []
+        var scripts = ReplyScripts<Endpoint>()
         var operations: [Operation] = []
         var tokenRequests: [TokenRequest] = []
         var operationCount = 0
         var tokenRequestCount = 0
-
-        mutating func takeScript(for endpoint: Endpoint) -> Reply? {
-            guard let index = scripts.firstIndex(where: { $0.endpoint == nil || $0.endpoint == endpoint }) else { return nil }
-            let reply = scripts[index].reply
-            scripts[index].remaining -= 1
-            if scripts[index].remaining == 0 { scripts.remove(at: index) }
-            return reply
-        }
 
         /// A new key: `APA91b`, as FCM's start, then 60 hex digits that differ from every other key's.
         mutating func newKey(for name: String) -> String {
@@ -87,13 +73,13 @@ extension FakeFCMServer {
                     return .status(405, contentType: "text/plain; charset=utf-8", body: "only GET and POST are allowed here\n",
                                    headers: [("Allow", "GET, POST")])
                 }
-                if let scripted = ledger.update({ $0.takeScript(for: .notification) }) { return scripted }
+                if let scripted = ledger.update({ $0.scripts.take(for: .notification) }) { return scripted }
                 return deviceGroup(request, index: index)
             case FakeFCMServer.tokenPath:
                 guard request.method == "POST" else {
                     return .status(405, contentType: "text/plain; charset=utf-8", body: "only POST is allowed here\n", headers: [("Allow", "POST")])
                 }
-                if let scripted = ledger.update({ $0.takeScript(for: .token) }) { return scripted }
+                if let scripted = ledger.update({ $0.scripts.take(for: .token) }) { return scripted }
                 return token(request, index: index)
             default:
                 return nil

@@ -132,8 +132,7 @@ public final class FakeFCMServer: Sendable {
     /// looking at them: `.status(429, headers: [("Retry-After", "1")])`, `.status(401)`, `.hang`, …
     /// Scripts are used in the order given.
     public func answerNext(_ count: Int = 1, of endpoint: Endpoint? = nil, with reply: Reply) {
-        precondition(count > 0, "answerNext needs a count of at least 1")
-        ledger.update { $0.scripts.append(.init(endpoint: endpoint, remaining: count, reply: reply)) }
+        ledger.update { $0.scripts.append(count, of: endpoint, with: reply) }
     }
 
     /// Creates group `name` with `members` as if someone else had, and returns its key.

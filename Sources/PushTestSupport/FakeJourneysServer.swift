@@ -164,8 +164,7 @@ public final class FakeJourneysServer: Sendable {
     /// that has answers left. Only requests to one of the five endpoints, with `POST` and the right
     /// `orgId`, take them.
     public func answerNext(_ count: Int = 1, of endpoint: Endpoint? = nil, with reply: Reply) {
-        precondition(count > 0, "answerNext needs a count of at least 1")
-        ledger.update { $0.scripts.append(.init(endpoint: endpoint, remaining: count, reply: reply)) }
+        ledger.update { $0.scripts.append(count, of: endpoint, with: reply) }
     }
 
     // MARK: Observations
@@ -222,13 +221,6 @@ public final class FakeJourneysServer: Sendable {
 extension FakeJourneysServer {
     /// Everything the fake remembers and is scripted with.
     struct State {
-        /// A reply `answerNext` scripted.
-        struct Script {
-            var endpoint: Endpoint?
-            var remaining: Int
-            var reply: Reply
-        }
-
         var defaultStatus = RegistrationStatus.success
         var statusByToken: [String: RegistrationStatus] = [:]
         var statusById: [String: RegistrationStatus] = [:]
@@ -236,22 +228,13 @@ extension FakeJourneysServer {
         var tokenById: [String: String] = [:]
         var rejectedTokens: Set<String> = []
         var wrongApiTokenStatus = 401
-        var scripts: [Script] = []
+        var scripts = ReplyScripts<Endpoint>()
         var registrations: [Registration] = []
         var cleanups: [Cleanup] = []
         var statusQueries: [StatusQuery] = []
         var registrationCount = 0
         var cleanupCount = 0
         var statusQueryCount = 0
-
-        /// The first scripted reply for `endpoint` with answers left, counted as used.
-        mutating func takeScript(for endpoint: Endpoint) -> Reply? {
-            guard let index = scripts.firstIndex(where: { $0.endpoint == nil || $0.endpoint == endpoint }) else { return nil }
-            let reply = scripts[index].reply
-            scripts[index].remaining -= 1
-            if scripts[index].remaining == 0 { scripts.remove(at: index) }
-            return reply
-        }
 
         /// What a status query answers for `id`.
         func status(of id: String) -> RegistrationStatus {
