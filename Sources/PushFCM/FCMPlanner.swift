@@ -173,13 +173,8 @@ struct FCMPlanner: SubscriptionPlanner {
     /// cannot be rendered.
     private mutating func render(_ account: Account, settings: FCMSettings, values: ServiceValues, display: SecretDisplay,
                                  diagnostics: inout DiagnosticList) -> Rendered? {
-        var usable = true
-        for key in values.values.keys where !Self.keys.contains(key) {
-            var message = "unknown key '\(key)' for the service '\(settings.service)' (fcm-device-group takes group, deviceToken)"
-            if let nearest = NameSuggester.nearest(to: key, among: Self.keys) { message += "; did you mean '\(nearest)'?" }
-            diagnostics.error(message, file: values.file, at: values.keyPositions[key] ?? values.position, account: account.id)
-            usable = false
-        }
+        let usable = SettingsReader.checkAccountKeys(values, keys: Self.keys, service: settings.service, type: FCMBackend.type,
+                                                     account: account.id, diagnostics: &diagnostics)
         let origin = ValueOrigin(file: values.file, position: values.position)
         let groupValue = values.values["group"] ?? ConfigValue(text: "%account[username]%", origin: origin)
         let tokenValue = values.values["deviceToken"] ?? ConfigValue(text: "%pushTokenOther%", origin: origin)

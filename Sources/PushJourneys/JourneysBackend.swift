@@ -148,13 +148,8 @@ struct JourneysPlanner: SubscriptionPlanner {
     private mutating func render(_ account: Account, settings: JourneysSettings, values: ServiceValues, display: SecretDisplay,
                                  diagnostics: inout DiagnosticList) -> Rendered? {
         let service = settings.service
-        var usable = true
-        for key in values.values.keys where !Self.keys.contains(key) {
-            var message = "unknown key '\(key)' for the service '\(service)' (customer-insights-journeys takes userId, platform, deviceToken)"
-            if let nearest = NameSuggester.nearest(to: key, among: Self.keys) { message += "; did you mean '\(nearest)'?" }
-            diagnostics.error(message, file: values.file, at: values.keyPositions[key] ?? values.position, account: account.id)
-            usable = false
-        }
+        var usable = SettingsReader.checkAccountKeys(values, keys: Self.keys, service: service, type: JourneysBackend.type,
+                                                     account: account.id, diagnostics: &diagnostics)
         func required(_ key: String) -> ConfigValue? {
             guard let value = values.values[key] else {
                 diagnostics.error("the service '\(service)' needs '\(key)' for each account (userId and platform)",
