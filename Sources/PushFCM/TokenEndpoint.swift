@@ -24,11 +24,10 @@ enum TokenEndpoint {
             return .failed(.stopped("the service account's private key cannot sign"))
         }
         let body = "grant_type=" + TextEncoding.formValue(grantType) + "&assertion=" + TextEncoding.formValue(assertion)
-        var request = TransportRequest(method: "POST", url: key.tokenURI,
+        let request = TransportRequest(method: "POST", url: key.tokenURI,
                                        headers: [("User-Agent", PushReporterVersion.userAgent),
                                                  ("Content-Type", "application/x-www-form-urlencoded")],
                                        body: Array(body.utf8), timeout: timeout)
-        request.secretHeaders = ["authorization"]
         let host = URLText.hostAndPort(of: key.tokenURI)
         let response: TransportResponse
         do {

@@ -254,6 +254,22 @@ import Testing
         #expect(!status.contains("ya29."), "the access token is never shown")
     }
 
+    @Test func aKeyTheTokenEndpointRefusesStopsTheServiceAndABusyOneIsRetried() throws {
+        let setup = try Setup()
+        // Busy once: retried. Then signed with a key that is not the service account's.
+        setup.fcm.answerNext(1, of: .token, with: .status(503, headers: [("Retry-After", "1")]))
+        let stranger = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        setup.files.write("service-account.json", setup.fcm.serviceAccountJSON(privateKey: stranger))
+        let once = try setup.runOnce(setup.config([("alice", "token-alice", "family")]))
+        #expect(once.status == 1, "\(once.stdout)\(once.stderr)")
+        #expect(once.stderr.contains("the token endpoint 127.0.0.1:\(setup.fcm.port) answered HTTP 503 (attempt 1)"), "\(once.stderr)")
+        #expect(once.stderr.contains("the token endpoint 127.0.0.1:\(setup.fcm.port) refused the service account "
+                                     + "\(FakeFCMServer.defaultClientEmail) (HTTP 400: invalid_grant: Invalid JWT Signature.)"), "\(once.stderr)")
+        #expect(setup.fcm.tokenRequests.map(\.refusal) == ["Invalid JWT Signature."])
+        #expect(setup.fcm.operations.isEmpty, "nothing reaches FCM without a token")
+        #expect(try setup.status().contains("stopped"))
+    }
+
     @Test func theLegacyServerKeyIsSentAsKeyWithAWarning() throws {
         let setup = try Setup(serverKey: "legacy-server-key-1")
         let config = setup.config([("alice", "token-alice", "family")], credential: "serverKey: !env FCM_SERVER_KEY")
