@@ -90,7 +90,8 @@ let package = Package(
         // requests are sent and judged. Backends import it, never each other.
         .target(
             name: "PushBackend",
-            dependencies: ["PushConfig", "PushTemplates", "PushScheduler", "PushTransport"]
+            dependencies: ["PushConfig", "PushTemplates", "PushScheduler", "PushTransport",
+                           .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The Acrobits web services (SPEC §2–§5, §9.1).
         .target(
@@ -108,6 +109,15 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // Firebase Cloud Messaging device groups (SPEC §9.3), with OAuth 2 service-account tokens.
+        .target(
+            name: "PushFCM",
+            dependencies: [
+                "PushBackend", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
         // Composition: configuration → backends → scheduler → transport, with state and logging.
         .target(
             name: "PushAgent",
@@ -115,6 +125,7 @@ let package = Package(
                 "PushBackend",
                 "PushAcrobits",
                 "PushJourneys",
+                "PushFCM",
                 "PushListener",
                 "PushConfig",
                 "PushTemplates",
@@ -131,7 +142,12 @@ let package = Package(
         .target(name: "PushListener"),
         .target(
             name: "PushTestSupport",
-            dependencies: ["PushListener", "PushState", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: [
+                "PushListener",
+                "PushState",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
         ),
         .executableTarget(
             name: "pushreporter",
@@ -172,11 +188,19 @@ let package = Package(
         ),
         .testTarget(
             name: "PushConfigTests",
-            dependencies: ["PushConfig", "PushAcrobits", "PushAgent", "PushBackend", "PushJourneys", "PushTemplates", "PushTestSupport"]
+            dependencies: ["PushConfig", "PushAcrobits", "PushAgent", "PushBackend", "PushJourneys", "PushFCM", "PushTemplates",
+                           "PushTestSupport"]
         ),
         .testTarget(
             name: "PushJourneysTests",
             dependencies: ["PushJourneys", "PushBackend", "PushConfig", "PushScheduler", "PushTransport", "PushTestSupport"]
+        ),
+        .testTarget(
+            name: "PushFCMTests",
+            dependencies: [
+                "PushFCM", "PushBackend", "PushConfig", "PushScheduler", "PushTransport", "PushTestSupport",
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
         ),
         .testTarget(
             name: "PushAcrobitsTests",
@@ -200,7 +224,8 @@ let package = Package(
         ),
         .testTarget(
             name: "PushReporterTests",
-            dependencies: ["PushState", "PushTestSupport", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["PushState", "PushTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+                           .product(name: "_CryptoExtras", package: "swift-crypto")]
         ),
     ]
 )

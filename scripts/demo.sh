@@ -23,7 +23,8 @@ for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
 port=$(cat "$work/port")
 
 cp -rL examples "$work/config"
-sed -i -E "s#https://(example\.com|push\.example\.com|pbx\.example\.net|public-eur\.mkt\.dynamics\.com)#http://127.0.0.1:$port#g" "$work/config"/*.yaml
+sed -i -E "s#https://(example\.com|push\.example\.com|pbx\.example\.net|public-eur\.mkt\.dynamics\.com|fcm\.googleapis\.com|oauth2\.googleapis\.com)#http://127.0.0.1:$port#g" \
+    "$work/config"/*.yaml "$work/config"/secrets/*.json
 echo "== pushreporter run --once: examples/ with their hosts replaced by the receiver at 127.0.0.1:$port"
 echo "   (the receiver prints each request it gets; the agent's summary comes last)"
 echo

@@ -121,9 +121,11 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             let actions: [AgentBook.Action]
             switch start {
             case .configuration(let plans, let records, let pollers):
+                backends.restore(records)
                 actions = book.start(plans: plans, records: records)
                 replacePollers(pollers)
             case .removal(let records):
+                backends.restore(records)
                 actions = book.startCleanup(of: records)
             }
             for case .submit(let submission) in actions { jobs.insert(submission.key) }

@@ -267,7 +267,7 @@ struct AgentBook {
             // A cleanup: delivered, or refused by the receiver and given up.
             let refused: String?
             switch outcome {
-            case .delivered, .accepted: refused = nil
+            case .delivered, .deliveredKeeping, .accepted: refused = nil
             case .rejected(let why): refused = why
             case .stopped(let why):
                 entries[key] = entry
@@ -299,7 +299,7 @@ struct AgentBook {
         var actions: [Action] = []
         let settlement: Settlement
         switch outcome {
-        case .delivered, .accepted:
+        case .delivered, .deliveredKeeping, .accepted:
             entry.record.attempts = 0
             if case .accepted(let data) = outcome {
                 entry.record.state = .accepted
@@ -310,7 +310,7 @@ struct AgentBook {
                 entry.record.state = .delivered
                 entry.record.deliveredFingerprint = entry.record.fingerprint
                 entry.record.lastSuccessAt = now
-                entry.record.backendData = nil
+                entry.record.backendData = outcome.kept
                 entry.record.lastOutcome = "delivered"
                 settlement = .delivered
             }
@@ -388,11 +388,11 @@ struct AgentBook {
         -> (actions: [Action], settlement: Settlement?)? {
         guard var entry = entries[key], entry.record.state == .accepted, entry.record.backendData == data else { return nil }
         switch outcome {
-        case .delivered, .accepted:
+        case .delivered, .deliveredKeeping, .accepted:
             entry.record.state = .delivered
             entry.record.deliveredFingerprint = entry.record.fingerprint
             entry.record.lastSuccessAt = now
-            entry.record.backendData = nil
+            entry.record.backendData = outcome.kept
             entry.record.lastOutcome = "delivered"
             var actions: [Action] = []
             if entry.job == nil { scheduleReportInterval(&entry, now: now, actions: &actions) }
@@ -566,6 +566,13 @@ struct AgentBook {
     }
 }
 
+extension Outcome {
+    /// What the backend keeps in state for a delivered subscription (``Outcome/deliveredKeeping(_:)``).
+    var kept: String? {
+        if case .deliveredKeeping(let data) = self { data } else { nil }
+    }
+}
+
 extension SubscriptionPlan {
     /// The subscription's key.
     var key: SubscriptionKey { SubscriptionKey(account: account, service: service) }
@@ -578,10 +585,13 @@ extension SubscriptionPlan {
             record.pastCleanups.removeFirst(max(0, record.pastCleanups.count - AgentBook.pastCleanupLimit))
         }
         if let cleanup { record.pastCleanups.removeAll { $0 == cleanup } }
+        let staysDelivered = refusal == nil && delivery != nil && record.deliveredFingerprint == fingerprint
         record.fingerprint = fingerprint
         record.attempts = 0
         record.cleanup = cleanup
-        record.backendData = nil
+        // What the backend keeps for a delivery made again unchanged (a group's key) stays
+        // while it is made again: `status` shows it, and a restart finds it.
+        if !staysDelivered || record.state != .delivered { record.backendData = nil }
         if let refusal {
             // Never sent as it stands: rejected until it changes.
             record.state = .rejected

@@ -2,6 +2,7 @@ import PushAcrobits
 import PushBackend
 import PushScheduler
 import PushConfig
+import PushFCM
 import PushJourneys
 import PushState
 
@@ -15,7 +16,7 @@ public struct Backends: Sendable {
     }
 
     /// Every backend of this build.
-    public static let standard = Backends([AcrobitsBackend(), JourneysBackend()])
+    public static let standard = Backends([AcrobitsBackend(), JourneysBackend(), FCMBackend(wallClock: WallClock.epochMilliseconds)])
 
     /// The backend of `type:`, if this build has it.
     public func backend(type: String) -> (any Backend)? {
@@ -51,6 +52,20 @@ public struct Backends: Sendable {
         all.flatMap { $0.pollers(context) }
     }
 
+    /// Gives every backend what the state kept for its subscriptions, once, before anything is sent.
+    public func restore(_ records: [SubscriptionRecord]) {
+        let kept = records.compactMap(KeptData.init)
+        guard !kept.isEmpty else { return }
+        for backend in all { backend.restore(kept) }
+    }
+
+    /// The tables of their own that backends add to `status`, from the delivered subscriptions.
+    public func statusTables(_ records: [SubscriptionRecord]) -> [StatusTable] {
+        let kept = records.filter { $0.state == .delivered }.compactMap(KeptData.init)
+        guard !kept.isEmpty else { return [] }
+        return all.compactMap { $0.statusTable(kept) }
+    }
+
     /// The cleanup kept in state for `key`, ready to send; nil when no backend can read it.
     public func cleanupRequest(_ key: SubscriptionKey, stored: String) -> SubscriptionRequest? {
         for backend in all {
@@ -72,5 +87,13 @@ public struct Backends: Sendable {
             return requests.map { _ in .retry(.init(status: nil, reason: "the \(family) backend answered \(outcomes.count) outcomes for \(requests.count) requests")) }
         }
         return outcomes
+    }
+}
+
+extension KeptData {
+    /// What `record` keeps for its backend; nil when it keeps nothing.
+    init?(_ record: SubscriptionRecord) {
+        guard let data = record.backendData else { return nil }
+        self.init(account: record.key.account, service: record.key.service, data: data)
     }
 }

@@ -1,3 +1,4 @@
+import PushBackend
 import PushConfig
 import PushState
 
@@ -5,30 +6,41 @@ import PushState
 /// exposition format (for node_exporter's textfile collector).
 public struct StatusReport: Sendable {
     public var records: [SubscriptionRecord]
+    /// Whose tables the text adds after its own (FCM's groups), from the delivered subscriptions.
+    public var backends: Backends
 
-    public init(records: [SubscriptionRecord]) {
+    public init(records: [SubscriptionRecord], backends: Backends = .standard) {
         self.records = records
+        self.backends = backends
     }
 
-    /// A summary line, then one row per subscription.
+    /// A summary line, then one row per subscription, then the backends' own tables.
     public var text: String {
         var lines = [SubscriptionCounts(records).statusText]
         guard !records.isEmpty else { return lines[0] }
         let header = ["ACCOUNT", "SERVICE", "STATE", "ATTEMPTS", "LAST ATTEMPT", "NEXT ATTEMPT", "LAST SUCCESS", "DETAIL"]
-        let rows = records.map(Self.row)
+        lines.append("")
+        lines += Self.aligned(header, records.map(Self.row))
+        for table in backends.statusTables(records) {
+            lines.append("")
+            lines.append(table.title.displayEscaped)
+            lines += Self.aligned(table.header, table.rows.map { $0.map(\.displayEscaped) })
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// `header` and `rows` as lines of columns two spaces apart (the last column unpadded).
+    private static func aligned(_ header: [String], _ rows: [[String]]) -> [String] {
         var widths = header.map(\.count)
         for row in rows {
-            for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) }
+            for (index, cell) in row.enumerated() where index < widths.count { widths[index] = max(widths[index], cell.count) }
         }
         func line(_ cells: [String]) -> String {
             cells.enumerated().map { index, cell in
-                index == cells.count - 1 ? cell : cell + String(repeating: " ", count: widths[index] - cell.count)
+                index == cells.count - 1 ? cell : cell + String(repeating: " ", count: max(0, widths[index] - cell.count))
             }.joined(separator: "  ")
         }
-        lines.append("")
-        lines.append(line(header))
-        lines.append(contentsOf: rows.map(line))
-        return lines.joined(separator: "\n")
+        return [line(header)] + rows.map(line)
     }
 
     private static func row(_ record: SubscriptionRecord) -> [String] {

@@ -31,10 +31,48 @@ public protocol Backend: Sendable {
     /// What asks the receiver about accepted subscriptions, one per configured service that
     /// confirms later; none for a backend whose answers are final.
     func pollers(_ context: BackendContext) -> [any ConfirmationPoller]
+
+    /// What the state kept for subscriptions (``Outcome/deliveredKeeping(_:)``), of every backend,
+    /// given once when the agent starts and before anything is sent: a backend that remembers
+    /// across subscriptions (FCM's group keys) takes back what is its own.
+    func restore(_ kept: [KeptData])
+
+    /// A table `status` shows after its own, from what the state keeps for the delivered
+    /// subscriptions (of every backend; each takes what is its own); nil for none.
+    func statusTable(_ kept: [KeptData]) -> StatusTable?
 }
 
 extension Backend {
     public func pollers(_ context: BackendContext) -> [any ConfirmationPoller] { [] }
+    public func restore(_ kept: [KeptData]) {}
+    public func statusTable(_ kept: [KeptData]) -> StatusTable? { nil }
+}
+
+/// What the state keeps of one subscription for its backend: ``Outcome/deliveredKeeping(_:)``'s text.
+public struct KeptData: Sendable, Equatable {
+    public var account: String
+    public var service: String
+    public var data: String
+
+    public init(account: String, service: String, data: String) {
+        self.account = account
+        self.service = service
+        self.data = data
+    }
+}
+
+/// A table of a backend's own for `status` (text format): a title line, then aligned columns.
+public struct StatusTable: Sendable, Equatable {
+    public var title: String
+    public var header: [String]
+    /// Cells as shown; `status` escapes control characters in them.
+    public var rows: [[String]]
+
+    public init(title: String, header: [String], rows: [[String]]) {
+        self.title = title
+        self.header = header
+        self.rows = rows
+    }
 }
 
 /// Renders a backend's subscriptions for one account at a time, compiling each template once.

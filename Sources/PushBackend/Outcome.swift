@@ -4,6 +4,9 @@ import PushScheduler
 public enum Outcome: Sendable, Equatable {
     /// Delivered: done until the values change (or `reportInterval` passes).
     case delivered
+    /// Delivered, and the text is what the backend keeps in state for it (a group's
+    /// notification key): read back at the next start with ``Backend/restore(_:)``.
+    case deliveredKeeping(String)
     /// Sent and accepted, to be confirmed later (by polling, or a webhook): the text is what the
     /// backend keeps in state to ask about it (a registration request id).
     case accepted(String)

@@ -97,7 +97,7 @@ enum ServiceType: String, CaseIterable {
     case adobeCampaign = "adobe-campaign"
 
     /// Whether this version sends to it.
-    var isBuilt: Bool { self == .acrobits || self == .customerInsightsJourneys }
+    var isBuilt: Bool { self != .adobeCampaign }
 }
 
 /// The state of one load.
@@ -518,10 +518,6 @@ struct LoadSession {
                         diagnostics.error(unknown("service type", scalar.value, among: ServiceType.allCases.map(\.rawValue)),
                                           file: file, at: scalar.start)
                         continue
-                    }
-                    if type == .fcmDeviceGroup {
-                        diagnostics.warning("Firebase device groups are deprecated by Google: no new users after 2026-12-01, removal on 2027-09-29",
-                                            file: file, at: scalar.start)
                     }
                     if !type.isBuilt {
                         diagnostics.warning("service type '\(scalar.value)' is recognised, but this version of pushreporter does not send to it yet",

@@ -61,4 +61,19 @@ public enum URLText {
         guard let target = target(of: url) else { return false }
         return target.scheme == "https" || isLoopback(target.host)
     }
+
+    /// Why `url` cannot be a backend's endpoint setting (SPEC §9.0: https, plain http only to a
+    /// loopback address; a base URL, as requests add their own path or query), or nil.
+    public static func endpointProblem(_ url: String) -> String? {
+        guard hasHTTPPrefix(url), let target = target(of: url) else {
+            return "must be an https:// URL"
+        }
+        if target.scheme != "https" && !isLoopback(target.host) {
+            return "must be https (plain http only to a loopback address)"
+        }
+        if url.dropFirst(target.scheme.count + 3).contains(where: { $0 == "?" || $0 == "#" }) {
+            return "must be a base URL without a query or fragment"
+        }
+        return nil
+    }
 }

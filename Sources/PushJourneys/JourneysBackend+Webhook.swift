@@ -32,7 +32,7 @@ extension JourneysBackend: WebhookReceiver {
 
     /// The 32 bytes a signature written as hex (either case) or base64 stands for; nil otherwise.
     static func signatureBytes(_ text: String) -> [UInt8]? {
-        let trimmed = text.trimmingSpaces
+        let trimmed = ReceiverAnswer.trimmed(text)
         if trimmed.utf8.count == 64, let bytes = hexBytes(trimmed) { return bytes }
         if let decoded = Data(base64Encoded: trimmed), decoded.count == 32 { return Array(decoded) }
         return nil

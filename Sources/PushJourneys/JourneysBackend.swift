@@ -70,23 +70,12 @@ public struct JourneysBackend: Backend {
     static func request(_ item: JourneysItem, account: String, service: String, batchSize: Int) -> SubscriptionRequest {
         var group = SHA256()
         group.update(data: Array((item.batchURL + "\u{0}" + item.headers.map { $0.name + ":" + $0.value }.joined(separator: "\n")).utf8))
-        let batching = batchSize > 1 ? Batching(group: "\(service)/\(item.kind.rawValue)/" + hex(group.finalize()).prefix(16), limit: batchSize) : nil
+        let batching = batchSize > 1 ? Batching(group: "\(service)/\(item.kind.rawValue)/" + Fingerprint.hex(group.finalize()).prefix(16), limit: batchSize) : nil
         return SubscriptionRequest(account: account, service: service, family: type,
                                    purpose: item.kind == .registration ? .delivery : .cleanup,
                                    label: "\(service) \(item.kind.rawValue)", host: URLText.hostAndPort(of: item.url),
                                    batch: batching, pauseLabel: service, payload: item)
     }
-}
-
-/// Lower-case hex of a digest.
-func hex(_ digest: some Sequence<UInt8>) -> String {
-    let digits = Array("0123456789abcdef".unicodeScalars)
-    var out = ""
-    for byte in digest {
-        out.unicodeScalars.append(digits[Int(byte >> 4)])
-        out.unicodeScalars.append(digits[Int(byte & 0x0F)])
-    }
-    return out
 }
 
 /// Renders the Journeys subscriptions of one account at a time (SPEC §9.2): its per-account
@@ -159,13 +148,8 @@ struct JourneysPlanner: SubscriptionPlanner {
     private mutating func render(_ account: Account, settings: JourneysSettings, values: ServiceValues, display: SecretDisplay,
                                  diagnostics: inout DiagnosticList) -> Rendered? {
         let service = settings.service
-        var usable = true
-        for key in values.values.keys where !Self.keys.contains(key) {
-            var message = "unknown key '\(key)' for the service '\(service)' (customer-insights-journeys takes userId, platform, deviceToken)"
-            if let nearest = NameSuggester.nearest(to: key, among: Self.keys) { message += "; did you mean '\(nearest)'?" }
-            diagnostics.error(message, file: values.file, at: values.keyPositions[key] ?? values.position, account: account.id)
-            usable = false
-        }
+        var usable = SettingsReader.checkAccountKeys(values, keys: Self.keys, service: service, type: JourneysBackend.type,
+                                                     account: account.id, diagnostics: &diagnostics)
         func required(_ key: String) -> ConfigValue? {
             guard let value = values.values[key] else {
                 diagnostics.error("the service '\(service)' needs '\(key)' for each account (userId and platform)",
@@ -258,6 +242,6 @@ struct JourneysPlanner: SubscriptionPlanner {
         var hasher = SHA256()
         hasher.update(data: Array((item.url + "\u{0}" + item.object + "\u{0}"
             + item.headers.map { $0.name + ":" + $0.value }.joined(separator: "\n")).utf8))
-        return hex(hasher.finalize())
+        return Fingerprint.hex(hasher.finalize())
     }
 }

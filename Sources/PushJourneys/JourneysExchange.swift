@@ -39,9 +39,7 @@ struct StoredCleanup: Codable {
     /// The service's `batchSize` when it was rendered.
     var batchSize: Int
 
-    var text: String {
-        (try? Self.encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? ""
-    }
+    var text: String { StoredJSON.encode(self) }
 
     init(item: JourneysItem, batchSize: Int) {
         backend = JourneysBackend.type
@@ -51,17 +49,10 @@ struct StoredCleanup: Codable {
 
     /// Reads a cleanup of this backend; nil for any other text.
     init?(text: String) {
-        guard text.contains(JourneysBackend.type),
-              let decoded = try? JSONDecoder().decode(StoredCleanup.self, from: Data(text.utf8)),
+        guard let decoded = StoredJSON.decode(StoredCleanup.self, from: text, backend: JourneysBackend.type),
               decoded.backend == JourneysBackend.type else { return nil }
         self = decoded
     }
-
-    private static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
-    }()
 }
 
 /// Sending to the Journeys API and reading its answers (SPEC §9.2).
@@ -81,12 +72,9 @@ enum JourneysExchange {
         let response: TransportResponse
         do {
             response = try await transport.send(request)
-        } catch let error as TransportError where error.isPermanent {
-            return items.map { _ in .rejected(error.message) }
-        } catch let error as TransportError where !error.isCancellation {
-            return items.map { _ in .retry(AttemptFailure(status: nil, reason: error.message)) }
         } catch {
-            return items.map { _ in .retry(.cancelled) }
+            let outcome = ReceiverAnswer.outcome(of: error)
+            return items.map { _ in outcome }
         }
         switch response.status {
         case 202:
@@ -104,16 +92,12 @@ enum JourneysExchange {
             let right = await send(items[middle...], transport: transport, timeout: timeout)
             return left + right
         case 400:
-            let why = "HTTP 400" + excerpt(response.body, hiding: first.secrets).map { ": \($0)" }.orEmpty
+            let why = "HTTP 400" + (ReceiverAnswer.excerpt(response.body, hiding: first.secrets).map { ": \($0)" } ?? "")
             return [first.kind == .registration ? .rejected("\(why) (Journeys refuses this registration)") : .rejected(why)]
         case 401, 403:
             return items.map { _ in .stopped("HTTP \(response.status): Journeys refused the API token") }
         default:
-            var retryAfter: RetryAfter?
-            if response.status == 429 || response.status == 503, let header = response.header("Retry-After") {
-                retryAfter = RetryAfter.parse(header)
-            }
-            let failure = AttemptFailure.http(response.status, retryAfter: retryAfter)
+            let failure = ReceiverAnswer.failure(response)
             return items.map { _ in .retry(failure) }
         }
     }
@@ -126,32 +110,6 @@ enum JourneysExchange {
         let data = Data(body)
         if single, let answer = try? JSONDecoder().decode(Answer.self, from: data) { return [answer.RegistrationRequestId] }
         return try? JSONDecoder().decode([Answer].self, from: data).map(\.RegistrationRequestId)
-    }
-
-    /// The first line of a server's answer, at most 200 characters, control characters shown
-    /// as `?`; nil when there is none, or when it repeats one of `secrets` (an answer that
-    /// echoes the request).
-    static func excerpt(_ body: [UInt8], hiding secrets: [String]) -> String? {
-        let text = String(decoding: body.prefix(400), as: UTF8.self)
-        if secrets.contains(where: { !$0.isEmpty && String(decoding: body, as: UTF8.self).contains($0) }) { return nil }
-        let line = text.split(whereSeparator: \.isNewline).first.map(String.init)?.trimmingSpaces ?? ""
-        guard !line.isEmpty else { return nil }
-        let short = line.count > 200 ? String(line.prefix(200)) + "…" : line
-        return String(short.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
-    }
-}
-
-extension Optional where Wrapped == String {
-    var orEmpty: String { self ?? "" }
-}
-
-extension StringProtocol {
-    /// Without the spaces and tabs around it (the seed prints reasons as `" DuplicateExists "`).
-    var trimmingSpaces: String {
-        let scalars = unicodeScalars
-        guard let first = scalars.firstIndex(where: { $0 != " " && $0 != "\t" }),
-              let last = scalars.lastIndex(where: { $0 != " " && $0 != "\t" }) else { return "" }
-        return String(String.UnicodeScalarView(scalars[first...last]))
     }
 }
 
@@ -207,8 +165,8 @@ struct JourneysPoller: ConfirmationPoller {
 
     /// What one status says (SPEC §9.2): nil while it is pending.
     static func outcome(_ status: Status) -> Outcome? {
-        let state = (status.Status ?? "").trimmingSpaces
-        let reason = (status.FailureReason ?? "").trimmingSpaces
+        let state = ReceiverAnswer.trimmed(status.Status ?? "")
+        let reason = ReceiverAnswer.trimmed(status.FailureReason ?? "")
         switch state.lowercased() {
         case "success":
             return .delivered

@@ -1,3 +1,4 @@
+import PushBackend
 import PushConfig
 import PushTemplates
 
@@ -32,7 +33,7 @@ struct JourneysSettings: Sendable {
 
     /// `{publicEndpoint}/api/v1.0/orgs/{orgId}/pushdeviceregistration`.
     var baseURL: String {
-        publicEndpoint + "/api/v1.0/orgs/" + URLPath.segment(orgId.text) + "/pushdeviceregistration"
+        publicEndpoint + "/api/v1.0/orgs/" + TextEncoding.pathSegment(orgId.text) + "/pushdeviceregistration"
     }
 
     /// Reads `definition`, reporting every problem at its file, line and column; nil when the
@@ -40,31 +41,11 @@ struct JourneysSettings: Sendable {
     init?(_ definition: ServiceDefinition, diagnostics: inout DiagnosticList) {
         service = definition.name
         let file = definition.file
-        var usable = true
-        func keyPosition(_ key: String) -> SourcePosition { definition.keyPositions[key] ?? definition.position }
-        func error(_ message: String, at key: String) {
-            diagnostics.error("service '\(definition.name)': \(message)", file: file, at: keyPosition(key))
-            usable = false
-        }
-        for key in Array(definition.settings.keys) + Array(definition.mappings.keys) where !Self.keys.contains(key) {
-            var message = "unknown setting '\(key)' of a customer-insights-journeys service"
-            if let nearest = NameSuggester.nearest(to: key, among: Self.keys) { message += "; did you mean '\(nearest)'?" }
-            error(message, at: key)
-        }
-        for key in definition.mappings.keys where key != "callbackHeaders" && Self.keys.contains(key) {
-            error("'\(key)' must be a single value, not a mapping", at: key)
-        }
+        var reader = SettingsReader(definition, keys: Self.keys, mappings: ["callbackHeaders"], diagnostics: &diagnostics)
+        func keyPosition(_ key: String) -> SourcePosition { reader.position(key) }
+        func error(_ message: String, at key: String) { reader.error(message, at: key, diagnostics: &diagnostics) }
         func required(_ key: String) -> ConfigValue? {
-            guard let value = definition.settings[key], !value.text.isEmpty else {
-                // Written but not read (an unset !env, a mapping): that was said where it is written.
-                if definition.keyPositions[key] == nil || definition.settings[key] != nil {
-                    diagnostics.error("service '\(definition.name)' needs '\(key)' (customer-insights-journeys: publicEndpoint, orgId, mobileAppId and apiToken)",
-                                      file: file, at: definition.position)
-                }
-                usable = false
-                return nil
-            }
-            return value
+            reader.required(key, needs: "publicEndpoint, orgId, mobileAppId and apiToken", diagnostics: &diagnostics)
         }
         let endpoint = required("publicEndpoint")
         let org = required("orgId")
@@ -77,14 +58,14 @@ struct JourneysSettings: Sendable {
         if let endpoint {
             var text = endpoint.text
             while text.hasSuffix("/") { text.removeLast() }
-            if let problem = Self.endpointProblem(text) {
+            if let problem = URLText.endpointProblem(text) {
                 error("publicEndpoint \(problem), not '\(endpoint.shown)'", at: "publicEndpoint")
             }
             publicEndpoint = text
         }
-        orgId = org ?? ConfigValue(text: "", origin: definition.origin)
-        mobileAppId = app ?? ConfigValue(text: "", origin: definition.origin)
-        apiToken = token ?? ConfigValue(text: "", isSecret: true, origin: definition.origin)
+        orgId = org ?? ConfigValue(text: "", origin: reader.origin)
+        mobileAppId = app ?? ConfigValue(text: "", origin: reader.origin)
+        apiToken = token ?? ConfigValue(text: "", isSecret: true, origin: reader.origin)
 
         trackRegistration = true
         if let value = definition.settings["trackRegistration"] {
@@ -141,47 +122,6 @@ struct JourneysSettings: Sendable {
             diagnostics.warning("service '\(definition.name)': without trackRegistration there is no status to poll, so statusInterval and statusTimeout are not used",
                                 file: file, at: keyPosition(definition.settings["statusInterval"] != nil ? "statusInterval" : "statusTimeout"))
         }
-        guard usable else { return nil }
-    }
-
-    /// Why `url` cannot be a publicEndpoint (SPEC §9.0: https, plain http only to loopback), or nil.
-    static func endpointProblem(_ url: String) -> String? {
-        guard URLText.hasHTTPPrefix(url), let target = URLText.target(of: url) else {
-            return "must be an https:// URL"
-        }
-        if target.scheme != "https" && !URLText.isLoopback(target.host) {
-            return "must be https (plain http only to a loopback address)"
-        }
-        if url.dropFirst(target.scheme.count + 3).contains(where: { $0 == "?" || $0 == "#" }) {
-            return "must be a base URL without a query or fragment"
-        }
-        return nil
-    }
-}
-
-extension ServiceDefinition {
-    /// Where the service's entry is, as a value's origin (for settings it lacks).
-    var origin: ValueOrigin {
-        ValueOrigin(file: file, position: position)
-    }
-}
-
-/// Percent-encoding for a URL path segment (RFC 3986 unreserved stays).
-enum URLPath {
-    static func segment(_ text: String) -> String {
-        var out = ""
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                let hex = Array("0123456789ABCDEF".unicodeScalars)
-                out += "%"
-                out.unicodeScalars.append(hex[Int(byte >> 4)])
-                out.unicodeScalars.append(hex[Int(byte & 0x0F)])
-            }
-        }
-        return out
+        guard reader.usable else { return nil }
     }
 }

@@ -2,7 +2,10 @@
 // request it is sent and answers each with a fixed status and `{}`, except the Customer Insights –
 // Journeys device-registration paths (`/api/v1.0/orgs/{org}/pushdeviceregistration/…`), which it
 // answers as `FakeJourneysServer` does, for any org, MobileAppId and ApiToken: registrations 202
-// (with a RegistrationRequestId when tracked), status queries 200 with `Success`, cleanups 202.
+// (with a RegistrationRequestId when tracked), status queries 200 with `Success`, cleanups 202; and
+// Firebase's device-group and token paths (`/fcm/notification`, `/token`), which it answers as
+// `FakeFCMServer` does, for any project, key and access token: groups created, added to and
+// removed from, access tokens given for any assertion.
 //
 //   pushreporter-receiver [--port N] [--port-file PATH] [--count N] [--status CODE]
 //
@@ -143,13 +146,15 @@ let printed = Mutex(0)
 let status = options.status
 let server: FakeJourneysServer
 do {
-    server = try FakeJourneysServer(port: options.port, recording: false, checksCredentials: false) { request, _, journeys in
+    // The FCM fake answers through this server's port; its own stays unused.
+    let fcm = try FakeFCMServer(recording: false, checksCredentials: false)
+    server = try FakeJourneysServer(port: options.port, recording: false, checksCredentials: false) { request, index, journeys in
         printed.withLock { count in
             count += 1
             // A reader that went away is no reason to stop answering.
             try? FileHandle.standardOutput.write(contentsOf: Data(describe(request, number: count).utf8))
         }
-        return journeys ?? .status(status, contentType: "application/json", body: "{}")
+        return journeys ?? fcm.reply(to: request, index: index) ?? .status(status, contentType: "application/json", body: "{}")
     }
 } catch {
     complain("cannot listen on 127.0.0.1:\(options.port): \(error)")

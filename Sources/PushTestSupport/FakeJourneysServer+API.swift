@@ -31,7 +31,7 @@ extension FakeJourneysServer {
                 return .status(405, contentType: "text/plain; charset=utf-8", body: "only POST is allowed here\n",
                                headers: [("Allow", "POST")])
             }
-            if let scripted = ledger.update({ $0.takeScript(for: endpoint) }) { return scripted }
+            if let scripted = ledger.update({ $0.scripts.take(for: endpoint) }) { return scripted }
             do throws(Refusal) {
                 let mediaType = request.header("Content-Type")?.split(separator: ";").first?.trimmingSpaces().lowercased()
                 guard mediaType == "application/json" else {

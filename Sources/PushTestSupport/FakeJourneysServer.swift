@@ -88,7 +88,7 @@ public final class FakeJourneysServer: Sendable {
         self.orgId = orgId
         self.mobileAppId = mobileAppId
         self.apiToken = apiToken
-        let ledger = Ledger()
+        let ledger = Ledger(State())
         self.ledger = ledger
         let api = API(orgId: orgId, mobileAppId: mobileAppId, apiToken: apiToken,
                       checksCredentials: checksCredentials, recording: recording, ledger: ledger)
@@ -119,7 +119,7 @@ public final class FakeJourneysServer: Sendable {
     /// Stops the server (see `LoopbackHTTPServer.stop()`); waits in progress return `false`.
     /// Idempotent.
     public func stop() {
-        ledger.update { $0.stopped = true }
+        ledger.stop()
         server.stop()
     }
 
@@ -164,8 +164,7 @@ public final class FakeJourneysServer: Sendable {
     /// that has answers left. Only requests to one of the five endpoints, with `POST` and the right
     /// `orgId`, take them.
     public func answerNext(_ count: Int = 1, of endpoint: Endpoint? = nil, with reply: Reply) {
-        precondition(count > 0, "answerNext needs a count of at least 1")
-        ledger.update { $0.scripts.append(.init(endpoint: endpoint, remaining: count, reply: reply)) }
+        ledger.update { $0.scripts.append(count, of: endpoint, with: reply) }
     }
 
     // MARK: Observations
@@ -222,13 +221,6 @@ public final class FakeJourneysServer: Sendable {
 extension FakeJourneysServer {
     /// Everything the fake remembers and is scripted with.
     struct State {
-        /// A reply `answerNext` scripted.
-        struct Script {
-            var endpoint: Endpoint?
-            var remaining: Int
-            var reply: Reply
-        }
-
         var defaultStatus = RegistrationStatus.success
         var statusByToken: [String: RegistrationStatus] = [:]
         var statusById: [String: RegistrationStatus] = [:]
@@ -236,23 +228,13 @@ extension FakeJourneysServer {
         var tokenById: [String: String] = [:]
         var rejectedTokens: Set<String> = []
         var wrongApiTokenStatus = 401
-        var scripts: [Script] = []
+        var scripts = ReplyScripts<Endpoint>()
         var registrations: [Registration] = []
         var cleanups: [Cleanup] = []
         var statusQueries: [StatusQuery] = []
         var registrationCount = 0
         var cleanupCount = 0
         var statusQueryCount = 0
-        var stopped = false
-
-        /// The first scripted reply for `endpoint` with answers left, counted as used.
-        mutating func takeScript(for endpoint: Endpoint) -> Reply? {
-            guard let index = scripts.firstIndex(where: { $0.endpoint == nil || $0.endpoint == endpoint }) else { return nil }
-            let reply = scripts[index].reply
-            scripts[index].remaining -= 1
-            if scripts[index].remaining == 0 { scripts.remove(at: index) }
-            return reply
-        }
 
         /// What a status query answers for `id`.
         func status(of id: String) -> RegistrationStatus {
@@ -263,29 +245,5 @@ extension FakeJourneysServer {
     }
 
     /// `State` behind one lock, with waits for it to change.
-    final class Ledger: @unchecked Sendable {
-        private let condition = NSCondition()
-        private var state = State()
-
-        func read<T>(_ body: (State) -> T) -> T {
-            condition.withLock { body(state) }
-        }
-
-        /// Changes the state and wakes every waiter.
-        func update<T, E: Error>(_ body: (inout State) throws(E) -> T) throws(E) -> T {
-            condition.lock()
-            defer {
-                condition.broadcast()
-                condition.unlock()
-            }
-            return try body(&state)
-        }
-
-        /// Whether `satisfied` held within `timeout`; `false` at once when stopped.
-        func wait(timeout: Duration, until satisfied: (State) -> Bool) -> Bool {
-            condition.withLock {
-                condition.wait(timeout: timeout) { satisfied(state) ? true : state.stopped ? false : nil }
-            }
-        }
-    }
+    typealias Ledger = WaitableState<State>
 }

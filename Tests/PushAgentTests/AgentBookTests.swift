@@ -382,6 +382,29 @@ extension SubscriptionRequest {
         #expect(book.awaitingConfirmation(service: "journeys").isEmpty)
     }
 
+    @Test func whatADeliveryKeepsStaysWhileItIsMadeAgainUnchangedAndGoesWhenItChanges() throws {
+        var book = Self.started([Self.plan("alice", token: "1")])
+        let settledResult = book.settle(Self.key("alice"), .deliveredKeeping("key-1"), attempt: 1, now: 1_000)
+        let settled = try #require(settledResult)
+        #expect(settled.settlement == .delivered)
+        let record = try #require(AgentBookTests.saved(settled.actions).first)
+        #expect(record.state == .delivered && record.backendData == "key-1")
+        #expect(book.awaitingConfirmation(service: "journeys").isEmpty, "kept data is no confirmation awaited")
+
+        // A restart delivers it again: what it keeps stays meanwhile (status shows it, a restart
+        // finds it), and a delivery that keeps nothing clears it.
+        var restarted = AgentBookTests.book()
+        AgentBookTests.send(&restarted, restarted.start(plans: [Self.plan("alice", token: "1")], records: [record]))
+        #expect(restarted.entries[Self.key("alice")]?.record.backendData == "key-1")
+        _ = restarted.settle(Self.key("alice"), .delivered, attempt: 1, now: 2_000)
+        #expect(restarted.entries[Self.key("alice")]?.record.backendData == nil)
+
+        // A changed delivery is not the one that kept it.
+        var changed = AgentBookTests.book()
+        _ = changed.start(plans: [Self.plan("alice", token: "2")], records: [record])
+        #expect(changed.entries[Self.key("alice")]?.record.backendData == nil)
+    }
+
     @Test func aRegistrationTheReceiverCouldNotStoreIsSentAgain() throws {
         var book = Self.started([Self.plan("alice", token: "1")])
         _ = book.settle(Self.key("alice"), .accepted("r-1"), attempt: 1, now: 1_000)

@@ -3,6 +3,7 @@ import Foundation
 @testable import PushAcrobits
 import PushAgent
 import PushBackend
+import PushFCM
 import PushTemplates
 import PushTestSupport
 import Testing
@@ -105,15 +106,18 @@ struct DocsTests {
         }
     }
 
-    @Test("the shipped templates and the examples validate clean, with no warning")
+    @Test("the shipped templates and the examples validate clean, with no warning but Google's deprecation of device groups")
     func examplesValidate() throws {
         let environment = LoaderEnvironment(variables: [:], templateSearchPath: [])
         let result = ConfigurationLoader(environment: environment).load(paths: [RepositoryPaths.examples])
         var diagnostics = result.diagnostics
         Backends.standard.check(BackendContext(configuration: result.configuration, sources: result.sources, installID: nil,
                                                hostname: "h"), diagnostics: &diagnostics)
-        #expect(diagnostics.all.map(\.formatted) == [])
-        #expect(result.configuration.accounts.count == 8)
-        #expect(result.configuration.services.keys.sorted() == ["journeys"])
+        // Every fcm-device-group service is warned about, however right it is (SPEC §9.3, §10).
+        let deprecation = diagnostics.all.filter { $0.severity == .warning && $0.message == DeviceGroupDeprecation.warning }
+        #expect(deprecation.map { "\(($0.file as NSString).lastPathComponent):\($0.line)" } == ["06-fcm.yaml:13"])
+        #expect(diagnostics.all.filter { $0.message != DeviceGroupDeprecation.warning }.map(\.formatted) == [])
+        #expect(result.configuration.accounts.count == 11)
+        #expect(result.configuration.services.keys.sorted() == ["fcm", "journeys"])
     }
 }

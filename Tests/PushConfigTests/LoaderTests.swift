@@ -194,7 +194,12 @@ struct LoaderTests {
                 services:
                   gropus: {notification_key_name: a}
             """)
-        #expect(loaded.lines.contains("config.yaml:3:11: warning: Firebase device groups are deprecated by Google: no new users after 2026-12-01, removal on 2027-09-29"))
+        // Said once, by the backend, at the service's type (SPEC §10's dates).
+        #expect(loaded.lines.filter { $0.contains("deprecates Firebase device group messaging") } == [
+            "config.yaml:3:5: warning: Google deprecates Firebase device group messaging: new projects cannot onboard device groups after 2026-12-01, "
+                + "and device groups will be removed on 2027-09-29 (https://firebase.google.com/docs/cloud-messaging/android/device-group)",
+        ])
+        #expect(!loaded.lines.contains { $0.contains("does not send to it yet") }, "this version sends to fcm-device-group")
         #expect(loaded.lines.contains("config.yaml:6:11: error: unknown service type 'customer-insights-journey'; did you mean 'customer-insights-journeys'?"))
         #expect(loaded.lines.contains("config.yaml:10:7: error: unknown service 'gropus'; did you mean 'groups'? [account a]"))
     }

@@ -273,7 +273,9 @@ import Testing
         let result = try ProcessRunner.run("/bin/bash", ["scripts/demo.sh"], environment: ["BIN": ProcessRunner.builtProducts],
                                            directory: RepositoryPaths.root)
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(result.stdout.contains("\nDelivered 7 of 7 reports in "))
+        #expect(result.stdout.contains("\nDelivered 10 of 10 reports in "))
+        #expect(result.stdout.contains("\nPOST /token\n"))
+        #expect(result.stdout.contains(#"{"operation":"create","notification_key_name":"frank","registration_ids":["#))
         #expect(result.stdout.contains("\nPOST /api/v1.0/orgs/0a1b2c3d-0000-0000-0000-000000000000/pushdeviceregistration/devices/batch\n"))
         #expect(result.stdout.contains("\nGET /token/?username=johndow&password=12345678&selector=12869E0E6E553673C54F29105A0647204C416A2A:7C3A0D14&"))
         #expect(result.stdout.contains("\nPOST /push/register\n"))

@@ -1,3 +1,4 @@
+import _CryptoExtras
 import Foundation
 @testable import PushState
 import PushTestSupport
@@ -5,10 +6,13 @@ import Testing
 
 /// SPEC §12: a secret never appears in any output `--show-secrets` does not unlock. One
 /// configuration puts a distinctive secret in every place a secret can be — every web-service
-/// key, each tag, key names, globals, the Journeys API token and a callback header — and every
-/// command runs in every format; none of them may print one. A new backend adds its credentials
-/// here.
+/// key, each tag, key names, globals, the Journeys API token and a callback header, FCM's
+/// service-account key, its access tokens and a legacy server key — and every command runs in
+/// every format; none of them may print one. A new backend adds its credentials here.
 @Suite(.serialized) struct SecretLeakTests {
+    /// FCM's service account: its private key is a secret, as are the access tokens it gets.
+    static let fcmKey = try! _RSA.Signing.PrivateKey(keySize: .bits2048)
+
     /// Each secret, written where its name says.
     static let secrets = [
         "global": "CANARY-GLOBAL-61f0",           // a global named like a secret
@@ -20,9 +24,15 @@ import Testing
         "header": "CANARY-HEADER-4a8b",           // whole …CustomHeaders from !env
         "journeys": "CANARY-JOURNEYS-e1d7",       // the Journeys apiToken, from !file
         "hook": "CANARY-HOOK-36c2",               // a callback header value, from !credential
+        "fcmkey": privateKeyLine,                 // a line of FCM's service-account private key, from !file
+        "access": "CANARY-ACCESS-5e0b-",          // each access token the fake token endpoint gives
+        "serverkey": "CANARY-SERVERKEY-8d3f",     // FCM's legacy server key, from !env
     ]
 
-    static func config(_ base: String) -> String {
+    /// A line from the middle of the private key's PEM: in the key file, never on the wire.
+    static let privateKeyLine = String(fcmKey.pkcs8PEMRepresentation.split(separator: "\n")[3])
+
+    static func config(_ base: String, fcm: String) -> String {
         """
         globals:
           receiverSecret: \(secrets["global"]!)
@@ -36,6 +46,16 @@ import Testing
             apiToken: !file journeys-token
             callbackUrl: \(base)/hook/%account[id]%
             callbackHeaders: {X-Hook-Secret: !credential hook}
+          fcm:
+            type: fcm-device-group
+            endpoint: \(fcm)
+            projectId: \(FakeFCMServer.defaultProjectId)
+            serviceAccount: !file service-account.json
+          fcm-legacy:
+            type: fcm-device-group
+            endpoint: \(fcm)
+            projectId: \(FakeFCMServer.defaultProjectId)
+            serverKey: !env LEAK_FCM_KEY
         accounts:
           - id: alice
             username: alice
@@ -46,14 +66,14 @@ import Testing
             pushTokenReporterAuthUsername: alice
             pushTokenReporterAuthPassword: \(secrets["digest"]!)
             accountRemovalReporterUrl: \(base)/gone?p=%account[password]%
-            services: {journeys: {userId: user-a, platform: ios}}
+            services: {journeys: {userId: user-a, platform: ios}, fcm: {group: family}, fcm-legacy: {}}
           - id: bob
             username: bob
             pushTokenOther: token-b
             pushTokenReporterUrl: !env LEAK_URL
             pushTokenReporterPostData: !env LEAK_BODY
             pushTokenReporterCustomHeaders: !env LEAK_HEADERS
-            services: {journeys: {userId: user-b, platform: android}}
+            services: {journeys: {userId: user-b, platform: android}, fcm: {group: family}}
 
         """
     }
@@ -62,7 +82,7 @@ import Testing
     static func environment(base: String, credentials: String) -> [String: String] {
         ["LEAK_ENV": secrets["env"]!, "LEAK_URL": "\(base)/whole?k=\(secrets["url"]!)",
          "LEAK_BODY": "k=\(secrets["body"]!)", "LEAK_HEADERS": "X-Whole: \(secrets["header"]!)",
-         "CREDENTIALS_DIRECTORY": credentials]
+         "LEAK_FCM_KEY": secrets["serverkey"]!, "CREDENTIALS_DIRECTORY": credentials]
     }
 
     /// The secrets `text` shows.
@@ -72,10 +92,13 @@ import Testing
 
     @Test func noCommandPrintsASecretAndTheStateKeepsThemOnlyInItsCleanups() throws {
         let server = try FakeJourneysServer(checksCredentials: false) { _, _, journeys in journeys ?? .status(200) }
+        let fcm = try FakeFCMServer(publicKey: Self.fcmKey.publicKey, serverKey: Self.secrets["serverkey"]!,
+                                    accessTokenPrefix: Self.secrets["access"]!)
         let files = TemporaryDirectory()
         files.write("journeys-token", Self.secrets["journeys"]! + "\n")
         files.write("credentials/hook", Self.secrets["hook"]! + "\n")
-        let config = files.write("accounts.yaml", Self.config(server.baseURL))
+        files.write("service-account.json", fcm.serviceAccountJSON(privateKey: Self.fcmKey))
+        let config = files.write("accounts.yaml", Self.config(server.baseURL, fcm: fcm.endpoint))
         let state = files.path + "/state"
         let environment = Self.environment(base: server.baseURL, credentials: files.path + "/credentials")
         var outputs: [(command: String, text: String)] = []
@@ -107,10 +130,13 @@ import Testing
         }
 
         // What went to the receiver carries them all (the secrets reach where they are meant to)…
-        let received = server.requests.map { $0.target + "\n" + $0.headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
-            + "\n" + $0.bodyText }.joined(separator: "\n")
-        #expect(Self.leaked(received) == ["body", "env", "global", "header", "hook", "journeys", "password", "url"],
-                "the Digest password is the only one never on the wire")
+        let received = (server.requests + fcm.requests).map {
+            $0.target + "\n" + $0.headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n") + "\n" + $0.bodyText
+        }.joined(separator: "\n")
+        #expect(Self.leaked(received) == ["access", "body", "env", "global", "header", "hook", "journeys", "password", "serverkey", "url"],
+                "the Digest password and the private key are the only ones never on the wire")
+        #expect(fcm.members(of: "family")?.sorted() == ["token-a", "token-b"])
+        #expect(fcm.tokenRequests.count >= 2, "each run got an access token")
         // …and no output a person or a collector reads shows any.
         for output in outputs {
             #expect(Self.leaked(output.text).isEmpty, "\(output.command) printed \(Self.leaked(output.text))")
@@ -119,7 +145,7 @@ import Testing
         // The state: the cleanups keep what sending them needs (0600, like the configuration's
         // secrets); nothing else holds a secret, keys least of all.
         let records = try SQLiteStateStore(directory: StateDirectory(path: state, create: false), readOnly: true).records()
-        #expect(records.count == 4)
+        #expect(records.count == 7)
         for record in records {
             let kept = [record.key.account, record.key.service, record.fingerprint, record.deliveredFingerprint ?? "",
                         record.lastOutcome ?? "", record.backendData ?? ""].joined(separator: "\n")
@@ -131,6 +157,8 @@ import Testing
         #expect(removed.status == 0, "\(removed.stdout)\(removed.stderr)")
         #expect(Self.leaked(removed.stdout + removed.stderr).isEmpty)
         #expect(server.cleanups.contains { $0.userId == "user-a" })
+        #expect(fcm.members(of: "family") == ["token-b"], "alice's token left the group with her")
+        #expect(fcm.members(of: "alice") == nil, "and the group of the legacy service, her only member, is gone")
     }
 
     @Test func aSecretIdentityIsRefusedWithoutBeingShown() throws {
