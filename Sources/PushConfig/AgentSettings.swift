@@ -14,6 +14,10 @@ public struct AgentSettings: Sendable, Hashable {
     public var reportInterval: Duration?
     /// `tls.caFile`: a PEM file of private CAs trusted besides the system store.
     public var tlsCAFile: String?
+    /// `trackingSpool`: a directory the long-running agent drains of Adobe Campaign tracking
+    /// payloads (`*.json` files with an `event` key, SPEC §9.4), each deleted once all its
+    /// actions are delivered; relative to the file that sets it. nil (the default): none.
+    public var trackingSpool: String?
 
     public init() {}
 

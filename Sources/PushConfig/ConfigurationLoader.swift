@@ -86,7 +86,7 @@ enum TopLevelKey: String, CaseIterable {
 
 /// The keys of the `agent:` block.
 enum AgentKey: String, CaseIterable {
-    case stateDirectory, timeout, concurrency, perHostConcurrency, retry, reportInterval, tls
+    case stateDirectory, timeout, concurrency, perHostConcurrency, retry, reportInterval, tls, trackingSpool
 }
 
 /// The backends of SPEC §9, by the `type:` their `services:` entry names.
@@ -97,7 +97,7 @@ enum ServiceType: String, CaseIterable {
     case adobeCampaign = "adobe-campaign"
 
     /// Whether this version sends to it.
-    var isBuilt: Bool { self == .acrobits || self == .customerInsightsJourneys }
+    var isBuilt: Bool { self == .acrobits || self == .customerInsightsJourneys || self == .adobeCampaign }
 }
 
 /// The state of one load.
@@ -383,6 +383,14 @@ struct LoadSession {
             case .reportInterval:
                 if let d = duration(value, file: file, what: "agent.reportInterval", allowOff: true) { configuration.agent.reportInterval = d }
             case .retry: loadRetry(value, file: file)
+            case .trackingSpool:
+                guard let text = scalarText(value, file: file, what: "agent.trackingSpool") else { continue }
+                guard !text.isEmpty else {
+                    diagnostics.error("agent.trackingSpool must name a directory", file: file, at: value.start)
+                    continue
+                }
+                // Relative to the file that names it, as agent.tls.caFile is.
+                configuration.agent.trackingSpool = text.hasPrefix("/") ? text : FileSystem.join(FileSystem.directory(of: file), text)
             case .tls:
                 guard let tls = self.mapping(value, file: file, what: "agent.tls") else { continue }
                 for pair in tls.entries {
