@@ -103,12 +103,24 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // Adobe Campaign Standard push tracking and test payloads (SPEC §9.4): `track`, the
+        // agent's tracking spool (a Service of its own) and `payload`.
+        .target(
+            name: "PushAdobe",
+            dependencies: [
+                "PushBackend", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // Composition: configuration → backends → scheduler → transport, with state and logging.
         .target(
             name: "PushAgent",
             dependencies: [
                 "PushBackend",
                 "PushAcrobits",
+                "PushAdobe",
                 "PushJourneys",
                 "PushConfig",
                 "PushTemplates",
@@ -129,8 +141,10 @@ let package = Package(
             dependencies: [
                 "PushAgent",
                 "PushAcrobits",
+                "PushAdobe",
                 "PushBackend",
                 "PushConfig",
+                "PushScheduler",
                 "PushState",
                 "PushTemplates",
                 "PushTransport",
@@ -163,11 +177,16 @@ let package = Package(
         ),
         .testTarget(
             name: "PushConfigTests",
-            dependencies: ["PushConfig", "PushAcrobits", "PushAgent", "PushBackend", "PushJourneys", "PushTemplates", "PushTestSupport"]
+            dependencies: ["PushConfig", "PushAcrobits", "PushAdobe", "PushAgent", "PushBackend", "PushJourneys", "PushTemplates", "PushTestSupport"]
         ),
         .testTarget(
             name: "PushJourneysTests",
             dependencies: ["PushJourneys", "PushBackend", "PushConfig", "PushScheduler", "PushTransport", "PushTestSupport"]
+        ),
+        .testTarget(
+            name: "PushAdobeTests",
+            dependencies: ["PushAdobe", "PushBackend", "PushConfig", "PushScheduler", "PushTransport", "PushTestSupport",
+                           .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "PushAcrobitsTests",

@@ -1,4 +1,5 @@
 import PushAcrobits
+import PushAdobe
 import PushBackend
 import PushScheduler
 import PushConfig
@@ -15,7 +16,7 @@ public struct Backends: Sendable {
     }
 
     /// Every backend of this build.
-    public static let standard = Backends([AcrobitsBackend(), JourneysBackend()])
+    public static let standard = Backends([AcrobitsBackend(), JourneysBackend(), AdobeBackend()])
 
     /// The backend of `type:`, if this build has it.
     public func backend(type: String) -> (any Backend)? {
