@@ -503,7 +503,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             announceWhenSettled.withLock { $0 = true }
             logger.info("reloaded: \(summary.added) new, \(summary.changed) changed, \(summary.unchanged) unchanged, \(summary.removed) removed")
             if !settings.takesEffectOnReload(newSettings) {
-                logger.notice("agent concurrency, retry and TLS settings changed; they take effect when the agent restarts")
+                logger.notice("agent concurrency, retry, TLS or tracking spool settings changed; they take effect when the agent restarts")
             }
         }
         guard !isStopping.withLock({ $0 }) else { return }

@@ -123,7 +123,7 @@ struct Run: AsyncParsableCommand {
             let host = plan.delivery?.host ?? plan.service
             logger.warning("\(plan.account.displayEscaped): secrets are sent as ******** because \(host) is plain http and not loopback; use https")
         }
-        if setup.plans.isEmpty {
+        if setup.plans.isEmpty && (once || setup.configuration.agent.trackingSpool == nil) {
             logger.warning("no enabled account has a pushTokenReporterUrl or a service, so there is nothing to report")
         }
         return Prepared(runtime: setup.runtime, plans: setup.plans, pollers: setup.pollers,
