@@ -122,11 +122,16 @@ public struct TestPushMessage: Sendable {
 
     /// The keys the file gives that `platform`'s payload does not carry, as a sentence; nil when none.
     public func unused(on platform: Platform) -> String? {
-        let unused = platform == .ios ? ["collapseKey", "priority"].filter(given.contains) : (given.contains("contentAvailable") ? ["contentAvailable"] : [])
-        guard !unused.isEmpty else { return nil }
-        return platform == .ios
-            ? "\(unused.joined(separator: " and ")) \(unused.count == 1 ? "is an FCM option" : "are FCM options") (APNs takes them as request headers), so the iOS payload does not carry \(unused.count == 1 ? "it" : "them")"
-            : "contentAvailable is an iOS flag (aps.content-available), so the Android payload does not carry it"
+        switch platform {
+        case .ios:
+            let unused = ["collapseKey", "priority"].filter(given.contains)
+            guard !unused.isEmpty else { return nil }
+            let one = unused.count == 1
+            return "\(unused.joined(separator: " and ")) \(one ? "is an FCM option" : "are FCM options") (APNs takes \(one ? "it as a request header" : "them as request headers")), so the iOS payload does not carry \(one ? "it" : "them")"
+        case .android:
+            guard given.contains("contentAvailable") else { return nil }
+            return "contentAvailable is an iOS flag (aps.content-available), so the Android payload does not carry it"
+        }
     }
 
     /// The payload for `platform`: JSON, two spaces of indent, keys in the seed's order, ending

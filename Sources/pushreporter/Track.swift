@@ -22,9 +22,10 @@ struct Track: AsyncParsableCommand {
             data, also wrapped with "to"). Each action is GET {trackingServer}/r/?id={_mId},{_dId},{action}&mcId={ecid}: \
             impression sends action 7, click and dismiss 2, open 2 then 1. A payload without _mId or _dId, with \
             _acsDeliveryTracking other than on, or without an ECID is not tracked: the command says why and sends \
-            nothing for it. Exactly 200 is delivered; 408, 429, 5xx and connection errors are retried until the \
-            deadline; any other answer is rejected and not retried. Exit 0 when every action was delivered \
-            (or there was nothing to track), 1 when one was not.
+            nothing for it. Exactly 200 is delivered; 408, 429, 5xx and connection errors are retried with the \
+            backoff of agent.retry until the deadline; any other answer is rejected and not retried. Exit 0 when \
+            every action was delivered (or there was nothing to track), 1 when one was not or a payload cannot be \
+            read, 64 for a service or account that does not exist.
             """
     )
 

@@ -113,7 +113,7 @@ struct DocsTests {
         Backends.standard.check(BackendContext(configuration: result.configuration, sources: result.sources, installID: nil,
                                                hostname: "h"), diagnostics: &diagnostics)
         #expect(diagnostics.all.map(\.formatted) == [])
-        #expect(result.configuration.accounts.count == 8)
-        #expect(result.configuration.services.keys.sorted() == ["journeys"])
+        #expect(result.configuration.accounts.count == 10)
+        #expect(result.configuration.services.keys.sorted() == ["adobe", "journeys"])
     }
 }

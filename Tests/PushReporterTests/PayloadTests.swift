@@ -110,7 +110,7 @@ import Testing
     @Test func aKeyThePlatformDoesNotCarryIsNoted() throws {
         let ios = try Self.payload("ios", Self.androidMessage)
         #expect(ios.status == 0)
-        #expect(ios.stderr == "payload: note: collapseKey is an FCM option (APNs takes them as request headers), so the iOS payload does not carry it\n")
+        #expect(ios.stderr == "payload: note: collapseKey is an FCM option (APNs takes it as a request header), so the iOS payload does not carry it\n")
         let android = try Self.payload("android", Self.iosMessage)
         #expect(android.stderr == "payload: note: contentAvailable is an iOS flag (aps.content-available), so the Android payload does not carry it\n")
         #expect(android.stdout.contains(#""_acsDeliveryTracking": "on","#))
