@@ -15,15 +15,6 @@ public struct AdobeBackend: Backend {
 
     public init() {}
 
-    /// The services of this type in `context` whose settings can be used; problems go to `diagnostics`.
-    static func services(_ context: BackendContext, diagnostics: inout DiagnosticList) -> [String: AdobeSettings] {
-        var services: [String: AdobeSettings] = [:]
-        for definition in context.services(ofType: type) {
-            if let settings = AdobeSettings(definition, diagnostics: &diagnostics) { services[definition.name] = settings }
-        }
-        return services
-    }
-
     public func check(_ context: BackendContext, skipping passedEarly: [Bool]?, diagnostics: inout DiagnosticList) {
         guard !context.services(ofType: type).isEmpty else { return }
         var planner = AdobePlanner(context, diagnostics: &diagnostics)
@@ -86,7 +77,7 @@ struct AdobePlanner: SubscriptionPlanner {
     init(_ context: BackendContext, diagnostics: inout DiagnosticList) {
         templates = AccountTemplates(configuration: context.configuration, sources: context.sources,
                                      installID: context.installID, hostname: context.hostname)
-        services = AdobeBackend.services(context, diagnostics: &diagnostics)
+        services = context.settings(ofType: AdobeBackend.type, diagnostics: &diagnostics) { AdobeSettings($0, diagnostics: &$1) }
     }
 
     /// Renders the ECIDs, so that `run` refuses what `validate` refuses; nothing is delivered.
@@ -120,15 +111,9 @@ struct AdobePlanner: SubscriptionPlanner {
         var found: [String: String] = [:]
         for name in account.services.keys.sorted() {
             guard let settings = services[name], let values = account.services[name] else { continue }
-            var usable = true
-            for key in values.values.keys where !Self.keys.contains(key) {
-                var message = "unknown key '\(key)' for the service '\(name)' (adobe-campaign takes ecid)"
-                if let nearest = NameSuggester.nearest(to: key, among: Self.keys) { message += "; did you mean '\(nearest)'?" }
-                diagnostics.error(message, file: values.file, at: values.keyPositions[key] ?? values.position, account: account.id)
-                usable = false
-            }
             // A misspelt key is said once, not also as a missing ecid.
-            guard usable else { continue }
+            guard values.checkKeys(Self.keys, service: name, type: AdobeBackend.type, account: account.id,
+                                   diagnostics: &diagnostics) else { continue }
             guard let value = values.values["ecid"] else {
                 if values.keyPositions["ecid"] == nil {
                     diagnostics.error("the service '\(name)' needs 'ecid' for each account that names it (the Experience Cloud id)",

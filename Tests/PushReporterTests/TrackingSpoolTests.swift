@@ -40,14 +40,31 @@ import Testing
         #"{"event":"\#(event)","account":"dana"\#(extra),"aps":{"alert":"hi"},"_mId":"\#(id)","_dId":"d-\#(id)"}"#
     }
 
+    /// A directory with the agent's configuration, its spool (holding `files`, by name) and its state.
+    struct Setup {
+        let directory = TemporaryDirectory()
+        let config: String
+        let spool: String
+        var state: String { directory.path + "/state" }
+
+        init(_ adobe: FakeAdobeServer, files: [(name: String, text: String)]) {
+            config = directory.write("agent.yaml", TrackingSpoolTests.config(adobe.baseURL))
+            spool = directory.makeDirectory("spool")
+            for file in files { TrackingSpoolTests.drop(file.name, file.text, in: spool) }
+        }
+
+        /// Starts the agent on it.
+        func agent() throws -> RunningProcess {
+            try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", state])
+        }
+    }
+
     @Test func theAgentDrainsItsSpoolFileByFile() throws {
         let adobe = try FakeAdobeServer()
         adobe.answer(.status(404), forMessage: "refused")
-        let files = TemporaryDirectory()
-        let config = files.write("agent.yaml", Self.config(adobe.baseURL))
-        let spool = files.makeDirectory("spool")
-        Self.drop("a.json", Self.file("m1", event: "open"), in: spool)
-        let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", files.path + "/state"])
+        let setup = Setup(adobe, files: [("a.json", Self.file("m1", event: "open"))])
+        let spool = setup.spool
+        let agent = try setup.agent()
         #expect(Polling.until { !Self.exists(spool + "/a.json") }, "\(agent.stderr)")
         #expect(adobe.delivered.map { "\($0.messageId):\($0.action):\($0.ecid)" } == ["m1:2:dana-ecid", "m1:1:dana-ecid"])
 
@@ -79,11 +96,9 @@ import Testing
     @Test func aFailingActionIsRetriedAndItsFileKeptUntilItIsDelivered() throws {
         let adobe = try FakeAdobeServer()
         adobe.answer(.status(503), forMessage: "m1")
-        let files = TemporaryDirectory()
-        let config = files.write("agent.yaml", Self.config(adobe.baseURL))
-        let spool = files.makeDirectory("spool")
-        Self.drop("a.json", Self.file("m1", event: "impression"), in: spool)
-        let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", files.path + "/state"])
+        let setup = Setup(adobe, files: [("a.json", Self.file("m1", event: "impression"))])
+        let spool = setup.spool
+        let agent = try setup.agent()
         #expect(adobe.waitForHits(3, timeout: Polling.generous), "\(agent.stderr)")
         #expect(Self.exists(spool + "/a.json"), "kept while its action is not delivered")
         #expect(agent.waitForStderr("tracking spool: a.json failed: action 7 (impression) to 127.0.0.1:\(adobe.port): HTTP 503 (attempt 1); next attempt in"))
@@ -98,13 +113,9 @@ import Testing
         let adobe = try FakeAdobeServer()
         // The open's click is acknowledged; its open hangs until the agent is killed.
         adobe.answer(.hang, forMessage: "m1", action: "1")
-        let files = TemporaryDirectory()
-        let config = files.write("agent.yaml", Self.config(adobe.baseURL))
-        let state = files.path + "/state"
-        let spool = files.makeDirectory("spool")
-        Self.drop("a.json", Self.file("m1", event: "open"), in: spool)
-        Self.drop("b.json", Self.file("m2", event: "impression"), in: spool)
-        let first = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", state])
+        let setup = Setup(adobe, files: [("a.json", Self.file("m1", event: "open")), ("b.json", Self.file("m2", event: "impression"))])
+        let spool = setup.spool
+        let first = try setup.agent()
         #expect(Polling.until { adobe.hits.contains { $0.messageId == "m1" && $0.action == "1" } && !Self.exists(spool + "/b.json") },
                 "\(first.stderr)")
         first.signal(SIGKILL)
@@ -113,14 +124,14 @@ import Testing
         #expect(adobe.delivered.map { "\($0.messageId):\($0.action)" }.sorted() == ["m1:2", "m2:7"])
 
         adobe.clearAnswers()
-        let second = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", state])
+        let second = try setup.agent()
         #expect(Polling.until { !Self.exists(spool + "/a.json") }, "\(second.stderr)")
         let delivered = adobe.delivered.map { "\($0.messageId):\($0.action)" }
         #expect(delivered.sorted() == ["m1:1", "m1:2", "m2:7"], "each action acknowledged once, none lost")
         #expect(adobe.hits.filter { $0.messageId == "m1" && $0.action == "2" }.count == 1, "the acknowledged click is not sent again")
         second.signal(SIGTERM)
         #expect(second.waitForExit() == 0, "\(second.stderr)")
-        let remembered = try SQLiteTrackedActions(directory: StateDirectory(path: state)).all()
+        let remembered = try SQLiteTrackedActions(directory: StateDirectory(path: setup.state)).all()
         #expect(remembered.map { "\($0.messageId):\($0.action)" }.sorted() == ["m1:1", "m1:2", "m2:7"])
     }
 }
