@@ -125,6 +125,9 @@ public struct TrackingDelivery<C: Clock>: Sendable where C.Duration == Duration 
                 case .rejected(let why):
                     logger.error("\(payload.label): \(request.action.description) rejected by \(request.host): \(why); it is not sent again")
                     settle(key, .rejected(why))
+                case .unknown(let why):
+                    logger.error("\(payload.label): \(request.action.description) is not sent: \(why)")
+                    settle(key, .rejected(why))
                 }
                 return .delivered
             },

@@ -21,8 +21,10 @@ enum TrackingStep: Sendable {
     case alreadySent
     /// Delivered, but the ledger could not remember it: the reason.
     case deliveredNotRecorded(String)
-    /// The server refused it, or the ledger could not be read: the reason. Not tried again.
+    /// The server refused it: the reason. Not tried again.
     case rejected(String)
+    /// The ledger could not be read, so it is not known whether it was sent: the reason.
+    case unknown(String)
     /// Tried again later.
     case retry(AttemptFailure)
 
@@ -33,7 +35,7 @@ enum TrackingStep: Sendable {
             do {
                 if try ledger.wasDelivered(request) { return .alreadySent }
             } catch {
-                return .rejected("the state \(ledger.location) cannot be read (\(error)), so it is not known whether it was sent")
+                return .unknown("the state \(ledger.location) cannot be read (\(error)), so it is not known whether it was sent")
             }
         }
         switch await TrackingExchange.send(request, transport: transport) {

@@ -152,6 +152,9 @@ public final class TrackingSpool<C: Clock>: Service, Sendable where C.Duration =
                 logger.error("tracking spool: \(shown): \(request.action.description) was delivered, but \(why)")
             case .rejected(let why):
                 return setAside(name, because: "\(request.action.description) rejected by \(request.host): \(why)")
+            case .unknown(let why):
+                // The state's problem, not the file's: tried again.
+                return .failed(AttemptFailure(status: nil, reason: why))
             case .retry(let failure):
                 return .failed(AttemptFailure(status: failure.status, retryAfter: failure.retryAfter,
                                               reason: "\(request.action.description) to \(request.host): \(failure.reason)",
