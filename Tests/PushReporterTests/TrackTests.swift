@@ -297,4 +297,29 @@ import Testing
         #expect(result.stderr.hasSuffix("track: nothing was sent\n"))
         #expect(adobe.requests.isEmpty)
     }
+
+    @Test func anECIDMadeOfASecretIsMaskedWhereverItIsShownAndSentAsItIs() throws {
+        let adobe = try FakeAdobeServer()
+        let config = Self.config(adobe.baseURL).replacingOccurrences(of: """
+              - username: erin
+            """, with: """
+              - username: hank
+                secretEcid: s3cret-ecid
+                services:
+                  adobe: {ecid: "%account[secretEcid]%"}
+              - username: erin
+            """)
+        let arguments = ["--service", "adobe", "--event", "click", "--account", "hank"]
+        let dry = try Self.track(config: config, arguments + ["--dry-run"], payloads: [Self.iosPayload])
+        #expect(dry.stdout.contains("GET /r/?id=h138a,56c4,2&mcId=******** HTTP/1.1\n"), "\(dry.stdout)")
+        let directory = TemporaryDirectory()
+        let preview = try ProcessRunner.pushreporter(["preview", "--config", directory.write("c.yaml", config), "--account", "hank"])
+        #expect(preview.stdout.contains("mcId=********"))
+        let sent = try Self.track(config: config, arguments, payloads: [Self.iosPayload])
+        #expect(sent.status == 0, "\(sent.stderr)")
+        #expect(adobe.hits.first?.ecid == "s3cret-ecid")
+        for output in [dry.stdout, dry.stderr, preview.stdout, preview.stderr, sent.stdout, sent.stderr] {
+            #expect(!output.contains("s3cret"))
+        }
+    }
 }
