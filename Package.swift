@@ -122,6 +122,7 @@ let package = Package(
                 "PushAcrobits",
                 "PushAdobe",
                 "PushJourneys",
+                "PushListener",
                 "PushConfig",
                 "PushTemplates",
                 "PushScheduler",
@@ -132,9 +133,12 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
+        // HTTP/1.1 requests parsed and responses written, for the agent's endpoint (SPEC §9.5) and
+        // the test servers; imports nothing of ours.
+        .target(name: "PushListener"),
         .target(
             name: "PushTestSupport",
-            dependencies: ["PushState", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["PushListener", "PushState", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .executableTarget(
             name: "pushreporter",
@@ -210,7 +214,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushReporterTests",
-            dependencies: ["PushState", "PushTestSupport"]
+            dependencies: ["PushState", "PushTestSupport", .product(name: "Crypto", package: "swift-crypto")]
         ),
     ]
 )

@@ -1,6 +1,7 @@
 import Logging
 import PushBackend
 import PushConfig
+import PushListener
 import PushScheduler
 import PushState
 import ServiceLifecycle
@@ -63,6 +64,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     private let announceWhenSettled = Mutex(true)
     private let statusChanges: AsyncStream<Void>
     private let statusContinuation: AsyncStream<Void>.Continuation
+    /// The scheduler while `run()` runs it (nil before and after): for what the endpoint settles.
+    private let serving = Mutex<ReportScheduler<SubscriptionKey, C>?>(nil)
     /// In `runOnce`: told whenever the book may have settled.
     private let progress: Mutex<AsyncStream<Void>.Continuation?> = Mutex(nil)
 
@@ -149,6 +152,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         }
         notifier.notify("READY=1\nSTATUS=\(statusText())")
         statusContinuation.yield()
+        serving.withLock { $0 = scheduler }
+        defer { serving.withLock { $0 = nil } }
 
         let (reloads, reloadContinuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(1))
         await withTaskGroup(of: Ending.self) { group in
@@ -466,6 +471,56 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         changed()
     }
 
+    // MARK: The endpoint
+
+    /// Whether the scheduler runs and the agent is not stopping (`/health`).
+    var isServing: Bool {
+        serving.withLock { $0 != nil } && !isStopping.withLock { $0 }
+    }
+
+    /// Every subscription's record as the agent has it now (`/metrics`).
+    func snapshot() -> [SubscriptionRecord] {
+        book.withLock { $0.entries.values.map(\.record) }.sorted { $0.key < $1.key }
+    }
+
+    /// The backend that answers webhooks under `path`, if any.
+    func webhookReceiver(_ path: String) -> (any WebhookReceiver)? {
+        backends.all.lazy.compactMap { $0 as? any WebhookReceiver }.first { $0.webhookPath == path }
+    }
+
+    /// A webhook call about the subscription (`account`, `service`): settles it when it is
+    /// accepted and the call is genuine; a genuine call about nothing pending is answered 202
+    /// and changes nothing (it may have been settled by polling already).
+    func webhook(_ receiver: any WebhookReceiver, service: String, account: String, body: [UInt8]) -> HTTPEndpoint.Response {
+        let key = SubscriptionKey(account: account, service: service)
+        guard let (delivery, data) = book.withLock({ book -> (SubscriptionRequest, String?)? in
+            guard let entry = book.entries[key], let delivery = entry.plan?.delivery else { return nil }
+            return (delivery, entry.record.state == .accepted ? entry.record.backendData : nil)
+        }) else {
+            return HTTPEndpoint.Response(status: 404, body: "no such subscription\n")
+        }
+        switch receiver.webhook(body: body, delivery: delivery) {
+        case .refused(let status, let reason):
+            logger.warning("\(key.description.displayEscaped): a webhook call was refused (\(reason))")
+            return HTTPEndpoint.Response(status: status, body: reason + "\n")
+        case .settled(nil):
+            return HTTPEndpoint.Response(status: 202)
+        case .settled(let outcome?):
+            guard let data, let scheduler = serving.withLock({ $0 }) else { return HTTPEndpoint.Response(status: 202) }
+            let settled = book.withLock { book -> AgentBook.Settlement?? in
+                guard let (actions, settlement) = book.confirmed(key, data: data, outcome, now: wallClock()) else { return nil }
+                apply(actions, to: scheduler)
+                return .some(settlement)
+            }
+            if case .some(.some(let settlement)) = settled {
+                logger.settled(delivery, key: key, as: settlement == .accepted ? .delivered : settlement, attempts: 1)
+                if case .stopped = settlement { noteStopped() }
+            }
+            changed()
+            return HTTPEndpoint.Response(status: 202)
+        }
+    }
+
     // MARK: Reload
 
     private func reload(reason: String, scheduler: ReportScheduler<SubscriptionKey, C>) async {
@@ -503,7 +558,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             announceWhenSettled.withLock { $0 = true }
             logger.info("reloaded: \(summary.added) new, \(summary.changed) changed, \(summary.unchanged) unchanged, \(summary.removed) removed")
             if !settings.takesEffectOnReload(newSettings) {
-                logger.notice("agent concurrency, retry, TLS or tracking spool settings changed; they take effect when the agent restarts")
+                logger.notice("agent concurrency, retry, TLS, listen or tracking spool settings changed; they take effect when the agent restarts")
             }
         }
         guard !isStopping.withLock({ $0 }) else { return }

@@ -111,6 +111,11 @@ public struct AgentRuntime: Sendable {
             services.append(.init(service: Watchdog(notifier: notifier, interval: interval, clock: ContinuousClock())))
         }
         services.append(.init(service: agent))
+        if let address = settings.listen {
+            // Ending early (it could not listen) must not stop the agent.
+            services.append(.init(service: AgentEndpoint(address: address, agent: agent, logger: logger),
+                                  successTerminationBehavior: .ignore))
+        }
         if let spool = settings.trackingSpool {
             // Last: stopped first, so that no tracking request is in flight once the agent stops.
             let ledger: SQLiteTrackedActions

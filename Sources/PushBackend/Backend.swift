@@ -94,3 +94,22 @@ public struct BackendContext: Sendable {
         return found
     }
 }
+
+/// A backend whose receiver calls the agent back (SPEC §9.5): `POST /{webhookPath}/{service}/{account}`
+/// on the agent's endpoint settles an accepted subscription at once.
+public protocol WebhookReceiver: Sendable {
+    /// The first path segment of its calls (`journeys`).
+    var webhookPath: String { get }
+
+    /// Reads a call about the subscription whose current delivery is `delivery`: the outcome it
+    /// settles (nil while the receiver says it is still pending), or why the call is refused.
+    func webhook(body: [UInt8], delivery: SubscriptionRequest) -> WebhookAnswer
+}
+
+/// What a webhook call comes to.
+public enum WebhookAnswer: Sendable, Equatable {
+    /// A genuine call: the outcome it settles, or nil when it settles nothing yet.
+    case settled(Outcome?)
+    /// Not a genuine call (401: its signature does not match) or not a call at all (400), with why.
+    case refused(status: Int, reason: String)
+}

@@ -14,6 +14,9 @@ public struct AgentSettings: Sendable, Hashable {
     public var reportInterval: Duration?
     /// `tls.caFile`: a PEM file of private CAs trusted besides the system store.
     public var tlsCAFile: String?
+    /// `listen`: where the agent's HTTP endpoint answers (`/metrics`, `/health`, webhooks);
+    /// nil (the default) serves none.
+    public var listen: ListenAddress?
     /// `trackingSpool`: a directory the long-running agent drains of Adobe Campaign tracking
     /// payloads (`*.json` files with an `event` key, SPEC §9.4), each deleted once all its
     /// actions are delivered; relative to the file that sets it. nil (the default): none.
@@ -44,4 +47,29 @@ public struct RetryPolicy: Sendable, Hashable {
     public var maxRetryAfter: Duration = .seconds(3600)
 
     public init() {}
+}
+
+/// `agent.listen`: a host (a numeric IPv4 or IPv6 address, or `localhost`) and a port.
+public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+
+    /// Reads `127.0.0.1:9180`, `[::1]:9180`, `0.0.0.0:9180` or `localhost:9180`; nil otherwise.
+    public init?(_ text: String) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
+            return nil
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") {
+            host = String(host.dropFirst().dropLast())
+            guard host.contains(":"), host.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else { return nil }
+        } else if host != "localhost" {
+            let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.count == 4, parts.allSatisfy({ UInt8($0) != nil }) else { return nil }
+        }
+        self.host = host
+        self.port = port
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }

@@ -86,7 +86,7 @@ enum TopLevelKey: String, CaseIterable {
 
 /// The keys of the `agent:` block.
 enum AgentKey: String, CaseIterable {
-    case stateDirectory, timeout, concurrency, perHostConcurrency, retry, reportInterval, tls, trackingSpool
+    case stateDirectory, timeout, concurrency, perHostConcurrency, retry, reportInterval, tls, listen, trackingSpool
 }
 
 /// The backends of SPEC §9, by the `type:` their `services:` entry names.
@@ -383,6 +383,14 @@ struct LoadSession {
             case .reportInterval:
                 if let d = duration(value, file: file, what: "agent.reportInterval", allowOff: true) { configuration.agent.reportInterval = d }
             case .retry: loadRetry(value, file: file)
+            case .listen:
+                guard let text = scalarText(value, file: file, what: "agent.listen") else { continue }
+                if let address = ListenAddress(text) {
+                    configuration.agent.listen = address
+                } else {
+                    diagnostics.error("agent.listen must be HOST:PORT with a numeric address or localhost (127.0.0.1:9180, [::1]:9180), not '\(text)'",
+                                      file: file, at: value.start)
+                }
             case .trackingSpool:
                 guard let text = scalarText(value, file: file, what: "agent.trackingSpool") else { continue }
                 guard !text.isEmpty else {

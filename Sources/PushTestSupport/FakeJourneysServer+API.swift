@@ -1,4 +1,5 @@
 import Foundation
+import PushListener
 
 extension FakeJourneysServer {
     /// The fake's answer to each request: routing, the checks of the type's documentation, and

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import PushListener
 
 /// HTTP authentication for handlers: challenges to answer with, and checks of what a client sent.
 ///

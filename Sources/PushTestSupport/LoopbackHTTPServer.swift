@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import PushListener
 
 /// An HTTP/1.1 server on 127.0.0.1 for tests and the demo receiver: it records every request and
 /// answers each with the reply its handler scripts.
@@ -369,7 +370,7 @@ final class LoopbackServerCore: @unchecked Sendable {
         switch reply {
         case .respond(let status, let headers, let body):
             let closing = !head.keepAlive || Self.saysClose(headers) || isStopping
-            let sent = LoopbackSocket.sendAll(fd, Self.response(status: status, headers: headers, body: body,
+            let sent = LoopbackSocket.sendAll(fd, HTTPResponse.bytes(status: status, headers: headers, body: body,
                                                                 method: head.method, closing: closing))
             replyDone()
             if sent && closing { LoopbackSocket.closeGracefully(fd) }
@@ -395,65 +396,11 @@ final class LoopbackServerCore: @unchecked Sendable {
         }
     }
 
-    /// The bytes of a response; see `Reply.respond` for the rules.
-    static func response(status: Int, headers: [(name: String, value: String)], body: [UInt8],
-                         method: String, closing: Bool) -> [UInt8] {
-        let bodyAllowed = !(100..<200).contains(status) && status != 204 && status != 304
-        let names = Set(headers.map { $0.name.lowercased() })
-        var head = "HTTP/1.1 \(status) \(reasonPhrase(status))\r\n"
-        for field in headers { head += "\(field.name): \(field.value)\r\n" }
-        if bodyAllowed && !names.contains("content-length") && !names.contains("transfer-encoding") {
-            head += "Content-Length: \(body.count)\r\n"
-        }
-        if closing && !names.contains("connection") { head += "Connection: close\r\n" }
-        head += "\r\n"
-        var bytes = Array(head.utf8)
-        if bodyAllowed && method != "HEAD" { bytes += body }
-        return bytes
-    }
-
     private static func errorResponse(_ error: HTTPParseError) -> [UInt8] {
-        response(status: error.status, headers: [("Content-Type", "text/plain; charset=utf-8")],
+        HTTPResponse.bytes(status: error.status, headers: [("Content-Type", "text/plain; charset=utf-8")],
                  body: Array((error.reason + "\n").utf8), method: "GET", closing: true)
     }
 
-    static func reasonPhrase(_ status: Int) -> String {
-        switch status {
-        case 100: "Continue"
-        case 101: "Switching Protocols"
-        case 200: "OK"
-        case 201: "Created"
-        case 202: "Accepted"
-        case 204: "No Content"
-        case 206: "Partial Content"
-        case 301: "Moved Permanently"
-        case 302: "Found"
-        case 303: "See Other"
-        case 304: "Not Modified"
-        case 307: "Temporary Redirect"
-        case 308: "Permanent Redirect"
-        case 400: "Bad Request"
-        case 401: "Unauthorized"
-        case 403: "Forbidden"
-        case 404: "Not Found"
-        case 405: "Method Not Allowed"
-        case 408: "Request Timeout"
-        case 409: "Conflict"
-        case 410: "Gone"
-        case 413: "Content Too Large"
-        case 415: "Unsupported Media Type"
-        case 422: "Unprocessable Content"
-        case 429: "Too Many Requests"
-        case 431: "Request Header Fields Too Large"
-        case 500: "Internal Server Error"
-        case 501: "Not Implemented"
-        case 502: "Bad Gateway"
-        case 503: "Service Unavailable"
-        case 504: "Gateway Timeout"
-        case 505: "HTTP Version Not Supported"
-        default: "Status \(status)"
-        }
-    }
 }
 
 /// The POSIX socket calls the server makes, with the platform differences kept here.

@@ -1,5 +1,5 @@
 /// How the body of a request is delimited (RFC 9112 §6.3).
-enum HTTPBodyFraming: Equatable, Sendable {
+public enum HTTPBodyFraming: Equatable, Sendable {
     /// No body: neither `Content-Length` nor `Transfer-Encoding` was sent.
     case none
     /// `Content-Length: n`.
@@ -8,7 +8,7 @@ enum HTTPBodyFraming: Equatable, Sendable {
     case chunked
 
     /// Whether body bytes are still to come after the header section.
-    var expectsBody: Bool {
+    public var expectsBody: Bool {
         switch self {
         case .none, .length(0): false
         case .length, .chunked: true
@@ -17,16 +17,16 @@ enum HTTPBodyFraming: Equatable, Sendable {
 }
 
 /// The request line and header section of one HTTP/1.x request.
-struct HTTPRequestHead: Sendable {
-    var method: String
-    var target: String
+public struct HTTPRequestHead: Sendable {
+    public var method: String
+    public var target: String
     /// `x` of `HTTP/1.x`.
-    var minorVersion: Int
-    var headers: [(name: String, value: String)]
-    var framing: HTTPBodyFraming = .none
+    public var minorVersion: Int
+    public var headers: [(name: String, value: String)]
+    public var framing: HTTPBodyFraming = .none
 
     /// The comma-separated tokens of every `name` header, lowercased.
-    func tokens(_ name: String) -> [String] {
+    public func tokens(_ name: String) -> [String] {
         headers.filter { $0.name.lowercased() == name.lowercased() }
             .flatMap { $0.value.split(separator: ",") }
             .map { $0.trimmingSpaces().lowercased() }
@@ -34,23 +34,23 @@ struct HTTPRequestHead: Sendable {
     }
 
     /// Whether the client lets the connection carry another request (RFC 9112 §9.3).
-    var keepAlive: Bool {
+    public var keepAlive: Bool {
         let connection = tokens("Connection")
         if connection.contains("close") { return false }
         return minorVersion >= 1 || connection.contains("keep-alive")
     }
 
     /// Whether the client waits for `100 Continue` before it sends the body (RFC 9110 §10.1.1).
-    var expectsContinue: Bool {
+    public var expectsContinue: Bool {
         minorVersion >= 1 && tokens("Expect").contains("100-continue") && framing.expectsBody
     }
 }
 
 /// Why a request could not be parsed, and the status to answer with before closing.
-struct HTTPParseError: Error, Equatable, Sendable {
+public struct HTTPParseError: Error, Equatable, Sendable {
     /// 400, 413, 431, 501 or 505.
-    var status: Int
-    var reason: String
+    public var status: Int
+    public var reason: String
 }
 
 /// An incremental HTTP/1.x request parser: append bytes as they arrive, take events as they
@@ -61,9 +61,9 @@ struct HTTPParseError: Error, Equatable, Sendable {
 /// §2.2). Obsolete line folding, a bare CR, both `Content-Length` and `Transfer-Encoding`,
 /// conflicting lengths and codings other than `chunked` are errors. Chunk extensions and
 /// trailer fields are read and dropped. After an error the parser stays failed.
-struct HTTPRequestParser {
+public struct HTTPRequestParser {
     /// What `next()` found.
-    enum Event {
+    public enum Event {
         /// The head is complete and the body (if any) follows; sent once per request, before `request`.
         case head(HTTPRequestHead)
         /// The whole request.
@@ -83,9 +83,9 @@ struct HTTPRequestParser {
     }
 
     /// The most bytes a request line plus header section (or a trailer section) may take.
-    let maxHeadBytes: Int
+    public let maxHeadBytes: Int
     /// The most bytes a body may take.
-    let maxBodyBytes: Int
+    public let maxBodyBytes: Int
 
     private var buffer: [UInt8] = []
     /// The first byte not parsed yet.
@@ -98,16 +98,16 @@ struct HTTPRequestParser {
     private var head = HTTPRequestHead(method: "", target: "", minorVersion: 1, headers: [])
     private var body: [UInt8] = []
 
-    init(maxHeadBytes: Int = 64 << 10, maxBodyBytes: Int = 16 << 20) {
+    public init(maxHeadBytes: Int = 64 << 10, maxBodyBytes: Int = 16 << 20) {
         self.maxHeadBytes = maxHeadBytes
         self.maxBodyBytes = maxBodyBytes
     }
 
     /// Whether bytes were received that no event has accounted for yet.
-    var hasUnparsedBytes: Bool { position < buffer.count }
+    public var hasUnparsedBytes: Bool { position < buffer.count }
 
     /// Adds received bytes.
-    mutating func append(_ bytes: some Collection<UInt8>) {
+    public mutating func append(_ bytes: some Collection<UInt8>) {
         if position > 0 && position == buffer.count {
             buffer.removeAll(keepingCapacity: true)
             position = 0
@@ -119,7 +119,7 @@ struct HTTPRequestParser {
     }
 
     /// The next complete event, or `nil` when more bytes are needed.
-    mutating func next() throws(HTTPParseError) -> Event? {
+    public mutating func next() throws(HTTPParseError) -> Event? {
         do {
             return try step()
         } catch {
@@ -324,7 +324,7 @@ struct HTTPRequestParser {
 
 extension StringProtocol {
     /// The text without leading and trailing spaces and tabs.
-    func trimmingSpaces() -> String {
+    public func trimmingSpaces() -> String {
         let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
         guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
         return String(self[first...last])
