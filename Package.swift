@@ -118,12 +118,24 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),
+        // Adobe Campaign Standard push tracking and test payloads (SPEC §9.4): `track`, the
+        // agent's tracking spool (a Service of its own) and `payload`.
+        .target(
+            name: "PushAdobe",
+            dependencies: [
+                "PushBackend", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // Composition: configuration → backends → scheduler → transport, with state and logging.
         .target(
             name: "PushAgent",
             dependencies: [
                 "PushBackend",
                 "PushAcrobits",
+                "PushAdobe",
                 "PushJourneys",
                 "PushFCM",
                 "PushListener",
@@ -154,8 +166,10 @@ let package = Package(
             dependencies: [
                 "PushAgent",
                 "PushAcrobits",
+                "PushAdobe",
                 "PushBackend",
                 "PushConfig",
+                "PushScheduler",
                 "PushState",
                 "PushTemplates",
                 "PushTransport",
@@ -188,8 +202,8 @@ let package = Package(
         ),
         .testTarget(
             name: "PushConfigTests",
-            dependencies: ["PushConfig", "PushAcrobits", "PushAgent", "PushBackend", "PushJourneys", "PushFCM", "PushTemplates",
-                           "PushTestSupport"]
+            dependencies: ["PushConfig", "PushAcrobits", "PushAdobe", "PushAgent", "PushBackend", "PushJourneys", "PushFCM",
+                           "PushTemplates", "PushTestSupport"]
         ),
         .testTarget(
             name: "PushJourneysTests",
@@ -201,6 +215,11 @@ let package = Package(
                 "PushFCM", "PushBackend", "PushConfig", "PushScheduler", "PushTransport", "PushTestSupport",
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
+        ),
+        .testTarget(
+            name: "PushAdobeTests",
+            dependencies: ["PushAdobe", "PushBackend", "PushConfig", "PushScheduler", "PushTransport", "PushTestSupport",
+                           .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "PushAcrobitsTests",

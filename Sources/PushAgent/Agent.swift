@@ -64,6 +64,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     private let announceWhenSettled = Mutex(true)
     private let statusChanges: AsyncStream<Void>
     private let statusContinuation: AsyncStream<Void>.Continuation
+    /// Whether a status query is in flight: stopping waits for it (within the grace period).
+    private let pollInFlight = Mutex(false)
     /// The scheduler while `run()` runs it (nil before and after): for what the endpoint settles.
     private let serving = Mutex<ReportScheduler<SubscriptionKey, C>?>(nil)
     /// In `runOnce`: told whenever the book may have settled.
@@ -179,7 +181,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
             group.addTask {
                 await self.pollForConfirmations(scheduler: scheduler)
-                return .other
+                return .pollerEnded
             }
             group.addTask {
                 do {
@@ -199,9 +201,16 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 }
                 return .graceExpired
             }
+            // Stopped once the scheduler has finished what it had in flight and no status query is
+            // in flight (one gets the grace period too), or once the grace period is over.
+            var finished: Set<Ending> = []
             for await ending in group where ending != .other {
-                group.cancelAll()
-                break
+                finished.insert(ending)
+                let pollerIdle = finished.contains(.pollerEnded) || !self.pollInFlight.withLock { $0 }
+                if ending == .graceExpired || (finished.contains(.schedulerEnded) && pollerIdle) {
+                    group.cancelAll()
+                    break
+                }
             }
         }
         reloadContinuation.finish()
@@ -343,8 +352,11 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                     continue
                 }
                 let item = items[index]
+                let alreadyStopped = book.stoppedServices[item.key.service] != nil
                 guard let (actions, request, settlement) = book.settle(item.key, outcome, attempt: item.attempt, now: now) else { continue }
                 apply(actions, to: scheduler)
+                // A stopped service is said once, not once for each of its subscriptions.
+                if case .stopped = settlement, alreadyStopped { continue }
                 settled.append((item.key, request, settlement, item.attempt))
             }
         }
@@ -357,17 +369,26 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     }
 
     /// Applies the book's actions in order; called with the book locked so that they keep it.
+    /// Consecutive submissions go to the scheduler together, so that those due together leave
+    /// together (in one batch where their backend batches).
     private func apply(_ actions: [AgentBook.Action], to scheduler: ReportScheduler<SubscriptionKey, C>) {
+        var submissions: [ReportScheduler<SubscriptionKey, C>.Submission] = []
         for action in actions {
+            if case .submit(let submission) = action {
+                submissions.append(.init(key: submission.key, host: submission.host, after: submission.after,
+                                         batch: submission.batch, hold: submission.pauseLabel))
+                continue
+            }
+            scheduler.submit(submissions)
+            submissions.removeAll()
             switch action {
-            case .submit(let submission):
-                scheduler.submit(submission.key, host: submission.host, after: submission.after, batch: submission.batch,
-                                 hold: submission.pauseLabel)
+            case .submit: break
             case .cancel(let key): scheduler.cancel(key)
             case .save(let record): recorder.save(record)
             case .forget(let key): recorder.forget(key)
             }
         }
+        scheduler.submit(submissions)
     }
 
     private func handle(_ event: SchedulerEvent<SubscriptionKey>, scheduler: ReportScheduler<SubscriptionKey, C>) {
@@ -414,15 +435,18 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     /// Asks each service about its accepted subscriptions every `interval`, until cancelled.
     private func pollForConfirmations(scheduler: ReportScheduler<SubscriptionKey, C>) async {
-        while !Task.isCancelled {
+        while !Task.isCancelled && !isStopping.withLock({ $0 }) {
             let now = clock.now
             let due = pollers.withLock { pollers in
                 pollers.values.filter { state in state.lastPoll.map { $0.advanced(by: state.poller.interval) <= now } ?? true }
                     .map(\.poller)
             }
-            for poller in due {
+            for poller in due where !isStopping.withLock({ $0 }) {
                 pollers.withLock { $0[poller.service]?.lastPoll = now }
+                // A query in flight finishes when the agent stops (within its grace period).
+                pollInFlight.withLock { $0 = true }
                 await poll(poller, scheduler: scheduler)
+                pollInFlight.withLock { $0 = false }
             }
             // Each service is asked at its own interval; a second is the finest any is asked at.
             try? await clock.sleep(for: .seconds(1))
@@ -560,7 +584,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             announceWhenSettled.withLock { $0 = true }
             logger.info("reloaded: \(summary.added) new, \(summary.changed) changed, \(summary.unchanged) unchanged, \(summary.removed) removed")
             if !settings.takesEffectOnReload(newSettings) {
-                logger.notice("agent concurrency, retry and TLS settings changed; they take effect when the agent restarts")
+                logger.notice("agent concurrency, retry, TLS, listen or tracking spool settings changed; they take effect when the agent restarts")
             }
         }
         guard !isStopping.withLock({ $0 }) else { return }
@@ -609,7 +633,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 }
 
 /// Why a task of the agent ended.
-private enum Ending { case schedulerEnded, graceExpired, deadline, other }
+private enum Ending { case schedulerEnded, pollerEnded, graceExpired, deadline, other }
 
 extension AgentSettings {
     /// True when `new` differs from these settings only in what a reload applies

@@ -270,6 +270,7 @@ struct AgentBook {
             case .delivered, .deliveredKeeping, .accepted: refused = nil
             case .rejected(let why): refused = why
             case .stopped(let why):
+                entry.record.attempts = attempt
                 entries[key] = entry
                 return (stop(key.service, reason: why), request, .stopped(why))
             case .retry: preconditionFailure("a retry is not a final outcome")
@@ -334,11 +335,13 @@ struct AgentBook {
             if entry.job == nil, entry.record.state == .delivered { scheduleReportInterval(&entry, now: now, actions: &actions) }
         case .rejected(let why):
             entry.record.state = .rejected
+            entry.record.attempts = attempt
             entry.record.lastOutcome = why
             entry.record.nextDueAt = nil
             entry.job = nil
             settlement = .rejected(why)
         case .stopped(let why):
+            entry.record.attempts = attempt
             entries[key] = entry
             return (stop(key.service, reason: why), request, .stopped(why))
         case .retry:
@@ -435,15 +438,16 @@ struct AgentBook {
     // MARK: Services
 
     /// The credentials of `service` were refused: every subscription of it that has something
-    /// to send waits, as *stopped*, until a reload.
+    /// to send, or awaits a confirmation, waits as *stopped* until a reload.
     mutating func stop(_ service: String, reason: String) -> [Action] {
         guard stoppedServices[service] == nil else { return [] }
         stoppedServices[service] = reason
         var actions: [Action] = []
         let keys = entries.keys.filter { $0.service == service }
         for key in keys {
-            guard var entry = entries[key], entry.job != nil else { continue }
-            actions.append(.cancel(key))
+            // What has something to send, and what awaits a confirmation that will not come.
+            guard var entry = entries[key], entry.job != nil || entry.record.state == .accepted else { continue }
+            if entry.job != nil { actions.append(.cancel(key)) }
             if !entry.record.isRemoving { entry.record.state = .stopped }
             entry.record.lastOutcome = reason
             entry.record.nextDueAt = nil

@@ -1,4 +1,5 @@
 import Logging
+import PushAdobe
 import PushBackend
 import PushConfig
 import PushState
@@ -23,6 +24,9 @@ public struct AgentRuntime: Sendable {
     public let installID: String
     public let backends: Backends
     public let logger: Logger
+    /// What the tracking spool (`agent.trackingSpool`) resolves payloads with: set by whoever
+    /// loads the configuration, at start and on each reload.
+    public let trackingTargets = TrackingTargets.Current()
 
     /// Opens the state at `stateDirectory`, creating it when missing: its directory (0700), taken
     /// for this process alone (`state.lock`: a second writer fails, naming the first), its
@@ -111,6 +115,18 @@ public struct AgentRuntime: Sendable {
             // Ending early (it could not listen) must not stop the agent.
             services.append(.init(service: AgentEndpoint(address: address, agent: agent, logger: logger),
                                   successTerminationBehavior: .ignore))
+        }
+        if let spool = settings.trackingSpool {
+            // Last: stopped first, so that no tracking request is in flight once the agent stops.
+            let ledger: SQLiteTrackedActions
+            do {
+                ledger = try SQLiteTrackedActions(directory: directory)
+            } catch {
+                throw Failure(description: error.description)
+            }
+            services.append(.init(service: TrackingSpool(directory: spool, targets: trackingTargets, ledger: ledger, transport: transport,
+                                                         concurrency: settings.perHostConcurrency, logger: logger,
+                                                         clock: ContinuousClock(), wallClock: WallClock.epochMilliseconds)))
         }
         var quiet = logger
         quiet.logLevel = max(logger.logLevel, .warning)

@@ -1,4 +1,5 @@
 import PushAcrobits
+import PushAdobe
 import PushBackend
 import PushScheduler
 import PushConfig
@@ -16,7 +17,8 @@ public struct Backends: Sendable {
     }
 
     /// Every backend of this build.
-    public static let standard = Backends([AcrobitsBackend(), JourneysBackend(), FCMBackend(wallClock: WallClock.epochMilliseconds)])
+    public static let standard = Backends([AcrobitsBackend(), JourneysBackend(), FCMBackend(wallClock: WallClock.epochMilliseconds),
+                                           AdobeBackend()])
 
     /// The backend of `type:`, if this build has it.
     public func backend(type: String) -> (any Backend)? {

@@ -1,3 +1,4 @@
+import PushBackend
 import PushConfig
 import PushScheduler
 

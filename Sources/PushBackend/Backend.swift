@@ -120,6 +120,17 @@ public struct BackendContext: Sendable {
     public func services(ofType type: String) -> [ServiceDefinition] {
         configuration.services.values.filter { $0.type == type }.sorted { $0.name < $1.name }
     }
+
+    /// The settings of the services of `type` that `read` can use, by name; `read` reports the
+    /// problems of each (at their file, line and column) and gives nil for one it cannot use.
+    public func settings<Settings>(ofType type: String, diagnostics: inout DiagnosticList,
+                                   _ read: (ServiceDefinition, inout DiagnosticList) -> Settings?) -> [String: Settings] {
+        var found: [String: Settings] = [:]
+        for definition in services(ofType: type) {
+            if let settings = read(definition, &diagnostics) { found[definition.name] = settings }
+        }
+        return found
+    }
 }
 
 /// A backend whose receiver calls the agent back (SPEC §9.5): `POST /{webhookPath}/{service}/{account}`

@@ -86,7 +86,7 @@ enum TopLevelKey: String, CaseIterable {
 
 /// The keys of the `agent:` block.
 enum AgentKey: String, CaseIterable {
-    case stateDirectory, timeout, concurrency, perHostConcurrency, retry, reportInterval, tls, listen
+    case stateDirectory, timeout, concurrency, perHostConcurrency, retry, reportInterval, tls, listen, trackingSpool
 }
 
 /// The backends of SPEC §9, by the `type:` their `services:` entry names.
@@ -97,7 +97,7 @@ enum ServiceType: String, CaseIterable {
     case adobeCampaign = "adobe-campaign"
 
     /// Whether this version sends to it.
-    var isBuilt: Bool { self != .adobeCampaign }
+    var isBuilt: Bool { true }
 }
 
 /// The state of one load.
@@ -391,6 +391,14 @@ struct LoadSession {
                     diagnostics.error("agent.listen must be HOST:PORT with a numeric address or localhost (127.0.0.1:9180, [::1]:9180), not '\(text)'",
                                       file: file, at: value.start)
                 }
+            case .trackingSpool:
+                guard let text = scalarText(value, file: file, what: "agent.trackingSpool") else { continue }
+                guard !text.isEmpty else {
+                    diagnostics.error("agent.trackingSpool must name a directory", file: file, at: value.start)
+                    continue
+                }
+                // Relative to the file that names it, as agent.tls.caFile is.
+                configuration.agent.trackingSpool = text.hasPrefix("/") ? text : FileSystem.join(FileSystem.directory(of: file), text)
             case .tls:
                 guard let tls = self.mapping(value, file: file, what: "agent.tls") else { continue }
                 for pair in tls.entries {

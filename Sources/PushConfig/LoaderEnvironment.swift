@@ -61,12 +61,12 @@ package enum FileSystem {
     }
 
     /// The largest configuration file read (a FIFO such as `--config <(…)` is read up to it too).
-    static let maximumConfigurationSize = 512 << 20
+    package static let maximumConfigurationSize = 512 << 20
     /// The largest secret read by `!file` or `!credential`.
     static let maximumSecretSize = 1 << 20
 
     /// The whole file as bytes, refusing more than `limit` bytes (so `/dev/zero` cannot exhaust memory).
-    static func read(_ path: String, limit: Int = maximumConfigurationSize) -> Result<[UInt8], FileError> {
+    package static func read(_ path: String, limit: Int = maximumConfigurationSize) -> Result<[UInt8], FileError> {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { return .failure(FileError(errno: errno)) }
         defer { close(fd) }
@@ -109,7 +109,7 @@ package enum FileSystem {
     }
 
     /// The names in a directory, sorted.
-    static func list(_ path: String) -> Result<[String], FileError> {
+    package static func list(_ path: String) -> Result<[String], FileError> {
         guard let dir = opendir(path) else { return .failure(FileError(errno: errno)) }
         defer { closedir(dir) }
         var names: [String] = []
@@ -133,14 +133,14 @@ package enum FileSystem {
         return String(path[path.index(after: slash)...])
     }
 
-    static func join(_ directory: String, _ name: String) -> String {
+    package static func join(_ directory: String, _ name: String) -> String {
         if name.hasPrefix("/") { return name }
         return directory.hasSuffix("/") ? directory + name : directory + "/" + name
     }
 }
 
-struct FileError: Error {
-    var message: String
+package struct FileError: Error {
+    package var message: String
 
     init(message: String) {
         self.message = message

@@ -143,6 +143,37 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
         wake { $0.submit(key, host: host, due: due, batch: batch, hold: hold) }
     }
 
+    /// One report to submit with ``submit(_:)``.
+    public struct Submission: Sendable {
+        public var key: Key
+        public var host: String
+        public var delay: Duration
+        public var batch: Batching?
+        public var hold: String?
+
+        public init(key: Key, host: String, after delay: Duration = .zero, batch: Batching? = nil, hold: String? = nil) {
+            self.key = key
+            self.host = host
+            self.delay = delay
+            self.batch = batch
+            self.hold = hold
+        }
+    }
+
+    /// Schedules several reports at once, as ``submit(_:host:after:batch:hold:)`` does each, but
+    /// under one lock and with one wake-up: reports due together that may share a batch are all
+    /// queued before the loop starts any of them, so they go out together.
+    public func submit(_ submissions: [Submission]) {
+        guard !submissions.isEmpty else { return }
+        let now = clock.now
+        wake { queue in
+            for submission in submissions {
+                queue.submit(submission.key, host: submission.host, due: now.advanced(by: Swift.max(submission.delay, .zero)),
+                             batch: submission.batch, hold: submission.hold)
+            }
+        }
+    }
+
     /// Keeps the reports submitted with the hold label `label` from starting for `duration` from
     /// now on the clock, or, when `duration` is nil, until ``release(_:)``.
     ///

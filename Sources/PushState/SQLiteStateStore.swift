@@ -83,8 +83,9 @@ public final class SQLiteStateStore: StateStore {
     /// writing migrates from the number it finds (`migrations(from:)`); a database with a higher
     /// one is refused. Read-only, an older layout is read as it is.
     /// 1: the first layout, one row per account (its later databases have `past_removals`
-    /// already); 2: `past_removals` always there; 3: one row per subscription (account × service).
-    static let schemaVersion: Int64 = 3
+    /// already); 2: `past_removals` always there; 3: one row per subscription (account × service);
+    /// 4: the tracking actions sent once (``SQLiteTrackedActions``) beside them.
+    static let schemaVersion: Int64 = 4
 
     /// The table of layout 3.
     private static let subscriptionsTable = """
@@ -107,6 +108,20 @@ public final class SQLiteStateStore: StateStore {
 
         """
 
+    /// The table layout 4 adds: one row per tracking action delivered (SPEC §9.4), keyed by
+    /// what identifies the request (see ``SQLiteTrackedActions``).
+    static let trackedActionsTable = """
+        CREATE TABLE tracked_actions (
+            key TEXT PRIMARY KEY NOT NULL,
+            service TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            delivery_id TEXT NOT NULL,
+            action TEXT NOT NULL,
+            sent_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+
+        """
+
     /// How a row of layouts 1 and 2 (one per account) reads as a subscription: the account's own
     /// Acrobits web services, its removal as the cleanup, its phase as the state.
     fileprivate static func accountsAsSubscriptions(pastRemovals: String) -> String {
@@ -123,17 +138,23 @@ public final class SQLiteStateStore: StateStore {
 
     /// The SQL that brings `database`, of layout `version` (0: none yet), to `schemaVersion`.
     private static func migrations(from version: Int64, in database: SQLiteConnection) throws(StateError) -> String {
+        // Each layout's tables, then what later layouts add beside them.
+        try subscriptionMigrations(from: version, in: database) + (version < 4 ? trackedActionsTable : "")
+    }
+
+    /// The SQL that brings the subscriptions of layout `version` to layout 3.
+    private static func subscriptionMigrations(from version: Int64, in database: SQLiteConnection) throws(StateError) -> String {
         switch version {
         case 0 where try !columns(of: database, table: "accounts").isEmpty:
             // Layout 1's table, without its number: releases before the migrations set the
             // number after creating the table, not in the same transaction.
-            try migrations(from: 1, in: database)
+            try subscriptionMigrations(from: 1, in: database)
         case 0:
             subscriptionsTable
         case 1:
             // Layout 1 gained the column without a new number: only the earliest files lack it.
             try columns(of: database, table: "accounts").contains("past_removals")
-                ? try migrations(from: 2, in: database)
+                ? try subscriptionMigrations(from: 2, in: database)
                 : "ALTER TABLE accounts ADD COLUMN past_removals TEXT;\n" + subscriptionsTable
                     + "INSERT INTO subscriptions \(accountsAsSubscriptions(pastRemovals: "past_removals"));\nDROP TABLE accounts;\n"
         case 2:

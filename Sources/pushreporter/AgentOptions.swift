@@ -18,15 +18,20 @@ struct AgentOptions: ParsableArguments {
     var logLevel: Logger.Level = .info
 
     func validate() throws {
-        if let deadline {
-            guard let parsed = DurationParser.parse(deadline), parsed > .zero else {
-                throw ValidationError("--deadline must be a duration such as 60s, 5m or 1h, not '\(deadline)'")
-            }
-        }
+        _ = try Self.deadline(deadline)
     }
 
     /// `--deadline` (checked by `validate()`), 60 s when not given.
-    var deadlineDuration: Duration { deadline.flatMap(DurationParser.parse) ?? .seconds(60) }
+    var deadlineDuration: Duration { (try? Self.deadline(deadline)) ?? .seconds(60) }
+
+    /// The `--deadline` `text` gives (60 s without one), or the usage error that says why it is none.
+    static func deadline(_ text: String?) throws -> Duration {
+        guard let text else { return .seconds(60) }
+        guard let parsed = DurationParser.parse(text), parsed > .zero else {
+            throw ValidationError("--deadline must be a duration such as 60s, 5m or 1h, not '\(text)'")
+        }
+        return parsed
+    }
 
     /// The command's logger, writing to `output` at `--log-level`.
     func logger(output: LogOutput) -> Logger {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Logging
+import PushAdobe
 import PushAgent
 import PushBackend
 import PushConfig
@@ -39,11 +40,13 @@ struct AgentSetup {
         }
         guard !forRemove else { return }
         var problems = DiagnosticList()
-        (plans, pollers) = runtime.plan(runtime.context(loaded.result, hostname: environment.hostname), diagnostics: &problems)
+        let context = runtime.context(loaded.result, hostname: environment.hostname)
+        (plans, pollers) = runtime.plan(context, diagnostics: &problems)
         if problems.hasErrors {
             throw Failure(lines: problems.errors(fileOrder: configuration.files).map(\.formatted), code: Exit.configuration)
         }
         loaded.diagnostics.append(contentsOf: problems.all)
+        runtime.trackingTargets.replace(with: AdobeBackend.trackingTargets(context))
     }
 
     /// Loads the configuration again for a reload: its subscriptions, or why it is invalid.
@@ -51,11 +54,13 @@ struct AgentSetup {
         let loaded = LoadedConfiguration(options: options)
         var problems = loaded.diagnostics
         var planned: (plans: [SubscriptionPlan], pollers: [any ConfirmationPoller]) = ([], [])
+        let context = runtime.context(loaded.result, hostname: loaded.environment.hostname)
         if !problems.hasErrors {
-            planned = runtime.plan(runtime.context(loaded.result, hostname: loaded.environment.hostname), diagnostics: &problems)
+            planned = runtime.plan(context, diagnostics: &problems)
         }
         let errors = problems.errors(fileOrder: loaded.result.configuration.files)
         guard let first = errors.first else {
+            runtime.trackingTargets.replace(with: AdobeBackend.trackingTargets(context))
             return .loaded(plans: planned.plans, pollers: planned.pollers, settings: loaded.result.configuration.agent)
         }
         let more = errors.count > 1 ? " (and \(errors.count - 1) more; 'pushreporter validate' lists them)" : ""

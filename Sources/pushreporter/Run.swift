@@ -17,8 +17,8 @@ struct Run: AsyncParsableCommand {
         discussion: """
             Without --once the agent runs until SIGTERM or SIGINT: it reports every account on start, retries failures \
             for as long as it runs, reloads the configuration on SIGHUP (or on file changes with --watch), \
-            reports new and changed accounts at once, sends the removal report of accounts that left, and \
-            keeps systemd told (READY, STATUS, WATCHDOG, RELOADING, STOPPING). With --once: report every \
+            reports new and changed accounts at once, sends the removal report of accounts that left, sends the \
+            Adobe tracking of the payload files dropped in agent.trackingSpool, and keeps systemd told (READY, STATUS, WATCHDOG, RELOADING, STOPPING). With --once: report every \
             account, retry until each is delivered or the deadline passes, print a summary on standard \
             output and exit 0 (all delivered) or 1. Logs go to standard error, never with secrets.
             """
@@ -123,7 +123,7 @@ struct Run: AsyncParsableCommand {
             let host = plan.delivery?.host ?? plan.service
             logger.warning("\(plan.account.displayEscaped): secrets are sent as ******** because \(host) is plain http and not loopback; use https")
         }
-        if setup.plans.isEmpty {
+        if setup.plans.isEmpty && (once || setup.configuration.agent.trackingSpool == nil) {
             logger.warning("no enabled account has a pushTokenReporterUrl or a service, so there is nothing to report")
         }
         return Prepared(runtime: setup.runtime, plans: setup.plans, pollers: setup.pollers,

@@ -117,7 +117,7 @@ struct DocsTests {
         let deprecation = diagnostics.all.filter { $0.severity == .warning && $0.message == DeviceGroupDeprecation.warning }
         #expect(deprecation.map { "\(($0.file as NSString).lastPathComponent):\($0.line)" } == ["06-fcm.yaml:13"])
         #expect(diagnostics.all.filter { $0.message != DeviceGroupDeprecation.warning }.map(\.formatted) == [])
-        #expect(result.configuration.accounts.count == 11)
-        #expect(result.configuration.services.keys.sorted() == ["fcm", "journeys"])
+        #expect(result.configuration.accounts.count == 13)
+        #expect(result.configuration.services.keys.sorted() == ["adobe", "fcm", "journeys"])
     }
 }

@@ -46,7 +46,7 @@ import Testing
         // big-endian 32-bit number at byte 60 (SQLite's file format, section 1.3).
         let path = directory.path + "/" + SQLiteStateStore.fileName
         var bytes = try #require(FileManager.default.contents(atPath: path))
-        #expect(bytes[60..<64].elementsEqual([0, 0, 0, 3]))
+        #expect(bytes[60..<64].elementsEqual([0, 0, 0, 4]))
         bytes.replaceSubrange(60..<64, with: [0, 0, 0, 7])
         try bytes.write(to: URL(fileURLWithPath: path))
         for readOnly in [false, true] {
@@ -54,7 +54,7 @@ import Testing
                 try SQLiteStateStore(directory: directory, readOnly: readOnly)
             } throws: { error in
                 "\(error)" == "the state database \(path) was written by a newer pushreporter (schema 7; "
-                    + "this one reads schema 3); run that version, or move the state directory aside"
+                    + "this one reads schema 4); run that version, or move the state directory aside"
             }
         }
         #expect(try #require(FileManager.default.contents(atPath: path))[60..<64].elementsEqual([0, 0, 0, 7]))
@@ -97,7 +97,7 @@ import Testing
         #expect(try version() == 1, "reading changes nothing")
 
         let store = try SQLiteStateStore(directory: directory)
-        #expect(try version() == 3)
+        #expect(try version() == 4)
         var record = try #require(try store.records().first)
         #expect(record.cleanup == #"{"method":"DELETE"}"#)
         record.pastCleanups = ["earlier"]
@@ -145,5 +145,52 @@ extension SQLiteStateStoreTests {
         let statement = try SQLiteConnection(path: directory.path + "/" + SQLiteStateStore.fileName, readOnly: true)
             .prepare("SELECT count(*) FROM sqlite_master WHERE name = 'accounts'")
         #expect(try statement.step() && statement.int64(0) == 0, "the old table is gone")
+    }
+}
+
+/// Layout 4: the tracking actions sent once, beside the subscriptions.
+extension SQLiteStateStoreTests {
+    @Test func aThirdLayoutDatabaseGainsTheTrackedActionsAndKeepsItsSubscriptions() throws {
+        let temporary = TemporaryDirectory()
+        let directory = try StateDirectory(path: temporary.path + "/state")
+        let path = directory.path + "/" + SQLiteStateStore.fileName
+        // What pushreporter wrote with layout 3: the subscriptions table alone.
+        let old = try SQLiteConnection(path: path, readOnly: false)
+        try old.execute("""
+            CREATE TABLE subscriptions (account TEXT NOT NULL, service TEXT NOT NULL, fingerprint TEXT NOT NULL,
+                delivered_fingerprint TEXT, state TEXT NOT NULL, attempts INTEGER NOT NULL, last_attempt_at INTEGER,
+                last_outcome TEXT, next_due_at INTEGER, last_success_at INTEGER, backend_data TEXT, cleanup TEXT,
+                past_cleanups TEXT, PRIMARY KEY (account, service)) WITHOUT ROWID;
+            INSERT INTO subscriptions VALUES ('alice', 'acrobits', 'f1', 'f1', 'delivered', 0, 5, 'delivered', NULL, 5, NULL, 'R', NULL);
+            PRAGMA user_version = 3;
+            """)
+        #expect(try SQLiteStateStore(directory: directory, readOnly: true).records().map(\.key.account) == ["alice"],
+                "an agent of layout 3 may still run: its file is read as it is")
+
+        let tracked = try SQLiteTrackedActions(directory: directory)
+        let action = TrackedAction(key: "k1", service: "adobe", messageId: "h138a", deliveryId: "56c4", action: "7", sentAt: 9)
+        #expect(try !tracked.contains("k1"))
+        try tracked.record(action)
+        #expect(try tracked.contains("k1"))
+
+        let store = try SQLiteStateStore(directory: directory)
+        #expect(try store.storedSchemaVersion() == 4)
+        let records = try store.records()
+        #expect(records.map(\.key.description) == ["alice"])
+        #expect(records.first?.cleanup == "R" && records.first?.state == .delivered)
+        #expect(try SQLiteTrackedActions(directory: directory).all() == [action], "kept across connections")
+    }
+
+    @Test func aNewDatabaseHasBothTablesAndTheActionsSurviveReopening() throws {
+        let temporary = TemporaryDirectory()
+        let directory = try StateDirectory(path: temporary.path + "/state")
+        do {
+            let tracked = try SQLiteTrackedActions(directory: directory)
+            try tracked.record(TrackedAction(key: "a", service: "s", messageId: "m", deliveryId: "d", action: "2", sentAt: 1))
+            try tracked.record(TrackedAction(key: "b", service: "s", messageId: "m", deliveryId: "d", action: "1", sentAt: 2))
+        }
+        try SQLiteStateStore(directory: directory).save([sample("bob")], deleting: [])
+        #expect(try SQLiteTrackedActions(directory: directory).all().map(\.key) == ["a", "b"])
+        #expect(try SQLiteStateStore(directory: directory, readOnly: true).records().map(\.key.account) == ["bob"])
     }
 }

@@ -1,4 +1,3 @@
-import PushConfig
 /// A duration as a person reads it: `250ms`, `4.2s`, `20s`, `12m`, `3m 20s`, `1h 5m`.
 public struct DurationText: CustomStringConvertible, Sendable {
     public let duration: Duration

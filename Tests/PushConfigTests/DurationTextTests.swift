@@ -1,4 +1,4 @@
-@testable import PushAgent
+import PushConfig
 import Testing
 
 @Suite struct DurationTextTests {

@@ -1,0 +1,56 @@
+import PushBackend
+import PushScheduler
+
+/// Where tracking remembers the actions that reached their server, so that each (payload,
+/// action) is sent once (SPEC §9.4): the state database's `tracked_actions` table conforms, in
+/// the agent's module.
+public protocol TrackingLedger: Sendable {
+    /// Whether `request` was delivered before.
+    func wasDelivered(_ request: TrackingRequest) throws -> Bool
+    /// Remembers, durably before it returns, that `request` was delivered at `epochMilliseconds`.
+    func recordDelivered(_ request: TrackingRequest, at epochMilliseconds: Int64) throws
+    /// Where it is, for messages (the state database's path).
+    var location: String { get }
+}
+
+/// What one attempt of a tracking action came to, the ledger consulted and written.
+enum TrackingStep: Sendable {
+    /// Sent now, answered 200, and remembered (when there is a ledger).
+    case delivered
+    /// Delivered before: not sent again.
+    case alreadySent
+    /// Delivered, but the ledger could not remember it: the reason.
+    case deliveredNotRecorded(String)
+    /// The server refused it: the reason. Not tried again.
+    case rejected(String)
+    /// The ledger could not be read, so it is not known whether it was sent: the reason.
+    case unknown(String)
+    /// Tried again later.
+    case retry(AttemptFailure)
+
+    /// One attempt of `request`: asks `ledger` first, sends, and remembers a delivery.
+    static func attempt(_ request: TrackingRequest, transport: any HTTPTransport, ledger: (any TrackingLedger)?,
+                        wallClock: @Sendable () -> Int64) async -> TrackingStep {
+        if let ledger {
+            do {
+                if try ledger.wasDelivered(request) { return .alreadySent }
+            } catch {
+                return .unknown("the state \(ledger.location) cannot be read (\(error)), so it is not known whether it was sent")
+            }
+        }
+        switch await TrackingExchange.send(request, transport: transport) {
+        case .retry(let failure):
+            return .retry(failure)
+        case .rejected(let why):
+            return .rejected(why)
+        case .delivered:
+            guard let ledger else { return .delivered }
+            do {
+                try ledger.recordDelivered(request, at: wallClock())
+                return .delivered
+            } catch {
+                return .deliveredNotRecorded("the state \(ledger.location) cannot be written (\(error))")
+            }
+        }
+    }
+}

@@ -1,0 +1,89 @@
+import Foundation
+import PushTestSupport
+import Testing
+
+/// `validate` on adobe-campaign services (SPEC §9.4): each problem of a setting or of an
+/// account's ecid at its file, line and column, with a did-you-mean where one helps.
+@Suite struct AdobeValidateTests {
+    @Test func badSettingsAndEcidsAreSaidWhereTheyAreWritten() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", """
+            services:
+              plain:
+                type: adobe-campaign
+                trackingServer: http://track.example.com
+              pathy:
+                type: adobe-campaign
+                trackingServer: https://track.example.com/r/
+                timeout: soon
+              missing:
+                type: adobe-campaign
+                trackingServr: https://track.example.com
+              bare:
+                type: adobe-campaign
+                trackingServer: track.example.com
+              good:
+                type: adobe-campaign
+                trackingServer: https://track.example.com:8443/
+            accounts:
+              - username: dana
+                services:
+                  good: {ecdi: x}
+              - username: erin
+                services:
+                  good: {}
+              - username: fay
+                services:
+                  good: {ecid: "%account[ecidd]%"}
+              - username: gus
+                ecid: ""
+                services:
+                  good: {ecid: "%account[ecid]%"}
+            """)
+        let result = try ProcessRunner.pushreporter(["validate", "--config", path])
+        #expect(result.status == 78)
+        #expect(result.stderr == """
+            \(path):4:5: error: service 'plain': trackingServer must be https (plain http only to a loopback address), not 'http://track.example.com'
+            \(path):7:5: error: service 'pathy': trackingServer must be https://host[:port] alone, without a path, query, fragment or user, not 'https://track.example.com/r/'
+            \(path):8:5: error: service 'pathy': timeout must be a duration such as 5s, not 'soon'
+            \(path):9:3: error: service 'missing' needs 'trackingServer' (adobe-campaign: the tracking server, the SDK's campaign.server, as https://host)
+            \(path):11:5: error: service 'missing': unknown setting 'trackingServr' of an adobe-campaign service; did you mean 'trackingServer'?
+            \(path):14:5: error: service 'bare': trackingServer must be https://host[:port] (the SDK's campaign.server, with https:// before it), not 'track.example.com'
+            \(path):21:14: error: unknown key 'ecdi' for the service 'good' (adobe-campaign takes ecid); did you mean 'ecid'? [account dana]
+            \(path):24:7: error: the service 'good' needs 'ecid' for each account that names it (the Experience Cloud id) [account erin]
+            \(path):27:21: error: no account has a key 'ecidd'; did you mean 'ecid'?
+            \(path):31:20: warning: ecid renders empty for this account, so its payloads are not tracked [account gus]
+            1 file, 4 enabled accounts: 9 errors, 1 warning
+
+            """)
+    }
+
+    @Test func aGoodServiceValidatesCleanAndSendsNothingOnStart() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", """
+            agent:
+              trackingSpool: spool
+            services:
+              adobe:
+                type: adobe-campaign
+                trackingServer: https://track.example.com
+                timeout: 2s
+            accounts:
+              - username: dana
+                services:
+                  adobe: {ecid: "%account[username]%-ecid"}
+            """)
+        let validated = try ProcessRunner.pushreporter(["validate", "--config", path, "--strict"])
+        #expect(validated.status == 0, "\(validated.stderr)")
+        #expect(validated.stderr == "1 file, 1 enabled account: 0 errors, 0 warnings\n")
+        let preview = try ProcessRunner.pushreporter(["preview", "--config", path, "--service", "adobe", "--format", "curl"])
+        #expect(preview.stdout == """
+            # dana adobe
+            curl --fail-with-body -sS -H 'User-Agent: pushreporter/0.1.0' -H 'Accept: */*' --max-time 2.0 'https://track.example.com/r/?id=<_mId>,<_dId>,<action>&mcId=dana-ecid'
+
+            """)
+        let once = try ProcessRunner.pushreporter(["run", "--once", "--config", path, "--state-dir", directory.path + "/state"])
+        #expect(once.status == 0, "\(once.stderr)")
+        #expect(once.stdout.hasPrefix("Delivered 0 of 0 reports"), "an adobe-campaign service has nothing to deliver per account")
+    }
+}
