@@ -199,27 +199,28 @@ final class CurlLoop: @unchecked Sendable {
         }
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
         running[transfer.id] = nil
+        let reusable = !transfer.usedCredentials
         if transfer.bodyWasHeldBack(result: result) {
-            recycle(handle)
+            recycle(handle, reusable: reusable)
             transfer.dropCredentials()
             start(transfer)
             return
         }
         switch transfer.redirect(result: result) {
         case .success(let next):
-            recycle(handle)
+            recycle(handle, reusable: reusable)
             transfer.follow(next)
             start(transfer)
             return
         case .failure(let error):
             transfer.fail(error)
-            recycle(handle)
+            recycle(handle, reusable: reusable)
             return
         case nil:
             break
         }
         transfer.complete(result)
-        recycle(handle)
+        recycle(handle, reusable: reusable)
     }
 
     private func abort(_ id: UInt64) {
@@ -238,12 +239,20 @@ final class CurlLoop: @unchecked Sendable {
         }
         if let handle = transfer.handle {
             _ = curl_multi_remove_handle(multi, handle)
-            recycle(handle)
+            recycle(handle, reusable: !transfer.usedCredentials)
         }
         transfer.fail(.cancelled)
     }
 
-    private func recycle(_ handle: UnsafeMutableRawPointer) {
+    /// Keeps `handle` for another transfer, unless it did HTTP authentication: `curl_easy_reset`
+    /// does not clear a handle's authentication state, and a handle that had sent a Digest
+    /// request's first leg (which holds its body back for the challenge) sent the next POST it
+    /// carried with an empty body.
+    private func recycle(_ handle: UnsafeMutableRawPointer, reusable: Bool = true) {
+        guard reusable else {
+            curl_easy_cleanup(handle)
+            return
+        }
         curl_easy_reset(handle)
         idleHandles.append(handle)
     }

@@ -6,6 +6,8 @@ import CCurl
 final class CurlTransfer: @unchecked Sendable {
     let id: UInt64
     private(set) var request: TransportRequest
+    /// Whether a handle of this transfer was given credentials (it is not kept for another).
+    private(set) var usedCredentials = false
     private var continuation: CheckedContinuation<TransportResponse, any Error>?
     var handle: UnsafeMutableRawPointer?
     private var headerList: UnsafeMutablePointer<curl_slist>?
@@ -96,6 +98,11 @@ final class CurlTransfer: @unchecked Sendable {
 
         // Digest always; Basic too over https (libcurl picks the safest the server offers).
         if let credentials = request.credentials {
+            usedCredentials = true
+            // Neither the connection nor the handle serves another request afterwards: libcurl
+            // keeps the state of an authentication exchange with them, and a POST that reused
+            // a connection whose Digest exchange had held its body back went out with no body.
+            set(pr_easy_setopt_long(handle, CURLOPT_FORBID_REUSE, 1))
             set(pr_easy_setopt_string(handle, CURLOPT_USERNAME, credentials.username))
             set(pr_easy_setopt_string(handle, CURLOPT_PASSWORD, credentials.password))
             set(pr_easy_setopt_long(handle, CURLOPT_HTTPAUTH,
