@@ -53,6 +53,13 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     private let statusInterval: Duration
 
     private let book: Mutex<AgentBook>
+    /// With state shared by several agents (SPEC §11): the store that keeps the leases.
+    private let shared: (any SharedStateStore)?
+    /// With shared state: until when this agent may start attempts (its leases renewed in
+    /// time); nil before the first renewal and once renewals fail for too long.
+    private let leasesValidUntil = Mutex<C.Instant?>(nil)
+    /// With shared state: whether the last round of leases found nothing more to claim.
+    private let claimedAll = Mutex(false)
     /// `agent.timeout` of the configuration loaded last: for requests without their own.
     private let defaultTimeout: Mutex<Duration>
     private let startup: Mutex<AgentStart?>
@@ -85,12 +92,14 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     ///   - gracePeriod: how long requests in flight may finish after graceful shutdown.
     ///   - statusInterval: the least time between two `STATUS=` messages.
     public init(start: AgentStart, settings: AgentSettings, backends: Backends = .standard, transport: any HTTPTransport,
-                recorder: StateRecorder<C>, notifier: any ServiceManagerNotifier = NoNotifier(), logger: Logger, clock: C,
+                recorder: StateRecorder<C>, shared: (any SharedStateStore)? = nil,
+                notifier: any ServiceManagerNotifier = NoNotifier(), logger: Logger, clock: C,
                 wallClock: @escaping @Sendable () -> Int64 = WallClock.epochMilliseconds,
                 load: @escaping @Sendable () async -> ConfigurationLoad = { .invalid(reason: "no reload") },
                 reloadSources: [ReloadSource] = [],
                 gracePeriod: Duration = .seconds(10), statusInterval: Duration = .seconds(1)) {
         self.settings = settings
+        self.shared = shared
         self.backends = backends
         self.transport = transport
         self.recorder = recorder
@@ -117,6 +126,18 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// cannot be written. Returns the number of subscriptions with something to send.
     private func begin(_ scheduler: ReportScheduler<SubscriptionKey, C>) -> (written: Bool, jobs: Set<SubscriptionKey>) {
         guard let start = startup.withLock({ startup in defer { startup = nil }; return startup }) else { return (true, []) }
+        // With shared state, the agent joins the others first, and adds the subscriptions the
+        // state does not know yet, for whichever agent claims them.
+        var membership: PostgresStateStore.Membership?
+        if let shared, case .configuration(let plans, _, _) = start {
+            do {
+                membership = try shared.join(leaseTimeout: settings.leaseTimeout)
+                try shared.insertMissing(plans.map { SubscriptionRecord(key: $0.key) })
+            } catch {
+                logger.error("\(error.description)")
+                return (false, [])
+            }
+        }
         // The scheduler does not run yet, so nothing is sent before the flush.
         var jobs = Set<SubscriptionKey>()
         let (subscriptions, owedCleanups) = book.withLock { book -> (Int, Int) in
@@ -124,7 +145,13 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             switch start {
             case .configuration(let plans, let records, let pollers):
                 backends.restore(records)
-                actions = book.start(plans: plans, records: records)
+                if let membership {
+                    // Nothing is this agent's before it claims it (see keepLeases).
+                    book.startShared(plans: plans, groupStartedAt: membership.groupStartedAt)
+                    actions = []
+                } else {
+                    actions = book.start(plans: plans, records: records)
+                }
                 replacePollers(pollers)
             case .removal(let records):
                 backends.restore(records)
@@ -140,7 +167,12 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             let accounts = Set(plans.map(\.account)).count
             let removals = owedCleanups > 0 ? ", sending \(owedCleanups) owed \(owedCleanups == 1 ? "removal" : "removals")" : ""
             let services = plans.count != accounts ? " (\(plans.count) subscriptions)" : ""
-            logger.info("started: reporting \(accounts) \(accounts == 1 ? "account" : "accounts")\(services)\(removals)")
+            if let membership, let shared {
+                let group = membership.startedGroup ? "starting the group" : "joining \(membership.agents - 1) other \(membership.agents == 2 ? "agent" : "agents")"
+                logger.info("started as \(shared.agent), \(group) on \(shared.location): \(accounts) \(accounts == 1 ? "account" : "accounts")\(services) shared")
+            } else {
+                logger.info("started: reporting \(accounts) \(accounts == 1 ? "account" : "accounts")\(services)\(removals)")
+            }
         } else {
             logger.debug("started: cleaning up \(subscriptions) \(subscriptions == 1 ? "subscription" : "subscriptions")")
         }
@@ -183,6 +215,12 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 await self.pollForConfirmations(scheduler: scheduler)
                 return .pollerEnded
             }
+            if shared != nil {
+                group.addTask {
+                    await self.keepLeases(scheduler: scheduler)
+                    return .other
+                }
+            }
             group.addTask {
                 do {
                     try await gracefulShutdown()
@@ -214,6 +252,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
         }
         reloadContinuation.finish()
+        handBackLeases()
     }
 
     // MARK: Once
@@ -241,7 +280,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 return .schedulerEnded
             }
             group.addTask {
-                for await _ in settled where self.book.withLock({ $0.isSettled }) {
+                for await _ in settled where self.book.withLock({ $0.isSettled }) && (self.shared == nil || self.claimedAll.withLock { $0 }) {
                     // Everything sent: one more question about what awaits confirmation.
                     await self.pollOnce(scheduler: scheduler, before: end)
                     if self.book.withLock({ $0.isSettled }) {
@@ -265,6 +304,12 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                     return .other
                 }
             }
+            if shared != nil {
+                group.addTask {
+                    await self.keepLeases(scheduler: scheduler)
+                    return .other
+                }
+            }
             for await ending in group where ending != .other {
                 group.cancelAll()
                 break
@@ -273,6 +318,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         progress.withLock { $0 = nil }
         output?.clearProgress()
         let stateWritten = recorder.flush()
+        handBackLeases()
         return outcome(jobs: jobs, elapsed: start.duration(to: clock.now), deadline: deadline, stateWritten: stateWritten)
     }
 
@@ -336,6 +382,11 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// subscription in the book here (the scheduler is then told it is done); a retry goes back
     /// to the scheduler, which decides when.
     private func perform(_ items: [BatchItem<SubscriptionKey>], scheduler: ReportScheduler<SubscriptionKey, C>) async -> [AttemptResult] {
+        if shared != nil && !leasesValid {
+            // The leases were not renewed in time (the database is away): nothing may go out that
+            // another agent could send too. Tried again later, and not counted as an attempt.
+            return items.map { _ in .failed(AttemptFailure(status: nil, reason: "the leases could not be renewed", isCancellation: true)) }
+        }
         var results = [AttemptResult](repeating: .delivered, count: items.count)
         // Nothing to send any more (replaced, or held by a reload): done as far as this attempt goes.
         let started = book.withLock { book in
@@ -497,6 +548,81 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         changed()
     }
 
+    // MARK: Leases (SPEC §11)
+
+    /// Whether this agent's leases were renewed recently enough for it to start attempts.
+    private var leasesValid: Bool {
+        guard let until = leasesValidUntil.withLock({ $0 }) else { return false }
+        return clock.now < until
+    }
+
+    /// With shared state, until cancelled: renews this agent's leases every third of
+    /// `leaseTimeout`, claims subscriptions up to its share (at once again while there are more
+    /// to claim), hands back idle ones beyond it, and gives up what it lost. A database that
+    /// cannot be reached is tried again with backoff; meanwhile nothing new is sent once the
+    /// leases may have expired, and `STATUS=` and the log say so.
+    private func keepLeases(scheduler: ReportScheduler<SubscriptionKey, C>) async {
+        guard let shared else { return }
+        let timeout = settings.leaseTimeout
+        let renewEvery = timeout / 3
+        // An attempt may take `agent.timeout`: it starts only while the lease holds that long.
+        let margin = min(settings.timeout, timeout / 2)
+        var failures = 0
+        while !Task.isCancelled && !isStopping.withLock({ $0 }) {
+            let started = clock.now
+            var wait = renewEvery
+            do {
+                let round = try shared.renewAndClaim(leaseTimeout: timeout, maxClaim: 5_000)
+                leasesValidUntil.withLock { $0 = started.advanced(by: timeout - margin) }
+                let now = wallClock()
+                let rebalance = book.withLock { book -> [SubscriptionKey] in
+                    // What the database no longer gives this agent (it expired and went to another).
+                    let mine = book.owned ?? []
+                    let lost = mine.subtracting(round.held).subtracting(round.claimed.map(\.key))
+                    apply(book.relinquish(lost), to: scheduler)
+                    apply(book.acquire(round.claimed, now: now), to: scheduler)
+                    // More than its share, and some of it idle: handed back to the others.
+                    let excess = (book.owned?.count ?? 0) - round.share - max(1, round.share / 20)
+                    return excess > 0 ? Array(book.idleOwned.prefix(excess)) : []
+                }
+                if !rebalance.isEmpty {
+                    try shared.release(rebalance)
+                    book.withLock { book in apply(book.relinquish(rebalance), to: scheduler) }
+                }
+                claimedAll.withLock { $0 = round.claimed.count < round.wanted || round.wanted == 0 }
+                if round.wanted > 0 && round.claimed.count == round.wanted { wait = .seconds(1) }
+                if failures > 0 {
+                    logger.notice("the state database \(shared.location) is back; leases renewed")
+                    statusNote.withLock { $0 = nil }
+                    failures = 0
+                }
+                changed()
+            } catch {
+                failures += 1
+                if failures == 1 {
+                    logger.error("\(error.description); the agent keeps running and tries again (nothing new is sent once its leases may have expired)")
+                }
+                statusNote.withLock { $0 = "state database unreachable, retrying: \(error.description)" }
+                changed()
+                wait = min(renewEvery, .milliseconds(500) * (1 << min(failures, 6)))
+            }
+            try? await clock.sleep(until: started.advanced(by: wait), tolerance: nil)
+        }
+    }
+
+    /// With shared state, once stopping: writes what is left, then gives every lease back, so
+    /// the other agents take this one's subscriptions at once rather than after they expire.
+    private func handBackLeases() {
+        guard let shared else { return }
+        leasesValidUntil.withLock { $0 = nil }
+        guard recorder.flush() else { return }
+        do {
+            try shared.release(nil)
+        } catch {
+            logger.warning("\(error.description); this agent's leases expire on their own")
+        }
+    }
+
     // MARK: The endpoint
 
     /// Whether the scheduler runs and the agent is not stopping (`/health`).
@@ -506,7 +632,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     /// Every subscription's record as the agent has it now (`/metrics`).
     func snapshot() -> [SubscriptionRecord] {
-        book.withLock { $0.entries.values.map(\.record) }.sorted { $0.key < $1.key }
+        book.withLock { book in book.entries.values.filter { book.isOwned($0.record.key) }.map(\.record) }.sorted { $0.key < $1.key }
     }
 
     /// The backend that answers webhooks under `path`, if any.
@@ -574,6 +700,14 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 return (submits, summary)
             }
             replacePollers(newPollers)
+            if let shared {
+                // New subscriptions, for whichever agent claims them.
+                do {
+                    try shared.insertMissing(plans.map { SubscriptionRecord(key: $0.key) })
+                } catch {
+                    logger.error("\(error.description); the new subscriptions are claimed once it is back")
+                }
+            }
             for key in book.withLock({ $0.takeUnreadableCleanups() }) { logger.unreadableCleanup(of: key) }
             guard await flushUntilWritten() else { return }
             book.withLock { book in
@@ -614,7 +748,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     private func reportStatus() async {
         var last = ""
         for await _ in statusChanges {
-            let (counts, settled) = book.withLock { ($0.counts, $0.isSettled) }
+            // With shared state, settled means too that nothing is left to claim.
+            let (counts, settled) = book.withLock { ($0.counts, $0.isSettled && (shared == nil || claimedAll.withLock { $0 })) }
             let text = statusText(counts)
             if text != last {
                 notifier.notify("STATUS=\(text)")

@@ -94,6 +94,12 @@ struct AgentBook {
     private(set) var entries: [SubscriptionKey: Entry] = [:]
     /// Subscriptions a reload changed whose state is not written yet: no attempt may start.
     private(set) var held: Set<SubscriptionKey> = []
+    /// With state shared by several agents (SPEC §11): the subscriptions this agent holds the
+    /// lease of, the only ones it sends; nil when its state is its own and it holds them all.
+    private(set) var owned: Set<SubscriptionKey>?
+    /// With shared state: when the group of agents started. What was not delivered since is
+    /// delivered again, as every start delivers everything (SPEC §5).
+    private(set) var groupStartedAt: Int64 = 0
     private var lastGeneration: UInt64 = 0
     /// `agent.reportInterval`: a delivered subscription is delivered again this long after.
     var reportInterval: Duration?
@@ -141,6 +147,100 @@ struct AgentBook {
         return Self.savesFirst(actions)
     }
 
+    /// The first configuration of an agent that shares its state (SPEC §11): every planned
+    /// subscription is known but none is its own yet; it sends only what it claims
+    /// (``acquire(_:now:)``), what it claims having been delivered before `groupStartedAt` again.
+    mutating func startShared(plans: [SubscriptionPlan], groupStartedAt: Int64) {
+        owned = []
+        self.groupStartedAt = groupStartedAt
+        entries.reserveCapacity(plans.count)
+        for plan in plans {
+            var record = SubscriptionRecord(key: plan.key)
+            plan.apply(to: &record)
+            entries[plan.key] = Entry(record: record, plan: plan, job: nil)
+        }
+    }
+
+    /// Subscriptions this agent now holds the lease of, as the shared state had them: each is
+    /// delivered unless that state says it was since the group started with these values (or
+    /// refused them, or awaits their confirmation); one that left the configuration gets its
+    /// cleanup. Keys it holds already are left as they are.
+    mutating func acquire(_ records: [SubscriptionRecord], now: Int64) -> [Action] {
+        guard owned != nil else { return [] }
+        var actions: [Action] = []
+        for stored in records where !owned!.contains(stored.key) {
+            let key = stored.key
+            owned!.insert(key)
+            guard var entry = entries[key], let plan = entry.plan else {
+                entries[key] = nil
+                beginCleanup(stored, actions: &actions)
+                continue
+            }
+            var record = stored
+            plan.apply(to: &record)
+            let same = stored.fingerprint == plan.fingerprint && stored.state != .removing
+            let sinceStart = (stored.lastAttemptAt ?? Int64.min) >= groupStartedAt
+            var job: Job? = plan.delivery == nil ? nil : .delivery
+            if same && sinceStart {
+                switch stored.state {
+                case .delivered where (stored.lastSuccessAt ?? Int64.min) >= groupStartedAt:
+                    job = nil
+                case .accepted, .rejected, .unconfirmed:
+                    // As another agent left it: awaiting confirmation, or refused for these values.
+                    record.state = stored.state
+                    record.backendData = stored.backendData
+                    record.lastOutcome = stored.lastOutcome
+                    record.attempts = stored.attempts
+                    job = nil
+                default:
+                    break
+                }
+            }
+            entry.record = record
+            entry.job = job
+            entry.cleanups = []
+            if record != stored { actions.append(.save(record)) }
+            if job != nil {
+                schedule(entry, actions: &actions)
+            } else {
+                if record.state == .delivered { scheduleReportInterval(&entry, now: now, actions: &actions) }
+                entries[key] = entry
+            }
+        }
+        return Self.savesFirst(actions)
+    }
+
+    /// Gives up `keys` (their leases lost, or handed back): their jobs are cancelled, and they
+    /// are another agent's business now.
+    mutating func relinquish(_ keys: some Sequence<SubscriptionKey>) -> [Action] {
+        guard owned != nil else { return [] }
+        var actions: [Action] = []
+        for key in keys where owned!.remove(key) != nil {
+            guard var entry = entries[key] else { continue }
+            if entry.job != nil { actions.append(.cancel(key)) }
+            if entry.plan == nil {
+                entries[key] = nil
+            } else {
+                entry.job = nil
+                entry.cleanups = []
+                entries[key] = entry
+            }
+        }
+        return actions
+    }
+
+    /// Subscriptions this agent holds with nothing scheduled: what it may hand back without
+    /// anything in flight being sent twice.
+    var idleOwned: [SubscriptionKey] {
+        guard let owned else { return [] }
+        return owned.filter { entries[$0]?.job == nil }.sorted()
+    }
+
+    /// Whether this agent may send for `key`: its own state, or a lease it holds.
+    func isOwned(_ key: SubscriptionKey) -> Bool {
+        owned?.contains(key) ?? true
+    }
+
     /// The removal of stored subscriptions (`pushreporter remove`): each gets its cleanups, then
     /// is forgotten.
     mutating func startCleanup(of records: [SubscriptionRecord]) -> [Action] {
@@ -167,10 +267,15 @@ struct AgentBook {
         for plan in plans {
             let key = plan.key
             planned.insert(key)
-            guard var entry = entries[key] else {
-                summary.added += 1
-                var record = SubscriptionRecord(key: key)
+            guard var entry = entries[key], isOwned(key) else {
+                if entries[key] == nil { summary.added += 1 } else { summary.unchanged += 1 }
+                var record = entries[key]?.record ?? SubscriptionRecord(key: key)
                 plan.apply(to: &record)
+                guard owned == nil else {
+                    // Shared state: known, to be sent by whichever agent claims it.
+                    entries[key] = Entry(record: record, plan: plan, job: nil)
+                    continue
+                }
                 actions.append(.save(record))
                 schedule(Entry(record: record, plan: plan, job: plan.delivery == nil ? nil : .delivery), actions: &actions)
                 held.insert(key)
@@ -225,6 +330,11 @@ struct AgentBook {
         let leaving = entries.filter { !planned.contains($0.key) && !$0.value.record.isRemoving }
         for (key, entry) in leaving {
             summary.removed += 1
+            guard isOwned(key) else {
+                // Shared state: the agent that holds it cleans it up.
+                entries[key] = nil
+                continue
+            }
             if entry.job != nil { actions.append(.cancel(key)) }
             entries[key] = nil
             beginCleanup(entry.record, actions: &actions)
@@ -243,7 +353,7 @@ struct AgentBook {
     /// The scheduler starts an attempt of `key`: the request to send (nil when there is nothing
     /// to send any more), noted as sent with the job's current generation.
     mutating func beginAttempt(_ key: SubscriptionKey) -> SubscriptionRequest? {
-        guard !held.contains(key), var entry = entries[key], stoppedServices[key.service] == nil,
+        guard !held.contains(key), isOwned(key), var entry = entries[key], stoppedServices[key.service] == nil,
               let request = Self.request(of: entry) else { return nil }
         entry.sentGeneration = entry.generation
         entries[key] = entry
@@ -459,9 +569,10 @@ struct AgentBook {
 
     // MARK: Counts
 
-    /// How many subscriptions stand where.
+    /// How many subscriptions stand where (with shared state: those this agent holds).
     var counts: SubscriptionCounts {
-        SubscriptionCounts(entries.values.lazy.map(\.record))
+        guard let owned else { return SubscriptionCounts(entries.values.lazy.map(\.record)) }
+        return SubscriptionCounts(owned.lazy.compactMap { self.entries[$0]?.record })
     }
 
     /// Whether nothing is left to send: every job is done (or waits on a stopped service).

@@ -4,6 +4,9 @@ import PushBackend
 import PushConfig
 import PushState
 import PushTransport
+#if canImport(Glibc)
+import Glibc
+#endif
 import ServiceLifecycle
 import UnixSignals
 
@@ -18,8 +21,13 @@ public struct AgentRuntime: Sendable {
     }
 
     public let settings: AgentSettings
-    public let directory: StateDirectory
+    /// The state directory; nil when the state is a shared database.
+    public let directory: StateDirectory?
+    /// Where the state is, for messages: the directory, or the database URI without a password.
+    public let location: String
     public let store: any StateStore
+    /// The shared database when several agents share the state (SPEC §11); nil otherwise.
+    public let shared: (any SharedStateStore)?
     /// `%installid%`, generated once and kept with the state.
     public let installID: String
     public let backends: Backends
@@ -28,26 +36,63 @@ public struct AgentRuntime: Sendable {
     /// loads the configuration, at start and on each reload.
     public let trackingTargets = TrackingTargets.Current()
 
-    /// Opens the state at `stateDirectory`, creating it when missing: its directory (0700), taken
-    /// for this process alone (`state.lock`: a second writer fails, naming the first), its
-    /// installation id and its database (migrated from an earlier layout).
-    public init(settings: AgentSettings, stateDirectory: String, backends: Backends = .standard, logger: Logger) throws(Failure) {
+    /// Opens the state at `state`: a `postgres://` URI of a database several agents share
+    /// (SPEC §11; its schema created or migrated, its installation id shared), or a state
+    /// directory, created when missing: 0700, taken for this process alone (`state.lock`: a
+    /// second writer fails, naming the first), with its installation id and its database
+    /// (migrated from an earlier layout).
+    public init(settings: AgentSettings, state: String, backends: Backends = .standard, logger: Logger) throws(Failure) {
         self.settings = settings
         self.backends = backends
         self.logger = logger
+        if Self.isDatabase(state) {
+            do {
+                let database = try PostgresStateStore(uri: state, password: settings.statePassword, agent: Self.agentName)
+                installID = try database.installID()
+                store = database
+                shared = database
+                location = database.location
+            } catch {
+                throw Failure(description: error.description)
+            }
+            // A tracking spool's memory is the machine's own.
+            directory = settings.trackingSpool == nil ? nil : try? StateDirectory(path: settings.resolvedStateDirectory(environment: [:]))
+            return
+        }
+        shared = nil
+        location = state
+        let directory: StateDirectory
         do {
-            directory = try StateDirectory(path: stateDirectory)
+            directory = try StateDirectory(path: state)
             try directory.lockForThisProcess()
             installID = try directory.installID()
         } catch {
             throw Failure(description: error.description)
         }
+        self.directory = directory
         do {
             store = try SQLiteStateStore(directory: directory)
         } catch {
             throw Failure(description: error.description)
         }
     }
+
+    /// `the state directory /var/lib/pushreporter`, or `the state database postgres://…`.
+    public var describedLocation: String {
+        (shared == nil ? "the state directory " : "the state database ") + location
+    }
+
+    /// Whether `state` names a database (`postgres://…`) rather than a directory.
+    public static func isDatabase(_ state: String) -> Bool {
+        state.hasPrefix("postgres://") || state.hasPrefix("postgresql://")
+    }
+
+    /// This agent's name among several: `host:pid` (SPEC §11).
+    public static let agentName: String = {
+        var buffer = [CChar](repeating: 0, count: 256)
+        let host = gethostname(&buffer, buffer.count) == 0 ? String(cString: buffer) : "localhost"
+        return "\(host):\(getpid())"
+    }()
 
     /// What backends render a loaded configuration with, with this installation's id.
     public func context(_ loaded: LoadResult, hostname: String) -> BackendContext {
@@ -84,7 +129,7 @@ public struct AgentRuntime: Sendable {
         let clock = ContinuousClock()
         let recorder = StateRecorder(store: store, logger: logger, clock: clock)
         let agent = Agent(start: start, settings: settings, backends: backends, transport: transport, recorder: recorder,
-                          logger: logger, clock: clock)
+                          shared: shared, logger: logger, clock: clock)
         return await agent.runOnce(deadline: deadline, output: output)
     }
 
@@ -102,7 +147,7 @@ public struct AgentRuntime: Sendable {
         let notifier = SystemdNotifier(environment: environment)
         let recorder = StateRecorder(store: store, logger: logger, clock: ContinuousClock())
         let agent = Agent(start: start, settings: settings, backends: backends, transport: transport,
-                          recorder: recorder, notifier: notifier, logger: logger, clock: ContinuousClock(),
+                          recorder: recorder, shared: shared, notifier: notifier, logger: logger, clock: ContinuousClock(),
                           load: load, reloadSources: reloadSources, gracePeriod: min(settings.timeout, .seconds(10)))
         // The recorder first: a group stops its services in reverse order, so the last flush
         // comes after the agent's last change.
@@ -120,9 +165,14 @@ public struct AgentRuntime: Sendable {
             // Last: stopped first, so that no tracking request is in flight once the agent stops.
             let ledger: SQLiteTrackedActions
             do {
+                guard let directory else {
+                    throw Failure(description: "agent.trackingSpool needs a state directory of this machine for what it has sent; give agent.stateDirectory")
+                }
                 ledger = try SQLiteTrackedActions(directory: directory)
+            } catch let failure as Failure {
+                throw failure
             } catch {
-                throw Failure(description: error.description)
+                throw Failure(description: String(describing: error))
             }
             services.append(.init(service: TrackingSpool(directory: spool, targets: trackingTargets, ledger: ledger, transport: transport,
                                                          concurrency: settings.perHostConcurrency, logger: logger,

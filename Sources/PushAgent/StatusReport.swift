@@ -8,19 +8,30 @@ public struct StatusReport: Sendable {
     public var records: [SubscriptionRecord]
     /// Whose tables the text adds after its own (FCM's groups), from the delivered subscriptions.
     public var backends: Backends
+    /// With state several agents share (SPEC §11): which agent holds each subscription whose
+    /// lease has not expired; nil with a state directory.
+    public var holders: [SubscriptionKey: String]?
 
-    public init(records: [SubscriptionRecord], backends: Backends = .standard) {
+    public init(records: [SubscriptionRecord], backends: Backends = .standard, holders: [SubscriptionKey: String]? = nil) {
         self.records = records
         self.backends = backends
+        self.holders = holders
     }
 
     /// A summary line, then one row per subscription, then the backends' own tables.
     public var text: String {
         var lines = [SubscriptionCounts(records).statusText]
         guard !records.isEmpty else { return lines[0] }
-        let header = ["ACCOUNT", "SERVICE", "STATE", "ATTEMPTS", "LAST ATTEMPT", "NEXT ATTEMPT", "LAST SUCCESS", "DETAIL"]
+        var header = ["ACCOUNT", "SERVICE", "STATE", "ATTEMPTS", "LAST ATTEMPT", "NEXT ATTEMPT", "LAST SUCCESS", "DETAIL"]
+        var rows = records.map(Self.row)
+        if let holders {
+            // The agent before the detail, which runs on to the end of the line.
+            header.insert("AGENT", at: 7)
+            for (index, record) in records.enumerated() { rows[index].insert((holders[record.key] ?? "-").displayEscaped, at: 7) }
+            lines.insert(Self.agentsLine(holders), at: 1)
+        }
         lines.append("")
-        lines += Self.aligned(header, records.map(Self.row))
+        lines += Self.aligned(header, rows)
         for table in backends.statusTables(records) {
             lines.append("")
             lines.append(table.title.displayEscaped)
@@ -43,6 +54,15 @@ public struct StatusReport: Sendable {
         return [line(header)] + rows.map(line)
     }
 
+    /// `3 agents: host-a:412 holds 700, …` (or that none holds any now).
+    private static func agentsLine(_ holders: [SubscriptionKey: String]) -> String {
+        var held: [String: Int] = [:]
+        for holder in holders.values { held[holder, default: 0] += 1 }
+        guard !held.isEmpty else { return "no agent holds a subscription now" }
+        let parts = held.keys.sorted().map { "\($0.displayEscaped) holds \(held[$0]!)" }
+        return "\(held.count) \(held.count == 1 ? "agent" : "agents"): " + parts.joined(separator: ", ")
+    }
+
     private static func row(_ record: SubscriptionRecord) -> [String] {
         let next = record.nextDueAt.map { time($0) } ?? (record.state == .pending && record.lastOutcome == nil ? "now" : "-")
         return [record.key.account.displayEscaped, record.key.service.displayEscaped, record.state.rawValue, "\(record.attempts)",
@@ -62,7 +82,7 @@ public struct StatusReport: Sendable {
                 ("lastSuccess", time(record.lastSuccessAt)),
                 ("nextAttempt", time(record.nextDueAt)),
                 ("detail", record.lastOutcome.map { JSONText.string($0) } ?? "null"),
-            ])
+            ] + (holders.map { [("agent", $0[record.key].map { JSONText.string($0) } ?? "null")] } ?? []))
         })
     }
 

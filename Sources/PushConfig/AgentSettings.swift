@@ -14,6 +14,15 @@ public struct AgentSettings: Sendable, Hashable {
     public var reportInterval: Duration?
     /// `tls.caFile`: a PEM file of private CAs trusted besides the system store.
     public var tlsCAFile: String?
+    /// `state`: a `postgres://` URI (libpq) of the database several agents share (SPEC §11); nil
+    /// keeps the state in the state directory (SQLite). Never with a password in it.
+    public var state: String?
+    /// `statePassword`: the database's password, from `!credential`, `!file` or `!env` (else
+    /// libpq reads `PGPASSWORD` or `~/.pgpass`). A secret.
+    public var statePassword: String?
+    /// `leaseTimeout`: how long a subscription stays with an agent that stopped renewing its
+    /// lease (with shared state). Default 30s.
+    public var leaseTimeout: Duration = .seconds(30)
     /// `listen`: where the agent's HTTP endpoint answers (`/metrics`, `/health`, webhooks);
     /// nil (the default) serves none.
     public var listen: ListenAddress?
@@ -23,6 +32,11 @@ public struct AgentSettings: Sendable, Hashable {
     public var trackingSpool: String?
 
     public init() {}
+
+    /// Where the state is (SPEC §11): `agent.state` (a database), else the state directory.
+    public func resolvedState(environment: [String: String]) -> String {
+        state ?? resolvedStateDirectory(environment: environment)
+    }
 
     /// The state directory to use: the configured one, else `$STATE_DIRECTORY`, else the default.
     public func resolvedStateDirectory(environment: [String: String]) -> String {

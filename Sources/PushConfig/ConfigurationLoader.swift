@@ -87,6 +87,7 @@ enum TopLevelKey: String, CaseIterable {
 /// The keys of the `agent:` block.
 enum AgentKey: String, CaseIterable {
     case stateDirectory, timeout, concurrency, perHostConcurrency, retry, reportInterval, tls, listen, trackingSpool
+    case state, statePassword, leaseTimeout
 }
 
 /// The backends of SPEC §9, by the `type:` their `services:` entry names.
@@ -383,6 +384,38 @@ struct LoadSession {
             case .reportInterval:
                 if let d = duration(value, file: file, what: "agent.reportInterval", allowOff: true) { configuration.agent.reportInterval = d }
             case .retry: loadRetry(value, file: file)
+            case .state:
+                guard let text = scalarText(value, file: file, what: "agent.state") else { continue }
+                if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
+                    if Self.uriHasPassword(text) {
+                        diagnostics.error("agent.state must not hold a password: give it as agent.statePassword (!credential NAME), PGPASSWORD or ~/.pgpass",
+                                          file: file, at: value.start)
+                    } else {
+                        configuration.agent.state = text
+                    }
+                } else {
+                    diagnostics.error("agent.state must be a postgres:// URI (for a state directory, use agent.stateDirectory), not '\(text)'",
+                                      file: file, at: value.start)
+                }
+            case .statePassword:
+                // The one agent setting that is a secret: the PostgreSQL password, from a tag.
+                guard case .scalar(let scalar) = value, scalar.tag != nil,
+                      let password = resolve(scalar, key: "statePassword", isSecret: true, file: file, account: nil) else {
+                    if case .scalar(let scalar) = value, scalar.tag == nil {
+                        diagnostics.error("agent.statePassword must be given as !credential NAME, !file PATH or !env NAME, never written in the file",
+                                          file: file, at: value.start)
+                    }
+                    continue
+                }
+                configuration.agent.statePassword = password.text
+            case .leaseTimeout:
+                if let d = duration(value, file: file, what: "agent.leaseTimeout", allowOff: false) {
+                    if d! < .seconds(3) {
+                        diagnostics.error("agent.leaseTimeout must be at least 3s", file: file, at: value.start)
+                    } else {
+                        configuration.agent.leaseTimeout = d!
+                    }
+                }
             case .listen:
                 guard let text = scalarText(value, file: file, what: "agent.listen") else { continue }
                 if let address = ListenAddress(text) {
@@ -1104,6 +1137,14 @@ struct LoadSession {
     }
 
     // MARK: Values and tags
+
+    /// Whether a connection URI writes a password (`postgres://user:secret@host/db`).
+    static func uriHasPassword(_ uri: String) -> Bool {
+        guard let scheme = uri.firstRange(of: "://") else { return false }
+        let rest = uri[scheme.upperBound...]
+        guard let at = rest.firstIndex(of: "@") else { return rest.contains("password=") }
+        return rest[..<at].contains(":") || rest.contains("password=")
+    }
 
     /// The largest value one scalar may hold (SPEC §12): 1 MiB.
     static let maximumScalarSize = 1 << 20

@@ -45,6 +45,8 @@ final class PostgresConnection: @unchecked Sendable {
             let message = handle.map { Self.message(PQerrorMessage($0)) } ?? "out of memory"
             throw StateError(.open, "cannot connect to the state database \(location) (\(message))")
         }
+        // The server's notices (a table that exists already, say) are not the agent's log.
+        _ = PQsetNoticeProcessor(handle, { _, _ in }, nil)
     }
 
     /// Whether the connection is usable (false after the server went away).

@@ -261,8 +261,8 @@ public final class SQLiteStateStore: StateStore {
         }
     }
 
-    /// The layout's `user_version` (for tests of migration).
-    func storedSchemaVersion() throws(StateError) -> Int64 {
+    /// The layout's `user_version` (for `pushreporter migrate` and tests).
+    public func schemaVersion() throws(StateError) -> Int64 {
         try connection.withLock { (statements: inout Statements) throws(StateError) -> Int64 in
             try Self.schemaVersion(of: statements.database)
         }

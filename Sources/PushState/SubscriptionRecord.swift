@@ -107,3 +107,21 @@ public protocol StateStore: Sendable {
     /// Gives back memory the store holds for speed; an idle agent calls it.
     func releaseMemory()
 }
+
+/// A state several agents share (SPEC §11): each subscription is sent by the agent that holds
+/// its lease, renewed while it lives; one that dies leaves its subscriptions to the others once
+/// its leases expire.
+public protocol SharedStateStore: StateStore {
+    /// The agent this store writes for (`host:pid`): it writes only rows it holds.
+    var agent: String { get }
+    /// Joins the agents; the first alive starts the group (everything is delivered again).
+    func join(leaseTimeout: Duration) throws(StateError) -> PostgresStateStore.Membership
+    /// Adds, unheld, the subscriptions the state does not have yet.
+    func insertMissing(_ records: [SubscriptionRecord]) throws(StateError)
+    /// Renews this agent's leases and claims up to its share.
+    func renewAndClaim(leaseTimeout: Duration, maxClaim: Int) throws(StateError) -> PostgresStateStore.LeaseRound
+    /// Gives up the leases of `keys`, or all of this agent's (and leaves the group) when nil.
+    func release(_ keys: [SubscriptionKey]?) throws(StateError)
+    /// Which agent holds each subscription whose lease has not expired.
+    func holders() throws(StateError) -> [SubscriptionKey: String]
+}

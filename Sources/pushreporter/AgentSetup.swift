@@ -33,7 +33,7 @@ struct AgentSetup {
         let environment = loaded.environment
         do {
             runtime = try AgentRuntime(settings: configuration.agent,
-                                       stateDirectory: stateDir ?? configuration.agent.resolvedStateDirectory(environment: environment.variables),
+                                       state: stateDir ?? configuration.agent.resolvedState(environment: environment.variables),
                                        logger: logger)
         } catch {
             throw Failure(lines: [error.description], code: Exit.failure)

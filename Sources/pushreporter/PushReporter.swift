@@ -13,7 +13,7 @@ struct PushReporter: AsyncParsableCommand {
             Configuration: --config PATH (repeatable), else $PUSHREPORTER_CONFIG, else /etc/pushreporter.
             """,
         version: PushReporterVersion.current,
-        subcommands: [Run.self, Validate.self, Preview.self, Status.self, Remove.self, Track.self, Payload.self]
+        subcommands: [Run.self, Validate.self, Preview.self, Status.self, Remove.self, Track.self, Payload.self, Migrate.self]
     )
 
     /// The entry point, synchronous on purpose: it blocks SIGHUP, SIGTERM and SIGINT on the

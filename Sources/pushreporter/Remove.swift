@@ -65,11 +65,11 @@ struct Remove: AsyncParsableCommand {
                 plan.cleanup.map { SubscriptionRecord(key: SubscriptionKey(account: plan.account, service: plan.service), cleanup: $0) }
             }
             if records.isEmpty {
-                printError("remove: \(id.displayEscaped) has no accountRemovalReporterUrl and nothing in the state directory \(runtime.directory.path), so there is nothing to send")
+                printError("remove: \(id.displayEscaped) has no accountRemovalReporterUrl and nothing in \(runtime.describedLocation), so there is nothing to send")
                 exitNow(Exit.failure)
             }
         } else if records.isEmpty {
-            printError("remove: no account '\(id.displayEscaped)' in the state directory \(runtime.directory.path) or in the configuration")
+            printError("remove: no account '\(id.displayEscaped)' in \(runtime.describedLocation) or in the configuration")
             exitNow(Exit.failure)
         }
         let owed = cleanups(of: records, backends: runtime.backends)

@@ -45,19 +45,26 @@ struct Status: ParsableCommand {
             options.paths = configPaths
             settings = LoadedConfiguration(options: options).result.configuration.agent
         }
-        let path = stateDir ?? settings.resolvedStateDirectory(environment: environment)
-        let records: [SubscriptionRecord]
+        let path = stateDir ?? settings.resolvedState(environment: environment)
+        var records: [SubscriptionRecord] = []
+        var holders: [SubscriptionKey: String]?
         do {
-            let directory = try StateDirectory(path: path, create: false)
-            records = try SQLiteStateStore(directory: directory, readOnly: true).records()
+            if AgentRuntime.isDatabase(path) {
+                let database = try PostgresStateStore(uri: path, password: settings.statePassword, readOnly: true)
+                records = try database.records()
+                holders = try database.holders()
+            } else {
+                let directory = try StateDirectory(path: path, create: false)
+                records = try SQLiteStateStore(directory: directory, readOnly: true).records()
+            }
         } catch let error as StateError where error.isMissing {
-            records = []
             printError("status: \(error.description)")
         } catch {
             printError("status: \(error)")
             throw Exit.failure
         }
-        let report = StatusReport(records: services.isEmpty ? records : records.filter { services.contains($0.key.service) })
+        let report = StatusReport(records: services.isEmpty ? records : records.filter { services.contains($0.key.service) },
+                                  holders: holders)
         switch format {
         case .text: print(report.text)
         case .json: print(report.json)

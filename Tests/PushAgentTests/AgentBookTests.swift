@@ -495,3 +495,69 @@ extension SubscriptionRequest {
         #expect(AgentBookTests.submitted(arrived) == ["alice@j.example.com:443"])
     }
 }
+
+/// SPEC §11: an agent sharing its state sends only what it holds the lease of.
+@Suite struct AgentBookSharedTests {
+    static let groupStart: Int64 = 10_000
+
+    static func shared(_ plans: [SubscriptionPlan]) -> AgentBook {
+        var book = AgentBookTests.book()
+        book.startShared(plans: plans, groupStartedAt: groupStart)
+        return book
+    }
+
+    @Test func nothingIsSentBeforeItIsClaimed() {
+        var book = Self.shared([AgentBookTests.plan("alice", token: "1"), AgentBookTests.plan("bob", token: "1")])
+        #expect(book.beginAttempt(AgentBookTests.k("alice")) == nil)
+        #expect(book.counts.subscriptions == 0)
+        #expect(book.isSettled)
+    }
+
+    @Test func whatWasDeliveredSinceTheGroupStartedIsNotSentAgain() {
+        var book = Self.shared([AgentBookTests.plan("alice", token: "1"), AgentBookTests.plan("bob", token: "1"),
+                                AgentBookTests.plan("carol", token: "2")])
+        func stored(_ account: String, token: String, deliveredAt: Int64?) -> SubscriptionRecord {
+            var record = SubscriptionRecord(key: AgentBookTests.k(account))
+            AgentBookTests.plan(account, token: token).apply(to: &record)
+            if let deliveredAt {
+                record.state = .delivered
+                record.deliveredFingerprint = record.fingerprint
+                record.lastSuccessAt = deliveredAt
+                record.lastAttemptAt = deliveredAt
+            }
+            return record
+        }
+        let actions = book.acquire([
+            stored("alice", token: "1", deliveredAt: 20_000),   // by another agent of this group: done
+            stored("bob", token: "1", deliveredAt: 5_000),      // before the group started: again
+            stored("carol", token: "1", deliveredAt: 20_000),   // with other values: again
+        ], now: 30_000)
+        #expect(Set(AgentBookTests.submitted(actions)) == ["bob@push.example.com:443", "carol@push.example.com:443"])
+        #expect(book.entries[AgentBookTests.k("alice")]?.record.state == .delivered)
+        #expect(book.counts.subscriptions == 3)
+        #expect(book.idleOwned == [AgentBookTests.k("alice")])
+    }
+
+    @Test func aClaimedSubscriptionThatLeftIsCleanedUp() {
+        var book = Self.shared([AgentBookTests.plan("alice", token: "1")])
+        var gone = SubscriptionRecord(key: AgentBookTests.k("gone"), fingerprint: "gone-1", deliveredFingerprint: "gone-1",
+                                      state: .delivered, cleanup: AgentBookTests.plan("gone", token: "1").cleanup)
+        gone.lastSuccessAt = 20_000
+        let actions = book.acquire([gone], now: 30_000)
+        #expect(AgentBookTests.submitted(actions) == ["gone@gone.example.com:443"])
+        #expect(book.beginAttempt(AgentBookTests.k("gone"))?.purpose == .cleanup)
+    }
+
+    @Test func aLostLeaseCancelsItsJobAndAReloadLeavesOthersAlone() {
+        var book = Self.shared([AgentBookTests.plan("alice", token: "1"), AgentBookTests.plan("bob", token: "1")])
+        _ = book.acquire([SubscriptionRecord(key: AgentBookTests.k("alice"))], now: 30_000)
+        #expect(book.beginAttempt(AgentBookTests.k("alice")) != nil)
+        #expect(book.relinquish([AgentBookTests.k("alice")]) == [.cancel(AgentBookTests.k("alice"))])
+        #expect(book.beginAttempt(AgentBookTests.k("alice")) == nil)
+        // A reload changes bob, which this agent does not hold: its holder sends it.
+        let (actions, _) = AgentBookTests.reload(&book, [AgentBookTests.plan("alice", token: "1"), AgentBookTests.plan("bob", token: "2")],
+                                                 reportInterval: nil, now: 40_000)
+        #expect(AgentBookTests.submitted(actions).isEmpty)
+        #expect(!actions.contains { if case .save = $0 { true } else { false } }, "nothing held, nothing written")
+    }
+}

@@ -174,7 +174,7 @@ extension SQLiteStateStoreTests {
         #expect(try tracked.contains("k1"))
 
         let store = try SQLiteStateStore(directory: directory)
-        #expect(try store.storedSchemaVersion() == 4)
+        #expect(try store.schemaVersion() == 4)
         let records = try store.records()
         #expect(records.map(\.key.description) == ["alice"])
         #expect(records.first?.cleanup == "R" && records.first?.state == .delivered)

@@ -1,0 +1,175 @@
+import Foundation
+import PushState
+import PushTestSupport
+import Synchronization
+import Testing
+
+/// SPEC §11: several agents on one PostgreSQL, end to end through the binary, against a real
+/// server the tests start (Debian's postgresql; without it these fail and say what to install).
+@Suite(.serialized) struct SharedStateTests {
+    /// A receiver that counts the reports of each account (`GET /r/ACCOUNT?t=TOKEN`).
+    final class Receiver: Sendable {
+        final class Counts: Sendable {
+            let value = Mutex<[String: Int]>([:])
+        }
+
+        let server: LoopbackHTTPServer
+        private let counts: Counts
+
+        init(delay: Duration = .zero) throws {
+            let counts = Counts()
+            self.counts = counts
+            let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+            server = try LoopbackHTTPServer(recording: false) { request, _ in
+                let account = request.path.split(separator: "/").last.map(String.init) ?? ""
+                counts.value.withLock { $0[account, default: 0] += 1 }
+                if seconds > 0 { Thread.sleep(forTimeInterval: seconds) }
+                return .status(204)
+            }
+        }
+
+        var distinct: Int { counts.value.withLock { $0.count } }
+        var duplicates: Int { counts.value.withLock { $0.values.reduce(0) { $0 + max(0, $1 - 1) } } }
+
+        /// Waits until every one of `count` accounts has been reported.
+        func waitForAll(_ count: Int, timeout: Duration) -> Bool {
+            Polling.until(timeout: timeout) { self.distinct >= count }
+        }
+    }
+
+    static func config(_ count: Int, database: String, receiver: Receiver, leaseTimeout: String = "3s",
+                       concurrency: Int = 8) -> String {
+        var text = """
+            agent:
+              state: \(database)
+              leaseTimeout: \(leaseTimeout)
+              concurrency: \(concurrency)
+              retry: {initial: 200ms, max: 1s}
+            accounts:
+
+            """
+        for index in 0..<count {
+            text += "  - id: a\(index)\n    pushTokenOther: T\(index)\n"
+                + "    pushTokenReporterUrl: \(receiver.server.baseURL)/r/a\(index)?t=%pushTokenOther%\n"
+        }
+        return text
+    }
+
+    /// `status --format json` of the shared state: account → (state, agent).
+    static func status(_ config: String) throws -> [String: (state: String, agent: String?)] {
+        // Asked now and then, not as fast as Polling checks.
+        usleep(200_000)
+        let result = try ProcessRunner.pushreporter(["status", "--config", config, "--format", "json"])
+        let rows = (try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]]) ?? []
+        var status: [String: (state: String, agent: String?)] = [:]
+        for row in rows {
+            status[row["account"] as? String ?? ""] = (row["state"] as? String ?? "", row["agent"] as? String)
+        }
+        return status
+    }
+
+    @Test func twoAgentsShareTheWorkAndReportEachAccountOnce() throws {
+        let postgres = try TemporaryPostgres.shared()
+        let database = try postgres.makeDatabase()
+        let receiver = try Receiver()
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", Self.config(300, database: database, receiver: receiver))
+        let first = try RunningProcess(pushreporter: ["run", "--config", config])
+        let second = try RunningProcess(pushreporter: ["run", "--config", config])
+        #expect(receiver.waitForAll(300, timeout: .seconds(60)), "\(first.stderr)\(second.stderr)")
+        #expect(first.waitForStderr("accounts are reported", timeout: .seconds(60)), "\(first.stderr)")
+        #expect(second.waitForStderr("accounts are reported", timeout: .seconds(60)), "\(second.stderr)")
+        #expect(receiver.duplicates == 0)
+        let text = try ProcessRunner.pushreporter(["status", "--config", config]).stdout
+        #expect(text.hasPrefix("300 accounts: 300 reported, 0 retrying\n2 agents: "), "\(text)")
+        let holders = Set(try Self.status(config).values.compactMap(\.agent))
+        #expect(holders.count == 2)
+        #expect((first.stderr + second.stderr).contains("starting the group"))
+        #expect((first.stderr + second.stderr).contains("joining 1 other agent"))
+
+        // A third agent joining a running group does not send again what the group delivered.
+        let third = try RunningProcess(pushreporter: ["run", "--config", config])
+        #expect(third.waitForStderr("joining 2 other agents"), "\(third.stderr)")
+        #expect(Polling.until(timeout: .seconds(60)) { (try? Self.status(config).values.compactMap(\.agent)).map { Set($0).count } == 3 },
+                "the third agent takes a share")
+        #expect(receiver.duplicates == 0)
+        for agent in [first, second, third] {
+            agent.signal(SIGTERM)
+            #expect(agent.waitForExit() == 0, "\(agent.stderr)")
+        }
+        #expect(try Self.status(config).values.allSatisfy { $0.agent == nil }, "stopping hands every lease back")
+    }
+
+    @Test func threeAgentsAndTwentyThousandAccountsSurviveTheLossOfOne() throws {
+        let postgres = try TemporaryPostgres.shared()
+        let database = try postgres.makeDatabase()
+        let count = 20_000
+        let receiver = try Receiver(delay: .milliseconds(2))
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", Self.config(count, database: database, receiver: receiver, leaseTimeout: "5s",
+                                                              concurrency: 16))
+        let agents = try (0..<3).map { _ in try RunningProcess(pushreporter: ["run", "--config", config]) }
+        // Killed once it has claimed its share and delivered part of it.
+        let victim = agents[2]
+        #expect(Polling.until(timeout: .seconds(120)) {
+            (try? Self.status(config).values.filter { $0.agent != nil && $0.state == "delivered" }.count) ?? 0 >= count / 10
+        }, "\(victim.stderr.suffix(2000))")
+        let held = try Self.status(config).values.filter { $0.agent?.hasSuffix(":\(victim.pid)") == true }.count
+        victim.signal(SIGKILL)
+        #expect(victim.waitForExit() == 128 + SIGKILL)
+        #expect(held > 0, "the killed agent held a share")
+
+        #expect(receiver.waitForAll(count, timeout: .seconds(180)), "\(receiver.distinct) of \(count)")
+        // At most what the dead agent had in flight, or delivered and not yet written, twice.
+        #expect(receiver.duplicates <= 64, "\(receiver.duplicates) sent twice")
+        #expect(Polling.until(timeout: .seconds(60)) {
+            (try? Self.status(config).values.allSatisfy { $0.state == "delivered" && $0.agent?.hasSuffix(":\(victim.pid)") != true }) ?? false
+        }, "the others took the dead agent's share over")
+        for agent in agents.prefix(2) {
+            agent.signal(SIGTERM)
+            #expect(agent.waitForExit() == 0, "\(agent.stderr.suffix(2000))")
+        }
+    }
+
+    @Test func aRestartedDatabaseLosesNothing() throws {
+        let postgres = try TemporaryPostgres.shared()
+        let database = try postgres.makeDatabase()
+        let count = 3_000
+        let receiver = try Receiver(delay: .milliseconds(3))
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", Self.config(count, database: database, receiver: receiver))
+        let agents = try (0..<2).map { _ in try RunningProcess(pushreporter: ["run", "--config", config]) }
+        #expect(Polling.until(timeout: .seconds(60)) { receiver.distinct >= count / 5 })
+        try postgres.restart()
+        #expect(receiver.waitForAll(count, timeout: .seconds(180)), "\(receiver.distinct) of \(count)")
+        // The agents stayed up, said so, and came back.
+        for agent in agents {
+            #expect(agent.waitForStderr("accounts are reported", timeout: .seconds(60)), "\(agent.stderr.suffix(2000))")
+        }
+        #expect(agents.contains { $0.stderr.contains("the state database") }, "an agent said the database was away")
+        #expect(Polling.until(timeout: .seconds(60)) {
+            (try? Self.status(config).values.filter { $0.state == "delivered" }.count) == count
+        }, "every delivery is in the state")
+        for agent in agents {
+            agent.signal(SIGTERM)
+            #expect(agent.waitForExit() == 0, "\(agent.stderr.suffix(2000))")
+        }
+    }
+
+    @Test func migrateCreatesTheSchemaAlone() throws {
+        let postgres = try TemporaryPostgres.shared()
+        let database = try postgres.makeDatabase()
+        let result = try ProcessRunner.pushreporter(["migrate", "--state-dir", database])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == "The state database \(database) is at schema 1.\n")
+        let tables = try postgres.psql(database, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'subscriptions'")
+        #expect(tables.trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+    }
+
+    @Test func aPasswordInTheURIIsRefused() throws {
+        let result = try ProcessRunner.pushreporter(config: "agent:\n  state: postgres://u:secret@db.example/p\n", ["validate"])
+        #expect(result.status == 78)
+        #expect(result.stderr.contains("agent.state must not hold a password"), "\(result.stderr)")
+        #expect(!result.stderr.contains("secret@"))
+    }
+}
