@@ -585,7 +585,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                     let excess = (book.owned?.count ?? 0) - round.share - max(1, round.share / 20)
                     return excess > 0 ? Array(book.idleOwned.prefix(excess)) : []
                 }
-                if !rebalance.isEmpty {
+                // Their last records are written first: a delivery the database did not show yet
+                // would be sent again by the agent that claims the subscription next.
+                if !rebalance.isEmpty && recorder.flush() {
                     try shared.release(rebalance)
                     book.withLock { book in apply(book.relinquish(rebalance), to: scheduler) }
                 }
