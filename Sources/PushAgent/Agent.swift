@@ -575,7 +575,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 let round = try shared.renewAndClaim(leaseTimeout: timeout, maxClaim: 5_000)
                 leasesValidUntil.withLock { $0 = started.advanced(by: timeout - margin) }
                 let now = wallClock()
-                let rebalance = book.withLock { book -> [SubscriptionKey] in
+                let (lost, rebalance) = book.withLock { book -> (Int, [SubscriptionKey]) in
                     // What the database no longer gives this agent (it expired and went to another).
                     let mine = book.owned ?? []
                     let lost = mine.subtracting(round.held).subtracting(round.claimed.map(\.key))
@@ -583,13 +583,24 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                     apply(book.acquire(round.claimed, now: now), to: scheduler)
                     // More than its share, and some of it idle: handed back to the others.
                     let excess = (book.owned?.count ?? 0) - round.share - max(1, round.share / 20)
-                    return excess > 0 ? Array(book.idleOwned.prefix(excess)) : []
+                    return (lost.count, excess > 0 ? Array(book.idleOwned.prefix(excess)) : [])
+                }
+                if lost > 0 {
+                    logger.warning("\(lost) \(lost == 1 ? "subscription" : "subscriptions") went to another agent: this agent's leases expired before it renewed them")
                 }
                 // Their last records are written first: a delivery the database did not show yet
                 // would be sent again by the agent that claims the subscription next.
                 if !rebalance.isEmpty && recorder.flush() {
                     try shared.release(rebalance)
                     book.withLock { book in apply(book.relinquish(rebalance), to: scheduler) }
+                    logger.info("handed \(rebalance.count) \(rebalance.count == 1 ? "subscription" : "subscriptions") to the group's other agents (a share is now \(round.share))")
+                }
+                // Claims after the first ones take over what an agent left (it stopped, or its
+                // leases expired) or what another agent's start added: said, and "all … reported"
+                // is said again once they are done.
+                if claimedAll.withLock({ $0 }) && !round.claimed.isEmpty {
+                    logger.info("took over \(round.claimed.count) \(round.claimed.count == 1 ? "subscription" : "subscriptions") no live agent held")
+                    announceWhenSettled.withLock { $0 = true }
                 }
                 claimedAll.withLock { $0 = round.claimed.count < round.wanted || round.wanted == 0 }
                 if round.wanted > 0 && round.claimed.count == round.wanted { wait = .seconds(1) }
@@ -741,7 +752,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     // MARK: Status
 
     private func statusText(_ counts: SubscriptionCounts? = nil) -> String {
-        let text = (counts ?? book.withLock { $0.counts }).statusText
+        var text = (counts ?? book.withLock { $0.counts }).statusText
+        // With shared state an agent counts what it holds, not the group's accounts.
+        if shared != nil { text = "holds " + text }
         return statusNote.withLock { $0 }.map { text + "; " + $0 } ?? text
     }
 
@@ -759,7 +772,13 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
             if settled && counts[.removing] == 0 && announceWhenSettled.withLock({ announce in defer { announce = false }; return announce }) {
                 let awaiting = counts[.accepted] > 0 ? " (\(counts[.accepted]) awaiting the backend's confirmation)" : ""
-                logger.info("all \(counts.accounts) \(counts.accounts == 1 ? "account is" : "accounts are") reported\(awaiting)")
+                if shared == nil {
+                    logger.info("all \(counts.accounts) \(counts.accounts == 1 ? "account is" : "accounts are") reported\(awaiting)")
+                } else if counts.accounts == 0 {
+                    logger.info("holds no account now: the group's other agents hold them all")
+                } else {
+                    logger.info("all \(counts.accounts) \(counts.accounts == 1 ? "account" : "accounts") this agent holds are reported\(awaiting)")
+                }
                 // Loading, rendering and the first burst of requests are over: give the memory
                 // they freed back to the system, so an idle agent stays small.
                 recorder.releaseMemoryOnceWritten()

@@ -83,13 +83,14 @@ struct DocsTests {
         }
     }
 
-    @Test("every yaml block in docs/configuration.md loads without an error")
+    @Test("every yaml block in docs/configuration.md and docs/deploying.md loads without an error")
     func configurationExamples() throws {
-        let examples = try Self.blocks("yaml", in: "docs/configuration.md")
-        #expect(examples.count >= 4)
+        let examples = try Self.blocks("yaml", in: "docs/configuration.md") + Self.blocks("yaml", in: "docs/deploying.md")
+        #expect(examples.count >= 6)
         let credentials = TemporaryDirectory()
         credentials.write("receiver-token", "token-from-systemd\n")
         credentials.write("journeys-token", "journeys-token-from-systemd\n")
+        credentials.write("pgpassword", "pg-password-from-systemd\n")
         for example in examples {
             let directory = TemporaryDirectory()
             directory.write("secrets/token", "file-token\n")

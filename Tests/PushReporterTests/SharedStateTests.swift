@@ -83,8 +83,8 @@ import Testing
         let first = try RunningProcess(pushreporter: ["run", "--config", config])
         let second = try RunningProcess(pushreporter: ["run", "--config", config])
         #expect(receiver.waitForAll(300, timeout: .seconds(60)), "\(first.stderr)\(second.stderr)")
-        #expect(first.waitForStderr("accounts are reported", timeout: .seconds(60)), "\(first.stderr)")
-        #expect(second.waitForStderr("accounts are reported", timeout: .seconds(60)), "\(second.stderr)")
+        #expect(first.waitForStderr("this agent holds are reported", timeout: .seconds(60)), "\(first.stderr)")
+        #expect(second.waitForStderr("this agent holds are reported", timeout: .seconds(60)), "\(second.stderr)")
         #expect(receiver.duplicates == 0)
         let text = try ProcessRunner.pushreporter(["status", "--config", config]).stdout
         #expect(text.hasPrefix("300 accounts: 300 reported, 0 retrying\n2 agents: "), "\(text)")
@@ -154,7 +154,7 @@ import Testing
         #expect(receiver.waitForAll(count, timeout: .seconds(180)), "\(receiver.distinct) of \(count)")
         // The agents stayed up, said so, and came back.
         for agent in agents {
-            #expect(agent.waitForStderr("accounts are reported", timeout: .seconds(60)), "\(agent.stderr.suffix(2000))")
+            #expect(agent.waitForStderr("this agent holds are reported", timeout: .seconds(60)), "\(agent.stderr.suffix(2000))")
         }
         #expect(agents.contains { $0.stderr.contains("the state database") }, "an agent said the database was away")
         #expect(Polling.until(timeout: .seconds(60)) {
