@@ -60,6 +60,14 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     private let leasesValidUntil = Mutex<C.Instant?>(nil)
     /// With shared state: whether the last round of leases found nothing more to claim.
     private let claimedAll = Mutex(false)
+    /// With shared state: subscriptions the shared state has that this agent's configuration
+    /// disagrees with (another agent loaded other files last): not claimed until a reload.
+    private let disagreed = Mutex(Set<SubscriptionKey>())
+    /// With shared state: the configuration's subscriptions, when writing them failed (the
+    /// database was away); written by the next round of leases.
+    private let pendingPublish = Mutex<[SubscriptionKey]?>(nil)
+    /// With shared state: whether this agent claims subscriptions (not for `remove`).
+    private let claims: Bool
     /// `agent.timeout` of the configuration loaded last: for requests without their own.
     private let defaultTimeout: Mutex<Duration>
     private let startup: Mutex<AgentStart?>
@@ -116,6 +124,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             backends.cleanupRequest(key, stored: text)
         }))
         startup = Mutex(start)
+        if case .removal = start { claims = false } else { claims = true }
         pollers = Mutex([:])
         (statusChanges, statusContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
@@ -131,8 +140,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         var membership: PostgresStateStore.Membership?
         if let shared, case .configuration(let plans, _, _) = start {
             do {
-                membership = try shared.join(leaseTimeout: settings.leaseTimeout)
-                try shared.insertMissing(plans.map { SubscriptionRecord(key: $0.key) })
+                membership = try shared.join(leaseTimeout: settings.leaseTimeout, startsGroups: true)
+                try shared.publish(plans.map(\.key))
             } catch {
                 logger.error("\(error.description)")
                 return (false, [])
@@ -147,7 +156,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 backends.restore(records)
                 if let membership {
                     // Nothing is this agent's before it claims it (see keepLeases).
-                    book.startShared(plans: plans, groupStartedAt: membership.groupStartedAt)
+                    book.startShared(plans: plans)
                     actions = []
                 } else {
                     actions = book.start(plans: plans, records: records)
@@ -156,6 +165,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             case .removal(let records):
                 backends.restore(records)
                 actions = book.startCleanup(of: records)
+                // Nothing to claim: `remove` took its subscriptions before it started.
+                claimedAll.withLock { $0 = true }
             }
             for case .submit(let submission) in actions { jobs.insert(submission.key) }
             apply(actions, to: scheduler)
@@ -217,7 +228,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
             if shared != nil {
                 group.addTask {
-                    await self.keepLeases(scheduler: scheduler)
+                    await self.keepLeases(scheduler: scheduler, claiming: self.claims)
                     return .other
                 }
             }
@@ -306,7 +317,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
             if shared != nil {
                 group.addTask {
-                    await self.keepLeases(scheduler: scheduler)
+                    await self.keepLeases(scheduler: scheduler, claiming: self.claims)
                     return .other
                 }
             }
@@ -556,54 +567,84 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         return clock.now < until
     }
 
-    /// With shared state, until cancelled: renews this agent's leases every third of
-    /// `leaseTimeout`, claims subscriptions up to its share (at once again while there are more
-    /// to claim), hands back idle ones beyond it, and gives up what it lost. A database that
-    /// cannot be reached is tried again with backoff; meanwhile nothing new is sent once the
-    /// leases may have expired, and `STATUS=` and the log say so.
-    private func keepLeases(scheduler: ReportScheduler<SubscriptionKey, C>) async {
+    /// With shared state, until cancelled (through a graceful stop's grace, so that what is in
+    /// flight finishes under a live lease): renews this agent's leases every third of
+    /// `leaseTimeout`, claims subscriptions up to its share (again as soon as the work in hand
+    /// runs low while there are more to claim), hands back idle ones beyond it, and gives up
+    /// what it lost. A database that cannot be reached is tried again with backoff; meanwhile
+    /// nothing new is sent once the leases may have expired, and `STATUS=` and the log say so.
+    /// With `claiming` false (`remove`) it only keeps this agent alive.
+    private func keepLeases(scheduler: ReportScheduler<SubscriptionKey, C>, claiming: Bool) async {
         guard let shared else { return }
         let timeout = settings.leaseTimeout
         let renewEvery = timeout / 3
         // An attempt may take `agent.timeout`: it starts only while the lease holds that long.
         let margin = min(settings.timeout, timeout / 2)
         var failures = 0
-        while !Task.isCancelled && !isStopping.withLock({ $0 }) {
+        // Leases this agent gave up in its book but not yet in the database (it was away).
+        var toRelease = Set<SubscriptionKey>()
+        while !Task.isCancelled {
             let started = clock.now
             var wait = renewEvery
+            var moreToClaim = false
+            let stopping = isStopping.withLock { $0 }
             do {
-                let round = try shared.renewAndClaim(leaseTimeout: timeout, maxClaim: 5_000)
-                leasesValidUntil.withLock { $0 = started.advanced(by: timeout - margin) }
-                let now = wallClock()
-                let (lost, rebalance) = book.withLock { book -> (Int, [SubscriptionKey]) in
-                    // What the database no longer gives this agent (it expired and went to another).
-                    let mine = book.owned ?? []
-                    let lost = mine.subtracting(round.held).subtracting(round.claimed.map(\.key))
-                    apply(book.relinquish(lost), to: scheduler)
-                    apply(book.acquire(round.claimed, now: now), to: scheduler)
-                    // More than its share, and some of it idle: handed back to the others.
-                    let excess = (book.owned?.count ?? 0) - round.share - max(1, round.share / 20)
-                    return (lost.count, excess > 0 ? Array(book.idleOwned.prefix(excess)) : [])
+                if let keys = pendingPublish.withLock({ $0 }) {
+                    try shared.publish(keys)
+                    pendingPublish.withLock { $0 = nil }
                 }
+                if !toRelease.isEmpty && recorder.flush() {
+                    try shared.release(Array(toRelease))
+                    toRelease = []
+                }
+                let round = try shared.renewAndClaim(leaseTimeout: timeout, maxClaim: claiming && !stopping ? Self.claimChunk : 0,
+                                                     excluding: Array(disagreed.withLock { $0 }))
+                let now = wallClock()
+                let idleUntil = now + timeout.milliseconds
+                let (lost, disagreeing, handedBack) = book.withLock { book -> (Int, [SubscriptionKey], [SubscriptionKey]) in
+                    // Found expired by another agent: what it held is the others' business now.
+                    let lost = round.expelled ? Array(book.owned ?? []) : []
+                    apply(book.relinquish(lost), to: scheduler)
+                    let (actions, disagreeing) = book.acquire(round.claimed, now: now)
+                    apply(actions, to: scheduler)
+                    // More than its share, and some of it idle: handed back to the others, the
+                    // book first, so that nothing of it starts once its records are written.
+                    let excess = (book.owned?.count ?? 0) - round.share - max(1, round.share / 20)
+                    let idle = excess > 0 && !stopping ? Array(book.idleOwned(until: idleUntil).prefix(excess)) : []
+                    apply(book.relinquish(idle), to: scheduler)
+                    return (lost.count, disagreeing, idle)
+                }
+                leasesValidUntil.withLock { $0 = started.advanced(by: timeout - margin) }
                 if lost > 0 {
-                    logger.warning("\(lost) \(lost == 1 ? "subscription" : "subscriptions") went to another agent: this agent's leases expired before it renewed them")
+                    logger.warning("another agent found this one's leases expired and took its \(lost) \(lost == 1 ? "subscription" : "subscriptions") (the database was out of reach, or the agent stalled, for \(DurationText(timeout)))")
+                }
+                if !disagreeing.isEmpty {
+                    let first = disagreed.withLock { set in defer { set.formUnion(disagreeing) }; return set.isEmpty }
+                    if first {
+                        logger.warning("\(disagreeing.count) shared \(disagreeing.count == 1 ? "subscription disagrees" : "subscriptions disagree") with this agent's configuration (such as \(disagreeing[0].description.displayEscaped)): another agent loaded other files last; this one leaves them to the others until it is reloaded with the same files")
+                    }
                 }
                 // Their last records are written first: a delivery the database did not show yet
                 // would be sent again by the agent that claims the subscription next.
-                if !rebalance.isEmpty && recorder.flush() {
-                    try shared.release(rebalance)
-                    book.withLock { book in apply(book.relinquish(rebalance), to: scheduler) }
-                    logger.info("handed \(rebalance.count) \(rebalance.count == 1 ? "subscription" : "subscriptions") to the group's other agents (a share is now \(round.share))")
+                toRelease.formUnion(disagreeing)
+                toRelease.formUnion(handedBack)
+                if !toRelease.isEmpty && recorder.flush() {
+                    try shared.release(Array(toRelease))
+                    toRelease = []
+                }
+                if !handedBack.isEmpty {
+                    logger.info("handed \(handedBack.count) \(handedBack.count == 1 ? "subscription" : "subscriptions") to the group's other agents (a share is now \(round.share))")
                 }
                 // Claims after the first ones take over what an agent left (it stopped, or its
-                // leases expired) or what another agent's start added: said, and "all … reported"
-                // is said again once they are done.
+                // leases expired) or what another agent's configuration added: said, and
+                // "all … reported" is said again once they are done.
                 if claimedAll.withLock({ $0 }) && !round.claimed.isEmpty {
                     logger.info("took over \(round.claimed.count) \(round.claimed.count == 1 ? "subscription" : "subscriptions") no live agent held")
                     announceWhenSettled.withLock { $0 = true }
                 }
-                claimedAll.withLock { $0 = round.claimed.count < round.wanted || round.wanted == 0 }
-                if round.wanted > 0 && round.claimed.count == round.wanted { wait = .seconds(1) }
+                claimedAll.withLock { $0 = !claiming || round.claimed.count < round.wanted || round.wanted == 0 }
+                moreToClaim = round.wanted > 0 && round.claimed.count == round.wanted
+                if moreToClaim { wait = .seconds(1) }
                 if failures > 0 {
                     logger.notice("the state database \(shared.location) is back; leases renewed")
                     statusNote.withLock { $0 = nil }
@@ -619,9 +660,21 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 changed()
                 wait = min(renewEvery, .milliseconds(500) * (1 << min(failures, 6)))
             }
-            try? await clock.sleep(until: started.advanced(by: wait), tolerance: nil)
+            if moreToClaim {
+                // Claim again as soon as the work in hand runs low (or after `wait`): a fixed pause
+                // between claims would hold a fast agent back while it waits for work.
+                let end = started.advanced(by: wait)
+                while clock.now < end && !Task.isCancelled && scheduler.pendingCount + scheduler.inFlightCount >= Self.claimChunk / 2 {
+                    try? await clock.sleep(for: .milliseconds(50), tolerance: nil)
+                }
+            } else {
+                try? await clock.sleep(until: started.advanced(by: wait), tolerance: nil)
+            }
         }
     }
+
+    /// The most subscriptions an agent claims in one round of leases.
+    private static var claimChunk: Int { 5_000 }
 
     /// With shared state, once stopping: writes what is left, then gives every lease back, so
     /// the other agents take this one's subscriptions at once rather than after they expire.
@@ -714,11 +767,15 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
             replacePollers(newPollers)
             if let shared {
-                // New subscriptions, for whichever agent claims them.
+                // This configuration counts now: new subscriptions for whichever agent claims
+                // them, dropped ones for their holders to clean up.
+                disagreed.withLock { $0 = [] }
+                let keys = plans.map(\.key)
                 do {
-                    try shared.insertMissing(plans.map { SubscriptionRecord(key: $0.key) })
+                    try shared.publish(keys)
                 } catch {
-                    logger.error("\(error.description); the new subscriptions are claimed once it is back")
+                    pendingPublish.withLock { $0 = keys }
+                    logger.error("\(error.description); the configuration is written to it once it is back")
                 }
             }
             for key in book.withLock({ $0.takeUnreadableCleanups() }) { logger.unreadableCleanup(of: key) }

@@ -97,9 +97,6 @@ struct AgentBook {
     /// With state shared by several agents (SPEC §11): the subscriptions this agent holds the
     /// lease of, the only ones it sends; nil when its state is its own and it holds them all.
     private(set) var owned: Set<SubscriptionKey>?
-    /// With shared state: when the group of agents started. What was not delivered since is
-    /// delivered again, as every start delivers everything (SPEC §5).
-    private(set) var groupStartedAt: Int64 = 0
     private var lastGeneration: UInt64 = 0
     /// `agent.reportInterval`: a delivered subscription is delivered again this long after.
     var reportInterval: Duration?
@@ -149,10 +146,9 @@ struct AgentBook {
 
     /// The first configuration of an agent that shares its state (SPEC §11): every planned
     /// subscription is known but none is its own yet; it sends only what it claims
-    /// (``acquire(_:now:)``), what it claims having been delivered before `groupStartedAt` again.
-    mutating func startShared(plans: [SubscriptionPlan], groupStartedAt: Int64) {
+    /// (``acquire(_:now:)``).
+    mutating func startShared(plans: [SubscriptionPlan]) {
         owned = []
-        self.groupStartedAt = groupStartedAt
         entries.reserveCapacity(plans.count)
         for plan in plans {
             var record = SubscriptionRecord(key: plan.key)
@@ -162,28 +158,41 @@ struct AgentBook {
     }
 
     /// Subscriptions this agent now holds the lease of, as the shared state had them: each is
-    /// delivered unless that state says it was since the group started with these values (or
-    /// refused them, or awaits their confirmation); one that left the configuration gets its
-    /// cleanup. Keys it holds already are left as they are.
-    mutating func acquire(_ records: [SubscriptionRecord], now: Int64) -> [Action] {
-        guard owned != nil else { return [] }
+    /// delivered unless an agent of the running group wrote it with these values (delivered,
+    /// refused, or awaiting their confirmation); one the last configuration loaded dropped gets
+    /// its cleanup. Keys it holds already are left as they are. Returns too the claimed
+    /// subscriptions this agent's configuration disagrees with (it does not have one the shared
+    /// state keeps, or still has one it drops): they are not taken, for the caller to hand back.
+    mutating func acquire(_ claimed: [PostgresStateStore.ClaimedSubscription], now: Int64)
+        -> (actions: [Action], disagreed: [SubscriptionKey]) {
+        guard owned != nil else { return ([], []) }
         var actions: [Action] = []
-        for stored in records where !owned!.contains(stored.key) {
+        var disagreed: [SubscriptionKey] = []
+        for claim in claimed where !owned!.contains(claim.record.key) {
+            let stored = claim.record
             let key = stored.key
-            owned!.insert(key)
             guard var entry = entries[key], let plan = entry.plan else {
+                guard claim.leaving else {
+                    disagreed.append(key)
+                    continue
+                }
+                owned!.insert(key)
                 entries[key] = nil
                 beginCleanup(stored, actions: &actions)
                 continue
             }
+            guard !claim.leaving else {
+                disagreed.append(key)
+                continue
+            }
+            owned!.insert(key)
             var record = stored
             plan.apply(to: &record)
             let same = stored.fingerprint == plan.fingerprint && stored.state != .removing
-            let sinceStart = (stored.lastAttemptAt ?? Int64.min) >= groupStartedAt
             var job: Job? = plan.delivery == nil ? nil : .delivery
-            if same && sinceStart {
+            if same && claim.writtenThisGroup {
                 switch stored.state {
-                case .delivered where (stored.lastSuccessAt ?? Int64.min) >= groupStartedAt:
+                case .delivered:
                     job = nil
                 case .accepted, .rejected, .unconfirmed:
                     // As another agent left it: awaiting confirmation, or refused for these values.
@@ -207,7 +216,7 @@ struct AgentBook {
                 entries[key] = entry
             }
         }
-        return Self.savesFirst(actions)
+        return (Self.savesFirst(actions), disagreed)
     }
 
     /// Gives up `keys` (their leases lost, or handed back): their jobs are cancelled, and they
@@ -229,11 +238,15 @@ struct AgentBook {
         return actions
     }
 
-    /// Subscriptions this agent holds with nothing scheduled: what it may hand back without
+    /// Subscriptions this agent holds with nothing to send before `until` (nothing scheduled,
+    /// or only the delivery `agent.reportInterval` repeats): what it may hand back without
     /// anything in flight being sent twice.
-    var idleOwned: [SubscriptionKey] {
+    func idleOwned(until: Int64) -> [SubscriptionKey] {
         guard let owned else { return [] }
-        return owned.filter { entries[$0]?.job == nil }.sorted()
+        return owned.filter { key in
+            guard let entry = entries[key] else { return false }
+            return entry.job == nil || (entry.record.state == .delivered && (entry.record.nextDueAt ?? .min) > until)
+        }.sorted()
     }
 
     /// Whether this agent may send for `key`: its own state, or a lease it holds.
@@ -393,6 +406,7 @@ struct AgentBook {
             if entry.cleanups.isEmpty {
                 if job == .cleanup {
                     entries[key] = nil
+                    owned?.remove(key)
                     return ([.forget(key)], request, refused.map { .cleanupRefused($0) } ?? .cleanedUp(forgotten: true))
                 }
                 // The replaced deliveries are cleaned up: the subscription is done until it changes.
@@ -490,7 +504,8 @@ struct AgentBook {
     /// The accepted subscriptions of `service`: their keys, backend data and when they were accepted.
     func awaitingConfirmation(service: String) -> [(key: SubscriptionKey, data: String, acceptedAt: Int64)] {
         entries.compactMap { key, entry in
-            guard key.service == service, entry.record.state == .accepted, let data = entry.record.backendData else { return nil }
+            guard key.service == service, entry.record.state == .accepted, let data = entry.record.backendData,
+                  isOwned(key) else { return nil }
             return (key, data, entry.record.lastAttemptAt ?? 0)
         }.sorted { $0.key < $1.key }
     }
@@ -499,7 +514,7 @@ struct AgentBook {
     /// rejected or stopped; nil when it is no longer awaiting that confirmation.
     mutating func confirmed(_ key: SubscriptionKey, data: String, _ outcome: Outcome, now: Int64)
         -> (actions: [Action], settlement: Settlement?)? {
-        guard var entry = entries[key], entry.record.state == .accepted, entry.record.backendData == data else { return nil }
+        guard isOwned(key), var entry = entries[key], entry.record.state == .accepted, entry.record.backendData == data else { return nil }
         switch outcome {
         case .delivered, .deliveredKeeping, .accepted:
             entry.record.state = .delivered
@@ -538,7 +553,7 @@ struct AgentBook {
     /// An accepted subscription still unconfirmed after the backend's time: given up as
     /// *unconfirmed* (not sent again until it changes).
     mutating func unconfirmed(_ key: SubscriptionKey, reason: String) -> [Action] {
-        guard var entry = entries[key], entry.record.state == .accepted else { return [] }
+        guard isOwned(key), var entry = entries[key], entry.record.state == .accepted else { return [] }
         entry.record.state = .unconfirmed
         entry.record.lastOutcome = reason
         entries[key] = entry
@@ -556,7 +571,7 @@ struct AgentBook {
         let keys = entries.keys.filter { $0.service == service }
         for key in keys {
             // What has something to send, and what awaits a confirmation that will not come.
-            guard var entry = entries[key], entry.job != nil || entry.record.state == .accepted else { continue }
+            guard isOwned(key), var entry = entries[key], entry.job != nil || entry.record.state == .accepted else { continue }
             if entry.job != nil { actions.append(.cancel(key)) }
             if !entry.record.isRemoving { entry.record.state = .stopped }
             entry.record.lastOutcome = reason
@@ -612,6 +627,7 @@ struct AgentBook {
         if unreadable > 0 { unreadableCleanups.append(stored.key) }
         guard !owed.isEmpty else {
             actions.append(.forget(stored.key))
+            owned?.remove(stored.key)
             return
         }
         var record = stored

@@ -122,6 +122,25 @@ public struct AgentRuntime: Sendable {
         }
     }
 
+    /// With shared state, before `remove` sends anything: joins the agents (without starting a
+    /// group) and takes `keys` for this process; throws, naming the agent, when a live agent
+    /// holds one (it runs with the account: the removal is its business once it reloads).
+    public func takeForRemoval(_ keys: [SubscriptionKey]) throws(Failure) {
+        guard let shared else { return }
+        let refused: [SubscriptionKey: String]
+        do {
+            _ = try shared.join(leaseTimeout: settings.leaseTimeout, startsGroups: false)
+            refused = try shared.take(keys)
+        } catch {
+            throw Failure(description: error.description)
+        }
+        guard let key = refused.keys.sorted().first else { return }
+        try? shared.release(nil)
+        throw Failure(description: "\(key.account.displayEscaped) (\(key.service.displayEscaped)) is held by the agent "
+                      + "\(refused[key]!.displayEscaped), which runs with it: delete it from the configuration and reload the agents, "
+                      + "which then send its removal")
+    }
+
     /// One round (`run --once`, `remove`): see ``Agent/runOnce(deadline:output:)``.
     public func runOnce(_ start: AgentStart, deadline: Duration, output: LogOutput? = nil) async throws(Failure) -> OnceOutcome {
         let transport = try makeTransport()

@@ -29,15 +29,20 @@ final class PostgresConnection: @unchecked Sendable {
     /// (Re)connects; throws with libpq's message when the server cannot be reached.
     func connect() throws(StateError) {
         PQfinish(handle)
-        var keys = ["dbname", "connect_timeout", "application_name"]
-        var values = [uri, "10", "pushreporter"]
+        // libpq reads the keywords in order, the last value winning: these defaults come before
+        // the URI (dbname), which may override them. A server that stops answering is given up
+        // within about half a minute (keepalives, tcp_user_timeout) rather than holding the
+        // agent for the kernel's 15 minutes; a statement never runs past a minute.
+        var keys = ["connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
+                    "tcp_user_timeout", "options", "application_name", "dbname"]
+        var values = ["10", "1", "10", "5", "3", "30000", "-c statement_timeout=60000", "pushreporter", uri]
         if let password {
             keys.append("password")
             values.append(password)
         }
         handle = withCStrings(keys) { keyPointers in
             withCStrings(values) { valuePointers in
-                // expand_dbname: the first dbname is read as a URI, so the others override it.
+                // expand_dbname: dbname is read as a URI.
                 PQconnectdbParams(keyPointers, valuePointers, 1)
             }
         }
@@ -64,8 +69,11 @@ final class PostgresConnection: @unchecked Sendable {
         let status = PQresultStatus(result)
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
             let message = result.map { Self.message(PQresultErrorMessage($0)) } ?? Self.message(PQerrorMessage(handle))
-            throw StateError(PQstatus(handle) == CONNECTION_OK ? .query : .open,
-                             "the state database \(location) failed (\(message))")
+            // 40001 serialization failure, 40P01 deadlock detected: the other transaction won.
+            let state = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "C"))) }.map { String(cString: $0) }
+            let code: StateError.Code = state == "40001" || state == "40P01" ? .conflict
+                : PQstatus(handle) == CONNECTION_OK ? .query : .open
+            throw StateError(code, "the state database \(location) failed (\(message))")
         }
         let rows = Int(PQntuples(result))
         let columns = Int(PQnfields(result))

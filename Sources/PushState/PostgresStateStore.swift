@@ -1,8 +1,8 @@
 import Synchronization
 
 /// The state in PostgreSQL (SPEC §11): for several agents sharing their work, or a state that
-/// must outlive one machine. The same records as ``SQLiteStateStore``, in a `subscriptions`
-/// table of the database `agent.state` names, written in one transaction per batch (one round
+/// must outlive one machine. The same records as ``SQLiteStateStore``, in a
+/// `pushreporter_subscriptions` table of the database `agent.state` names, written in one transaction per batch (one round
 /// trip: the batch goes as arrays), so a database is never the bottleneck.
 ///
 /// The schema is created and migrated by the first agent that opens it (or `pushreporter
@@ -12,8 +12,14 @@ public final class PostgresStateStore: SharedStateStore {
     public let location: String
     private let connection: Mutex<PostgresConnection>
     private let readOnly: Bool
-    /// The agent this store writes for (`host:pid`): it writes only rows it holds the lease of.
+    /// The agent this store writes for (`host:pid`), as `status` names it.
     public let agent: String
+    /// This process's own identity in the database, unique even when a restarted agent gets
+    /// the pid of one that died: the rows it holds name it, and it writes only those (or rows
+    /// nobody holds).
+    let instance: String
+    /// The group this agent joined (``join(leaseTimeout:startsGroups:)``), written with each row.
+    private let generation = Mutex<Int64>(0)
 
     /// The layout this code reads and writes, kept in `pushreporter_schema`.
     static let schemaVersion = 1
@@ -28,6 +34,8 @@ public final class PostgresStateStore: SharedStateStore {
         location = connection.location
         self.readOnly = readOnly
         self.agent = agent
+        var random = SystemRandomNumberGenerator()
+        instance = String(random.next() as UInt64, radix: 16)
         let version = try Self.version(of: connection)
         if version > Self.schemaVersion {
             throw StateError(.schema, "the state database \(location) was written by a newer pushreporter (schema \(version); "
@@ -59,7 +67,7 @@ public final class PostgresStateStore: SharedStateStore {
             if version < 1 {
                 try connection.execute("""
                     CREATE TABLE IF NOT EXISTS pushreporter_schema (version integer NOT NULL);
-                    CREATE TABLE IF NOT EXISTS subscriptions (
+                    CREATE TABLE IF NOT EXISTS pushreporter_subscriptions (
                         account text NOT NULL,
                         service text NOT NULL,
                         fingerprint text NOT NULL,
@@ -73,15 +81,23 @@ public final class PostgresStateStore: SharedStateStore {
                         backend_data text,
                         cleanup text,
                         past_cleanups text[] NOT NULL DEFAULT '{}',
-                        lease_holder text,
-                        lease_expires_at bigint,
+                        holder text,
+                        group_generation bigint NOT NULL DEFAULT 0,
+                        leaving boolean NOT NULL DEFAULT false,
                         PRIMARY KEY (account, service)
                     );
-                    CREATE TABLE IF NOT EXISTS pushreporter_group (started_at bigint NOT NULL);
-                    CREATE INDEX IF NOT EXISTS subscriptions_lease ON subscriptions (lease_expires_at);
+                    CREATE INDEX IF NOT EXISTS pushreporter_subscriptions_holder ON pushreporter_subscriptions (holder);
+                    CREATE INDEX IF NOT EXISTS pushreporter_subscriptions_unheld
+                        ON pushreporter_subscriptions (next_due_at NULLS FIRST, account, service) WHERE holder IS NULL;
+                    CREATE TABLE IF NOT EXISTS pushreporter_group (
+                        id integer PRIMARY KEY,
+                        generation bigint NOT NULL,
+                        started_at bigint NOT NULL
+                    );
                     CREATE TABLE IF NOT EXISTS pushreporter_installation (key text PRIMARY KEY, value text NOT NULL);
                     CREATE TABLE IF NOT EXISTS pushreporter_agents (
-                        name text PRIMARY KEY,
+                        instance text PRIMARY KEY,
+                        name text NOT NULL,
                         started_at bigint NOT NULL,
                         seen_at bigint NOT NULL
                     );
@@ -102,7 +118,7 @@ public final class PostgresStateStore: SharedStateStore {
 
     public func records() throws(StateError) -> [SubscriptionRecord] {
         try withConnection { connection throws(StateError) in
-            try connection.query("SELECT \(Self.columns) FROM subscriptions ORDER BY account, service").map(Self.record)
+            try connection.query("SELECT \(Self.columns) FROM pushreporter_subscriptions ORDER BY account, service").map(Self.record)
         }
     }
 
@@ -119,47 +135,43 @@ public final class PostgresStateStore: SharedStateStore {
     public func save(_ records: [SubscriptionRecord], deleting keys: [SubscriptionKey]) throws(StateError) {
         guard !records.isEmpty || !keys.isEmpty else { return }
         guard !readOnly else { throw StateError(.query, "the state database \(location) is open read-only") }
-        try withConnection { connection throws(StateError) in
-            try connection.query("BEGIN")
-            do throws(StateError) {
-                if !records.isEmpty {
-                    // Every record in one statement: each column as an array.
-                    func column(_ value: (SubscriptionRecord) -> String?) -> String? { PostgresArray.encode(records.map(value)) }
-                    try connection.query("""
-                        INSERT INTO subscriptions (\(Self.columns))
-                        SELECT a, s, f, df, st, at, la, lo, nd, ls, bd, c,
-                               coalesce((SELECT array_agg(x) FROM unnest(pc::text[]) AS x), '{}')
-                        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::bigint[],
-                                    $8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[])
-                             AS t(a, s, f, df, st, at, la, lo, nd, ls, bd, c, pc)
-                        ON CONFLICT (account, service) DO UPDATE SET
-                            fingerprint = EXCLUDED.fingerprint, delivered_fingerprint = EXCLUDED.delivered_fingerprint,
-                            state = EXCLUDED.state, attempts = EXCLUDED.attempts, last_attempt_at = EXCLUDED.last_attempt_at,
-                            last_outcome = EXCLUDED.last_outcome, next_due_at = EXCLUDED.next_due_at,
-                            last_success_at = EXCLUDED.last_success_at, backend_data = EXCLUDED.backend_data,
-                            cleanup = EXCLUDED.cleanup, past_cleanups = EXCLUDED.past_cleanups
-                        WHERE subscriptions.lease_holder IS NULL OR subscriptions.lease_holder = $14
-                        """, [
-                            column { $0.key.account }, column { $0.key.service }, column { $0.fingerprint },
-                            column { $0.deliveredFingerprint }, column { $0.state.rawValue }, column { String($0.attempts) },
-                            column { $0.lastAttemptAt.map(String.init) }, column { $0.lastOutcome },
-                            column { $0.nextDueAt.map(String.init) }, column { $0.lastSuccessAt.map(String.init) },
-                            column { $0.backendData }, column { $0.cleanup },
-                            // A list per record: each an array literal of its own, read back by unnest above.
-                            column { PostgresArray.encode($0.pastCleanups) },
-                            agent,
-                        ])
-                }
-                if !keys.isEmpty {
-                    try connection.query("""
-                        DELETE FROM subscriptions WHERE (account, service) IN (SELECT * FROM unnest($1::text[], $2::text[]))
-                            AND (lease_holder IS NULL OR lease_holder = $3)
-                        """, [PostgresArray.encode(keys.map(\.account)), PostgresArray.encode(keys.map(\.service)), agent])
-                }
-                try connection.query("COMMIT")
-            } catch {
-                _ = try? connection.query("ROLLBACK")
-                throw error
+        // In key order, as every statement that locks many rows takes them, so that two agents'
+        // transactions never wait on each other in a circle.
+        let records = records.sorted { $0.key < $1.key }
+        try transaction { connection throws(StateError) in
+            if !records.isEmpty {
+                // Every record in one statement: each column as an array.
+                func column(_ value: (SubscriptionRecord) -> String?) -> String? { PostgresArray.encode(records.map(value)) }
+                try connection.query("""
+                    INSERT INTO pushreporter_subscriptions (\(Self.columns), group_generation)
+                    SELECT a, s, f, df, st, at, la, lo, nd, ls, bd, c, coalesce(pc::text[], '{}'), $15
+                    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::bigint[],
+                                $8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[])
+                         AS t(a, s, f, df, st, at, la, lo, nd, ls, bd, c, pc)
+                    ON CONFLICT (account, service) DO UPDATE SET
+                        fingerprint = EXCLUDED.fingerprint, delivered_fingerprint = EXCLUDED.delivered_fingerprint,
+                        state = EXCLUDED.state, attempts = EXCLUDED.attempts, last_attempt_at = EXCLUDED.last_attempt_at,
+                        last_outcome = EXCLUDED.last_outcome, next_due_at = EXCLUDED.next_due_at,
+                        last_success_at = EXCLUDED.last_success_at, backend_data = EXCLUDED.backend_data,
+                        cleanup = EXCLUDED.cleanup, past_cleanups = EXCLUDED.past_cleanups,
+                        group_generation = EXCLUDED.group_generation
+                    WHERE pushreporter_subscriptions.holder IS NULL OR pushreporter_subscriptions.holder = $14
+                    """, [
+                        column { $0.key.account }, column { $0.key.service }, column { $0.fingerprint },
+                        column { $0.deliveredFingerprint }, column { $0.state.rawValue }, column { String($0.attempts) },
+                        column { $0.lastAttemptAt.map(String.init) }, column { $0.lastOutcome },
+                        column { $0.nextDueAt.map(String.init) }, column { $0.lastSuccessAt.map(String.init) },
+                        column { $0.backendData }, column { $0.cleanup },
+                        // A list per record: each an array literal of its own, read back by unnest above.
+                        column { PostgresArray.encode($0.pastCleanups) },
+                        instance, String(generation.withLock { $0 }),
+                    ])
+            }
+            if !keys.isEmpty {
+                try connection.query("""
+                    DELETE FROM pushreporter_subscriptions WHERE (account, service) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+                        AND (holder IS NULL OR holder = $3)
+                    """, [PostgresArray.encode(keys.map(\.account)), PostgresArray.encode(keys.map(\.service)), instance])
             }
         }
     }
@@ -167,12 +179,19 @@ public final class PostgresStateStore: SharedStateStore {
     public func releaseMemory() {}
 
     // MARK: Several agents (SPEC §11)
+    //
+    // An agent is alive while its row in `pushreporter_agents` is younger than the lease timeout:
+    // renewing its leases is one update of that row, whatever it holds. A subscription is held by
+    // the instance its `holder` names. An agent that finds another's row expired deletes it and
+    // clears what it held, in one transaction; the expired agent, should it come back, finds its
+    // row gone and knows it holds nothing any more. Its heartbeat locks its own row first, and the
+    // expiry skips locked rows, so an agent renewing in time is never expelled.
 
     /// What joining the agents sharing this database told this one.
     public struct Membership: Sendable, Equatable {
-        /// When the group of agents last started (database time, Unix milliseconds): a
-        /// subscription not delivered since is delivered again, as on any start (SPEC §5).
-        public var groupStartedAt: Int64
+        /// The group this agent joined: a new one when no other agent was alive. A subscription
+        /// last written in an earlier group is delivered again, as on any start (SPEC §5).
+        public var generation: Int64
         /// Whether this agent started the group (no other agent was alive).
         public var startedGroup: Bool
         /// The agents alive now, this one included.
@@ -183,83 +202,153 @@ public final class PostgresStateStore: SharedStateStore {
         duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
     }
 
-    /// The database's clock, Unix milliseconds: leases are reckoned on it, not on the agents'.
-    static let now = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+    /// The database's clock, Unix milliseconds: liveness is reckoned on it, not on the agents'.
+    /// Fixed for a statement, so the indexes serve comparisons with it.
+    static let now = "(extract(epoch from statement_timestamp()) * 1000)::bigint"
 
-    /// Joins the agents sharing this database as ``agent``. The first agent alive (none seen
-    /// within `leaseTimeout`) starts the group: everything is delivered again.
-    public func join(leaseTimeout: Duration) throws(StateError) -> Membership {
+    /// Joins the agents sharing this database. The first agent alive (none seen within
+    /// `leaseTimeout`) starts a new group: everything is delivered again. With `startsGroups`
+    /// false (`pushreporter remove`) it joins without starting one.
+    public func join(leaseTimeout: Duration, startsGroups: Bool = true) throws(StateError) -> Membership {
         let timeout = String(Self.milliseconds(leaseTimeout))
-        return try transaction { connection throws(StateError) in
+        let membership = try transaction { connection throws(StateError) -> Membership in
             try connection.query("SELECT pg_advisory_xact_lock($1)", [String(Self.migrationLock + 1)])
-            let alive = Int(try connection.query("""
-                SELECT count(*) FROM pushreporter_agents WHERE seen_at > \(Self.now) - $1::bigint AND name <> $2
-                """, [timeout, agent]).first?.first.flatMap { $0 } ?? "0") ?? 0
-            if alive == 0 {
-                try connection.query("DELETE FROM pushreporter_group")
-                try connection.query("INSERT INTO pushreporter_group VALUES (\(Self.now))")
+            try expireAgents(connection, timeout: timeout)
+            let alive = Int(try connection.query("SELECT count(*) FROM pushreporter_agents WHERE instance <> $1", [instance])
+                .first?.first.flatMap { $0 } ?? "0") ?? 0
+            // Rows whose holder is no agent (a row deleted by hand): nobody's.
+            try connection.query("""
+                UPDATE pushreporter_subscriptions s SET holder = NULL
+                WHERE holder IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pushreporter_agents a WHERE a.instance = s.holder)
+                """)
+            let startsGroup = alive == 0 && startsGroups
+            if startsGroup {
+                try connection.query("""
+                    INSERT INTO pushreporter_group (id, generation, started_at) VALUES (1, 1, \(Self.now))
+                    ON CONFLICT (id) DO UPDATE SET generation = pushreporter_group.generation + 1, started_at = EXCLUDED.started_at
+                    """)
             }
             try connection.query("""
-                INSERT INTO pushreporter_agents VALUES ($1, \(Self.now), \(Self.now))
-                ON CONFLICT (name) DO UPDATE SET started_at = EXCLUDED.started_at, seen_at = EXCLUDED.seen_at
-                """, [agent])
-            let started = Int64(try connection.query("SELECT max(started_at) FROM pushreporter_group").first?.first.flatMap { $0 } ?? "0") ?? 0
-            return Membership(groupStartedAt: started, startedGroup: alive == 0, agents: alive + 1)
+                INSERT INTO pushreporter_agents (instance, name, started_at, seen_at) VALUES ($1, $2, \(Self.now), \(Self.now))
+                ON CONFLICT (instance) DO UPDATE SET seen_at = EXCLUDED.seen_at
+                """, [instance, agent])
+            let generation = Int64(try connection.query("SELECT generation FROM pushreporter_group WHERE id = 1")
+                .first?.first.flatMap { $0 } ?? "0") ?? 0
+            return Membership(generation: generation, startedGroup: startsGroup, agents: alive + 1)
         }
+        self.generation.withLock { $0 = membership.generation }
+        return membership
     }
 
-    /// Adds the records of `subscriptions` that the database does not have yet, unheld, so that
-    /// some agent claims them (every agent loads the same configuration and adds the same ones).
-    public func insertMissing(_ records: [SubscriptionRecord]) throws(StateError) {
-        guard !records.isEmpty else { return }
-        try withConnection { connection throws(StateError) in
+    /// Deletes the agents not seen within `timeout` (ms) and frees what they held. Rows locked
+    /// by an agent renewing now are skipped: it is alive.
+    private func expireAgents(_ connection: PostgresConnection, timeout: String) throws(StateError) {
+        try connection.query("""
+            WITH dead AS (
+                DELETE FROM pushreporter_agents WHERE instance IN (
+                    SELECT instance FROM pushreporter_agents WHERE seen_at < \(Self.now) - $1::bigint FOR UPDATE SKIP LOCKED)
+                RETURNING instance)
+            UPDATE pushreporter_subscriptions SET holder = NULL WHERE holder IN (SELECT instance FROM dead)
+            """, [timeout])
+    }
+
+    /// Writes this agent's configuration into the shared state (the last configuration loaded
+    /// by any agent counts): its subscriptions are added when missing and marked as staying;
+    /// the others are marked as leaving, and whoever holds them sends their cleanup.
+    public func publish(_ keys: [SubscriptionKey]) throws(StateError) {
+        let keys = keys.sorted()
+        let accounts = PostgresArray.encode(keys.map(\.account))
+        let services = PostgresArray.encode(keys.map(\.service))
+        try transaction { connection throws(StateError) in
+            // DO NOTHING locks no existing row: publishing never waits on the agents' writes.
             try connection.query("""
-                INSERT INTO subscriptions (account, service, fingerprint, state, attempts)
+                INSERT INTO pushreporter_subscriptions (account, service, fingerprint, state, attempts)
                 SELECT a, s, '', 'pending', 0 FROM unnest($1::text[], $2::text[]) AS t(a, s)
                 ON CONFLICT (account, service) DO NOTHING
-                """, [PostgresArray.encode(records.map(\.key.account)), PostgresArray.encode(records.map(\.key.service))])
+                """, [accounts, services])
+            try connection.query("""
+                UPDATE pushreporter_subscriptions s SET leaving = false
+                WHERE leaving AND EXISTS (
+                    SELECT 1 FROM unnest($1::text[], $2::text[]) AS t(a, sv) WHERE t.a = s.account AND t.sv = s.service)
+                """, [accounts, services])
+            try connection.query("""
+                UPDATE pushreporter_subscriptions s SET leaving = true
+                WHERE NOT leaving AND NOT EXISTS (
+                    SELECT 1 FROM unnest($1::text[], $2::text[]) AS t(a, sv) WHERE t.a = s.account AND t.sv = s.service)
+                """, [accounts, services])
         }
     }
 
-    /// One round of leases: renews this agent's (and says it is alive), then claims, of the
-    /// subscriptions no live agent holds (`FOR UPDATE SKIP LOCKED`: agents claiming at once take
-    /// different ones), as many as bring it to its share (the subscriptions divided by the agents
-    /// alive), at most `maxClaim`.
-    public func renewAndClaim(leaseTimeout: Duration, maxClaim: Int) throws(StateError) -> LeaseRound {
+    /// One round of leases: renews this agent's (one row), expires the agents not seen within
+    /// `leaseTimeout` (their subscriptions are nobody's), then claims, of the subscriptions
+    /// nobody holds, as many as bring it to its share (the subscriptions divided by the agents
+    /// alive), at most `maxClaim`, none of `excluding`. `FOR UPDATE SKIP LOCKED`: agents
+    /// claiming at once take different ones.
+    public func renewAndClaim(leaseTimeout: Duration, maxClaim: Int, excluding: [SubscriptionKey] = []) throws(StateError) -> LeaseRound {
         let timeout = String(Self.milliseconds(leaseTimeout))
-        return try transaction { connection throws(StateError) in
-            try connection.query("UPDATE pushreporter_agents SET seen_at = \(Self.now) WHERE name = $1", [agent])
-            let held = try connection.query("""
-                UPDATE subscriptions SET lease_expires_at = \(Self.now) + $1::bigint WHERE lease_holder = $2 RETURNING account, service
-                """, [timeout, agent]).map { SubscriptionKey(account: $0[0] ?? "", service: $0[1] ?? "") }
-            let alive = max(1, Int(try connection.query("""
-                SELECT count(*) FROM pushreporter_agents WHERE seen_at > \(Self.now) - $1::bigint
-                """, [timeout]).first?.first.flatMap { $0 } ?? "1") ?? 1)
-            let total = Int(try connection.query("SELECT count(*) FROM subscriptions").first?.first.flatMap { $0 } ?? "0") ?? 0
-            let share = (total + alive - 1) / alive
-            let limit = min(maxClaim, max(0, share - held.count))
-            var claimed: [SubscriptionRecord] = []
+        return try transaction { connection throws(StateError) -> LeaseRound in
+            // Its row gone: another agent found it expired and freed what it held.
+            let expelled = try connection.query("""
+                UPDATE pushreporter_agents SET seen_at = \(Self.now) WHERE instance = $1 RETURNING 1
+                """, [instance]).isEmpty
+            if expelled {
+                try connection.query("""
+                    INSERT INTO pushreporter_agents (instance, name, started_at, seen_at) VALUES ($1, $2, \(Self.now), \(Self.now))
+                    """, [instance, agent])
+            }
+            try expireAgents(connection, timeout: timeout)
+            let counts = try connection.query("""
+                SELECT (SELECT count(*) FROM pushreporter_agents), (SELECT count(*) FROM pushreporter_subscriptions),
+                       (SELECT count(*) FROM pushreporter_subscriptions WHERE holder = $1),
+                       (SELECT generation FROM pushreporter_group WHERE id = 1)
+                """, [instance]).first ?? []
+            func number(_ index: Int) -> Int { counts.count > index ? Int(counts[index] ?? "0") ?? 0 : 0 }
+            let alive = max(1, number(0))
+            let share = (number(1) + alive - 1) / alive
+            let limit = min(maxClaim, max(0, share - number(2)))
+            var claimed: [ClaimedSubscription] = []
+            let generation = Int64(counts.count > 3 ? counts[3] ?? "0" : "0") ?? 0
             if limit > 0 {
                 claimed = try connection.query("""
-                    UPDATE subscriptions SET lease_holder = $2, lease_expires_at = \(Self.now) + $1::bigint
+                    UPDATE pushreporter_subscriptions SET holder = $1
                     WHERE (account, service) IN (
-                        SELECT account, service FROM subscriptions
-                        WHERE lease_holder IS NULL OR lease_expires_at < \(Self.now)
+                        SELECT account, service FROM pushreporter_subscriptions
+                        WHERE holder IS NULL
+                          AND (account, service) NOT IN (SELECT * FROM unnest($3::text[], $4::text[]))
                         ORDER BY next_due_at NULLS FIRST, account, service
-                        LIMIT $3 FOR UPDATE SKIP LOCKED)
-                    RETURNING \(Self.columns)
-                    """, [timeout, agent, String(limit)]).map(Self.record)
+                        LIMIT $2 FOR UPDATE SKIP LOCKED)
+                    RETURNING \(Self.columns), group_generation, leaving
+                    """, [instance, String(limit), PostgresArray.encode(excluding.map(\.account)),
+                          PostgresArray.encode(excluding.map(\.service))]).map { row in
+                    ClaimedSubscription(record: Self.record(row), writtenThisGroup: Int64(row[13] ?? "0") == generation,
+                                        leaving: row[14] == "t")
+                }
             }
-            return LeaseRound(held: Set(held), claimed: claimed, share: share, agents: alive, wanted: limit)
+            return LeaseRound(expelled: expelled, claimed: claimed, share: share, agents: alive, wanted: limit)
+        }
+    }
+
+    /// A subscription an agent claimed, as the shared state had it.
+    public struct ClaimedSubscription: Sendable {
+        public var record: SubscriptionRecord
+        /// Whether an agent of the running group wrote it last (else it is delivered again).
+        public var writtenThisGroup: Bool
+        /// Whether the last configuration loaded dropped it: its cleanup is owed.
+        public var leaving: Bool
+
+        public init(record: SubscriptionRecord, writtenThisGroup: Bool, leaving: Bool) {
+            self.record = record
+            self.writtenThisGroup = writtenThisGroup
+            self.leaving = leaving
         }
     }
 
     /// What one round of leases found.
     public struct LeaseRound: Sendable {
-        /// The subscriptions this agent held and renewed.
-        public var held: Set<SubscriptionKey>
-        /// Those it claimed this round, as the database had them.
-        public var claimed: [SubscriptionRecord]
+        /// Whether this agent had been found expired: it holds nothing it held before.
+        public var expelled: Bool
+        /// Those it claimed this round.
+        public var claimed: [ClaimedSubscription]
         /// This agent's share: the subscriptions divided by the agents alive, rounded up.
         public var share: Int
         /// The agents alive, this one included.
@@ -268,29 +357,52 @@ public final class PostgresStateStore: SharedStateStore {
         public var wanted: Int
     }
 
+    /// Takes `keys` for this agent where nobody holds them (`pushreporter remove`); returns the
+    /// agents that hold the others.
+    public func take(_ keys: [SubscriptionKey]) throws(StateError) -> [SubscriptionKey: String] {
+        guard !keys.isEmpty else { return [:] }
+        return try transaction { connection throws(StateError) in
+            let accounts = PostgresArray.encode(keys.map(\.account))
+            let services = PostgresArray.encode(keys.map(\.service))
+            try connection.query("""
+                UPDATE pushreporter_subscriptions SET holder = $1
+                WHERE holder IS NULL AND (account, service) IN (SELECT * FROM unnest($2::text[], $3::text[]))
+                """, [instance, accounts, services])
+            var refused: [SubscriptionKey: String] = [:]
+            for row in try connection.query("""
+                SELECT s.account, s.service, a.name FROM pushreporter_subscriptions s JOIN pushreporter_agents a ON a.instance = s.holder
+                WHERE s.holder <> $1 AND (s.account, s.service) IN (SELECT * FROM unnest($2::text[], $3::text[]))
+                """, [instance, accounts, services]) {
+                refused[SubscriptionKey(account: row[0] ?? "", service: row[1] ?? "")] = row[2] ?? ""
+            }
+            return refused
+        }
+    }
+
     /// Gives up the leases of `keys` (all of this agent's when nil), so another agent may claim
-    /// them at once; an agent that stops gracefully gives up all of them.
+    /// them at once; an agent that stops gracefully gives up all of them and leaves the group.
     public func release(_ keys: [SubscriptionKey]?) throws(StateError) {
         try withConnection { connection throws(StateError) in
             if let keys {
                 guard !keys.isEmpty else { return }
                 try connection.query("""
-                    UPDATE subscriptions SET lease_holder = NULL, lease_expires_at = NULL
-                    WHERE lease_holder = $3 AND (account, service) IN (SELECT * FROM unnest($1::text[], $2::text[]))
-                    """, [PostgresArray.encode(keys.map(\.account)), PostgresArray.encode(keys.map(\.service)), agent])
+                    UPDATE pushreporter_subscriptions SET holder = NULL
+                    WHERE holder = $3 AND (account, service) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+                    """, [PostgresArray.encode(keys.map(\.account)), PostgresArray.encode(keys.map(\.service)), instance])
             } else {
-                try connection.query("UPDATE subscriptions SET lease_holder = NULL, lease_expires_at = NULL WHERE lease_holder = $1", [agent])
-                try connection.query("DELETE FROM pushreporter_agents WHERE name = $1", [agent])
+                try connection.query("UPDATE pushreporter_subscriptions SET holder = NULL WHERE holder = $1", [instance])
+                try connection.query("DELETE FROM pushreporter_agents WHERE instance = $1", [instance])
             }
         }
     }
 
-    /// Which agent holds each subscription whose lease has not expired (for `status`).
+    /// Which agent (`host:pid`) holds each subscription that an agent holds (for `status`).
+    /// An agent that died holds its subscriptions until another finds it expired.
     public func holders() throws(StateError) -> [SubscriptionKey: String] {
         try withConnection { connection throws(StateError) in
             var holders: [SubscriptionKey: String] = [:]
             for row in try connection.query("""
-                SELECT account, service, lease_holder FROM subscriptions WHERE lease_holder IS NOT NULL AND lease_expires_at >= \(Self.now)
+                SELECT s.account, s.service, a.name FROM pushreporter_subscriptions s JOIN pushreporter_agents a ON a.instance = s.holder
                 """) {
                 holders[SubscriptionKey(account: row[0] ?? "", service: row[1] ?? "")] = row[2] ?? ""
             }
@@ -313,17 +425,25 @@ public final class PostgresStateStore: SharedStateStore {
         try withConnection { connection throws(StateError) in try Self.version(of: connection) }
     }
 
-    /// Runs `body` in a transaction, rolled back when it throws.
+    /// Runs `body` in a transaction, rolled back when it throws; run again (up to three times)
+    /// when it lost to another agent's transaction at the same time.
     private func transaction<R: Sendable>(_ body: (PostgresConnection) throws(StateError) -> R) throws(StateError) -> R {
-        try withConnection { connection throws(StateError) in
-            try connection.query("BEGIN")
-            do throws(StateError) {
-                let result = try body(connection)
-                try connection.query("COMMIT")
-                return result
-            } catch {
-                _ = try? connection.query("ROLLBACK")
-                throw error
+        var tries = 0
+        while true {
+            do {
+                return try withConnection { connection throws(StateError) in
+                    try connection.query("BEGIN")
+                    do throws(StateError) {
+                        let result = try body(connection)
+                        try connection.query("COMMIT")
+                        return result
+                    } catch {
+                        _ = try? connection.query("ROLLBACK")
+                        throw error
+                    }
+                }
+            } catch where error.isConflict && tries < 3 {
+                tries += 1
             }
         }
     }

@@ -3,6 +3,8 @@
 public struct StateError: Error, CustomStringConvertible, Sendable {
     enum Code: Sendable {
         case open, query, schema, missing, corrupt
+        /// A transaction lost to another (a deadlock, a serialization failure): try it again.
+        case conflict
     }
 
     private let code: Code
@@ -15,6 +17,9 @@ public struct StateError: Error, CustomStringConvertible, Sendable {
 
     /// True when the state database does not exist yet (read-only open of a new directory).
     public var isMissing: Bool { code == .missing }
+
+    /// True when the transaction lost to another one at the same time and may simply be run again.
+    var isConflict: Bool { code == .conflict }
 
     /// The state cannot be reached now (a store other than SQLite, or a test's); `description` says why.
     public static func unavailable(_ description: String) -> StateError {

@@ -75,6 +75,7 @@ struct Remove: AsyncParsableCommand {
         let owed = cleanups(of: records, backends: runtime.backends)
         let outcome: OnceOutcome
         do {
+            try runtime.takeForRemoval(records.map(\.key))
             outcome = try await runtime.runOnce(.removal(records: records), deadline: agent.deadlineDuration, output: output)
         } catch {
             logger.error("\(error.description)")

@@ -498,12 +498,25 @@ extension SubscriptionRequest {
 
 /// SPEC §11: an agent sharing its state sends only what it holds the lease of.
 @Suite struct AgentBookSharedTests {
-    static let groupStart: Int64 = 10_000
+    typealias Claimed = PostgresStateStore.ClaimedSubscription
 
-    static func shared(_ plans: [SubscriptionPlan]) -> AgentBook {
-        var book = AgentBookTests.book()
-        book.startShared(plans: plans, groupStartedAt: groupStart)
+    static func shared(_ plans: [SubscriptionPlan], reportInterval: Duration? = nil) -> AgentBook {
+        var book = AgentBookTests.book(reportInterval: reportInterval)
+        book.startShared(plans: plans)
         return book
+    }
+
+    /// `account`'s record as the shared state has it: rendered with `token`, delivered or not.
+    static func stored(_ account: String, token: String, delivered: Bool) -> SubscriptionRecord {
+        var record = SubscriptionRecord(key: AgentBookTests.k(account))
+        AgentBookTests.plan(account, token: token).apply(to: &record)
+        if delivered {
+            record.state = .delivered
+            record.deliveredFingerprint = record.fingerprint
+            record.lastSuccessAt = 20_000
+            record.lastAttemptAt = 20_000
+        }
+        return record
     }
 
     @Test func nothingIsSentBeforeItIsClaimed() {
@@ -513,44 +526,63 @@ extension SubscriptionRequest {
         #expect(book.isSettled)
     }
 
-    @Test func whatWasDeliveredSinceTheGroupStartedIsNotSentAgain() {
+    @Test func whatTheRunningGroupDeliveredIsNotSentAgain() {
         var book = Self.shared([AgentBookTests.plan("alice", token: "1"), AgentBookTests.plan("bob", token: "1"),
                                 AgentBookTests.plan("carol", token: "2")])
-        func stored(_ account: String, token: String, deliveredAt: Int64?) -> SubscriptionRecord {
-            var record = SubscriptionRecord(key: AgentBookTests.k(account))
-            AgentBookTests.plan(account, token: token).apply(to: &record)
-            if let deliveredAt {
-                record.state = .delivered
-                record.deliveredFingerprint = record.fingerprint
-                record.lastSuccessAt = deliveredAt
-                record.lastAttemptAt = deliveredAt
-            }
-            return record
-        }
-        let actions = book.acquire([
-            stored("alice", token: "1", deliveredAt: 20_000),   // by another agent of this group: done
-            stored("bob", token: "1", deliveredAt: 5_000),      // before the group started: again
-            stored("carol", token: "1", deliveredAt: 20_000),   // with other values: again
+        let (actions, disagreed) = book.acquire([
+            Claimed(record: Self.stored("alice", token: "1", delivered: true), writtenThisGroup: true, leaving: false),   // done
+            Claimed(record: Self.stored("bob", token: "1", delivered: true), writtenThisGroup: false, leaving: false),    // an earlier group: again
+            Claimed(record: Self.stored("carol", token: "1", delivered: true), writtenThisGroup: true, leaving: false),   // other values: again
         ], now: 30_000)
+        #expect(disagreed.isEmpty)
         #expect(Set(AgentBookTests.submitted(actions)) == ["bob@push.example.com:443", "carol@push.example.com:443"])
         #expect(book.entries[AgentBookTests.k("alice")]?.record.state == .delivered)
         #expect(book.counts.subscriptions == 3)
-        #expect(book.idleOwned == [AgentBookTests.k("alice")])
+        #expect(book.idleOwned(until: 30_000) == [AgentBookTests.k("alice")])
     }
 
-    @Test func aClaimedSubscriptionThatLeftIsCleanedUp() {
+    @Test func aClaimedSubscriptionTheConfigurationDroppedIsCleanedUp() {
         var book = Self.shared([AgentBookTests.plan("alice", token: "1")])
         var gone = SubscriptionRecord(key: AgentBookTests.k("gone"), fingerprint: "gone-1", deliveredFingerprint: "gone-1",
                                       state: .delivered, cleanup: AgentBookTests.plan("gone", token: "1").cleanup)
         gone.lastSuccessAt = 20_000
-        let actions = book.acquire([gone], now: 30_000)
+        let (actions, disagreed) = book.acquire([Claimed(record: gone, writtenThisGroup: true, leaving: true)], now: 30_000)
+        #expect(disagreed.isEmpty)
         #expect(AgentBookTests.submitted(actions) == ["gone@gone.example.com:443"])
         #expect(book.beginAttempt(AgentBookTests.k("gone"))?.purpose == .cleanup)
     }
 
+    @Test func whatTheConfigurationDisagreesWithIsNotTaken() {
+        // Another agent loaded files with "newer" in them last; this one still has "stale",
+        // which those files dropped.
+        var book = Self.shared([AgentBookTests.plan("stale", token: "1")])
+        let (actions, disagreed) = book.acquire([
+            Claimed(record: Self.stored("newer", token: "1", delivered: false), writtenThisGroup: false, leaving: false),
+            Claimed(record: Self.stored("stale", token: "1", delivered: true), writtenThisGroup: true, leaving: true),
+        ], now: 30_000)
+        #expect(disagreed == [AgentBookTests.k("newer"), AgentBookTests.k("stale")])
+        #expect(actions.isEmpty, "neither sent nor cleaned up nor forgotten")
+        #expect(book.counts.subscriptions == 0)
+        #expect(book.beginAttempt(AgentBookTests.k("stale")) == nil)
+    }
+
+    @Test func aDeliveryRepeatedByTheReportIntervalCountsAsIdle() {
+        var book = Self.shared([AgentBookTests.plan("alice", token: "1"), AgentBookTests.plan("bob", token: "1")],
+                               reportInterval: .seconds(3600))
+        let (actions, _) = book.acquire([
+            Claimed(record: Self.stored("alice", token: "1", delivered: true), writtenThisGroup: true, leaving: false),
+            Claimed(record: Self.stored("bob", token: "1", delivered: false), writtenThisGroup: true, leaving: false),
+        ], now: 30_000)
+        #expect(AgentBookTests.submitted(actions).sorted() == ["alice@push.example.com:443", "bob@push.example.com:443"],
+                "alice again in an hour, bob now")
+        #expect(book.idleOwned(until: 60_000) == [AgentBookTests.k("alice")])
+        #expect(book.idleOwned(until: 30_000 + 3_600_000).isEmpty, "alice is due by then")
+    }
+
     @Test func aLostLeaseCancelsItsJobAndAReloadLeavesOthersAlone() {
         var book = Self.shared([AgentBookTests.plan("alice", token: "1"), AgentBookTests.plan("bob", token: "1")])
-        _ = book.acquire([SubscriptionRecord(key: AgentBookTests.k("alice"))], now: 30_000)
+        _ = book.acquire([Claimed(record: SubscriptionRecord(key: AgentBookTests.k("alice")), writtenThisGroup: false, leaving: false)],
+                         now: 30_000)
         #expect(book.beginAttempt(AgentBookTests.k("alice")) != nil)
         #expect(book.relinquish([AgentBookTests.k("alice")]) == [.cancel(AgentBookTests.k("alice"))])
         #expect(book.beginAttempt(AgentBookTests.k("alice")) == nil)
@@ -559,5 +591,18 @@ extension SubscriptionRequest {
                                                  reportInterval: nil, now: 40_000)
         #expect(AgentBookTests.submitted(actions).isEmpty)
         #expect(!actions.contains { if case .save = $0 { true } else { false } }, "nothing held, nothing written")
+    }
+
+    @Test func aSubscriptionHandedBackIsNoLongerConfirmedHere() {
+        var book = Self.shared([AgentBookTests.plan("alice", token: "1")])
+        var accepted = Self.stored("alice", token: "1", delivered: false)
+        accepted.state = .accepted
+        accepted.backendData = "request-1"
+        _ = book.acquire([Claimed(record: accepted, writtenThisGroup: true, leaving: false)], now: 30_000)
+        #expect(book.awaitingConfirmation(service: "acrobits").map(\.key) == [AgentBookTests.k("alice")])
+        _ = book.relinquish([AgentBookTests.k("alice")])
+        #expect(book.awaitingConfirmation(service: "acrobits").isEmpty, "its new holder asks")
+        #expect(book.confirmed(AgentBookTests.k("alice"), data: "request-1", .delivered, now: 40_000) == nil)
+        #expect(book.unconfirmed(AgentBookTests.k("alice"), reason: "too late").isEmpty)
     }
 }

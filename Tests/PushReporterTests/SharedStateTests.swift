@@ -7,7 +7,8 @@ import Testing
 /// SPEC §11: several agents on one PostgreSQL, end to end through the binary, against a real
 /// server the tests start (Debian's postgresql; without it these fail and say what to install).
 @Suite(.serialized) struct SharedStateTests {
-    /// A receiver that counts the reports of each account (`GET /r/ACCOUNT?t=TOKEN`).
+    /// A receiver that counts the reports of each account (`GET /r/ACCOUNT?t=TOKEN`), and
+    /// their removals (`GET /gone/ACCOUNT`) apart.
     final class Receiver: Sendable {
         final class Counts: Sendable {
             let value = Mutex<[String: Int]>([:])
@@ -21,14 +22,17 @@ import Testing
             self.counts = counts
             let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
             server = try LoopbackHTTPServer(recording: false) { request, _ in
-                let account = request.path.split(separator: "/").last.map(String.init) ?? ""
-                counts.value.withLock { $0[account, default: 0] += 1 }
+                let parts = request.path.split(separator: "/").map(String.init)
+                let name = parts.first == "gone" ? "gone:" + (parts.last ?? "") : parts.last ?? ""
+                counts.value.withLock { $0[name, default: 0] += 1 }
                 if seconds > 0 { Thread.sleep(forTimeInterval: seconds) }
                 return .status(204)
             }
         }
 
-        var distinct: Int { counts.value.withLock { $0.count } }
+        var distinct: Int { counts.value.withLock { $0.keys.count { !$0.hasPrefix("gone:") } } }
+        /// How many requests `name` got (`a3`, or `gone:a3` for its removal).
+        func count(_ name: String) -> Int { counts.value.withLock { $0[name] ?? 0 } }
         var duplicates: Int { counts.value.withLock { $0.values.reduce(0) { $0 + max(0, $1 - 1) } } }
         /// The accounts reported more than once, and the most times one was.
         var repeated: (accounts: Set<String>, most: Int) {
@@ -44,7 +48,7 @@ import Testing
     }
 
     static func config(_ count: Int, database: String, receiver: Receiver, leaseTimeout: String = "3s",
-                       concurrency: Int = 8) -> String {
+                       concurrency: Int = 8, accounts: [Int]? = nil) -> String {
         var text = """
             agent:
               state: \(database)
@@ -54,9 +58,10 @@ import Testing
             accounts:
 
             """
-        for index in 0..<count {
+        for index in accounts ?? Array(0..<count) {
             text += "  - id: a\(index)\n    pushTokenOther: T\(index)\n"
                 + "    pushTokenReporterUrl: \(receiver.server.baseURL)/r/a\(index)?t=%pushTokenOther%\n"
+                + "    accountRemovalReporterUrl: \(receiver.server.baseURL)/gone/a\(index)\n"
         }
         return text
     }
@@ -147,7 +152,8 @@ import Testing
         let count = 3_000
         let receiver = try Receiver(delay: .milliseconds(3))
         let files = TemporaryDirectory()
-        let config = files.write("accounts.yaml", Self.config(count, database: database, receiver: receiver))
+        // Leases outlast the restart, so neither agent takes the other's work: nothing twice.
+        let config = files.write("accounts.yaml", Self.config(count, database: database, receiver: receiver, leaseTimeout: "15s"))
         let agents = try (0..<2).map { _ in try RunningProcess(pushreporter: ["run", "--config", config]) }
         #expect(Polling.until(timeout: .seconds(60)) { receiver.distinct >= count / 5 })
         try postgres.restart()
@@ -157,6 +163,7 @@ import Testing
             #expect(agent.waitForStderr("this agent holds are reported", timeout: .seconds(60)), "\(agent.stderr.suffix(2000))")
         }
         #expect(agents.contains { $0.stderr.contains("the state database") }, "an agent said the database was away")
+        #expect(receiver.duplicates == 0)
         #expect(Polling.until(timeout: .seconds(60)) {
             (try? Self.status(config).values.filter { $0.state == "delivered" }.count) == count
         }, "every delivery is in the state")
@@ -166,13 +173,45 @@ import Testing
         }
     }
 
+    @Test func aReloadOfEveryAgentAddsAndRemovesOnceAndRemoveLeavesHeldAccountsToTheirAgent() throws {
+        let postgres = try TemporaryPostgres.shared()
+        let database = try postgres.makeDatabase()
+        let receiver = try Receiver()
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", Self.config(40, database: database, receiver: receiver))
+        let agents = try (0..<2).map { _ in try RunningProcess(pushreporter: ["run", "--config", config]) }
+        #expect(receiver.waitForAll(40, timeout: .seconds(60)))
+        #expect(Polling.until(timeout: .seconds(60)) { (try? Self.status(config).values.allSatisfy { $0.agent != nil }) ?? false })
+
+        // An account held by a running agent is its business: remove refuses, naming it.
+        let refused = try ProcessRunner.pushreporter(["remove", "a5", "--config", config])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("a5 (acrobits) is held by the agent "), "\(refused.stderr)")
+        #expect(receiver.count("gone:a5") == 0)
+
+        // The files change on both machines (a0 leaves, a40 arrives) and both agents reload.
+        _ = files.write("accounts.yaml", Self.config(0, database: database, receiver: receiver, accounts: Array(1...40)))
+        for agent in agents { agent.signal(SIGHUP) }
+        #expect(Polling.until(timeout: .seconds(60)) { receiver.count("a40") == 1 && receiver.count("gone:a0") == 1 },
+                "\(agents.map { $0.stderr.suffix(1500) })")
+        #expect(Polling.until(timeout: .seconds(60)) {
+            (try? Self.status(config)).map { $0["a0"] == nil && $0["a40"]?.state == "delivered" } ?? false
+        }, "a0 forgotten once its removal is delivered, a40 delivered")
+        for agent in agents {
+            agent.signal(SIGTERM)
+            #expect(agent.waitForExit() == 0, "\(agent.stderr.suffix(2000))")
+        }
+        #expect(receiver.duplicates == 0, "nothing twice")
+        #expect(receiver.count("gone:a0") == 1)
+    }
+
     @Test func migrateCreatesTheSchemaAlone() throws {
         let postgres = try TemporaryPostgres.shared()
         let database = try postgres.makeDatabase()
         let result = try ProcessRunner.pushreporter(["migrate", "--state-dir", database])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout == "The state database \(database) is at schema 1.\n")
-        let tables = try postgres.psql(database, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'subscriptions'")
+        let tables = try postgres.psql(database, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'pushreporter_subscriptions'")
         #expect(tables.trimmingCharacters(in: .whitespacesAndNewlines) == "1")
     }
 

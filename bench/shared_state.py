@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""make bench, part g (issue 19): delivery throughput of 1, 2 and 3 agents sharing their state in
+PostgreSQL, beside one agent with SQLite, against the same nginx receiver in the same run.
+
+usage: shared_state.py BIN_DIR OUT_DIR
+
+Each configuration runs `run --once` on BENCH_SHARED_ACCOUNTS accounts (default 20000) with a
+fresh state: the agents start together and each exits once nothing is left to claim and what it
+holds is delivered. The figure is accounts per second from the first start to the last exit; the
+receiver must see every account, and none twice. PostgreSQL is Debian's, started here in a
+temporary directory as an unprivileged user (as root: nobody), on a loopback port, with its
+default durability (fsync and synchronous commit on).
+"""
+import glob
+import os
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from measure import HERE, Nginx, Results, env_int, fail, median, say, thousands  # noqa: E402
+
+
+class Postgres:
+    """A PostgreSQL cluster of its own in `directory`, stopped by `stop()`."""
+
+    def __init__(self, directory: str):
+        found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+        if not found:
+            fail("PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb): make deps installs it")
+        self.bin = os.path.dirname(found[-1])
+        self.dir = os.path.abspath(directory)
+        subprocess.run(["rm", "-rf", self.dir], check=True)
+        os.makedirs(self.dir)
+        # initdb and postgres refuse to run as root.
+        self.as_user = []
+        if os.geteuid() == 0:
+            subprocess.run(["chown", "nobody", self.dir], check=True)
+            self.as_user = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        self.port = probe.getsockname()[1]
+        probe.close()
+        data = os.path.join(self.dir, "data")
+        self.run("initdb", "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8")
+        options = f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories={self.dir} -c max_connections=50"
+        self.run("pg_ctl", "-D", data, "-l", os.path.join(self.dir, "server.log"), "-o", options, "-w", "-t", "60", "start")
+        self.databases = 0
+
+    def run(self, tool: str, *arguments: str) -> None:
+        result = subprocess.run(self.as_user + [os.path.join(self.bin, tool), *arguments], capture_output=True, text=True,
+                                stdin=subprocess.DEVNULL)
+        if result.returncode != 0:
+            fail(f"{tool} failed: {result.stderr.strip()[-1000:]}")
+
+    def new_database(self) -> str:
+        """A new empty database's URI."""
+        self.databases += 1
+        name = f"bench{self.databases}"
+        self.run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", name)
+        return f"postgres://postgres@127.0.0.1:{self.port}/{name}"
+
+    def stop(self) -> None:
+        subprocess.run(self.as_user + [os.path.join(self.bin, "pg_ctl"), "-D", os.path.join(self.dir, "data"), "-m", "fast",
+                                       "-w", "stop"], capture_output=True)
+
+
+def deliver(binary: str, config: str, states: list[str], out: str) -> tuple[float, float]:
+    """Runs one `run --once` per state in `states` at once; (wall s, CPU s of all together)."""
+    started = time.monotonic()
+    processes = []
+    for index, state in enumerate(states):
+        with open(os.path.join(out, f"shared-{index}.err"), "wb") as err:
+            processes.append(subprocess.Popen([binary, "run", "--once", "--deadline", "600s", "--config", config,
+                                               "--state-dir", state], stdout=subprocess.DEVNULL, stderr=err))
+    cpu = 0.0
+    for index, process in enumerate(processes):
+        _, status, usage = os.wait4(process.pid, 0)
+        cpu += usage.ru_utime + usage.ru_stime
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            with open(os.path.join(out, f"shared-{index}.err"), errors="replace") as err:
+                fail(f"agent {index + 1} of {len(states)} exited {code}:\n{err.read()[-2000:]}")
+    return time.monotonic() - started, cpu
+
+
+def main(bin_dir: str, out: str) -> None:
+    results = Results(out)
+    accounts = env_int("BENCH_SHARED_ACCOUNTS", 20000)
+    runs = env_int("BENCH_RUNS", 3)
+    binary = os.path.join(bin_dir, "pushreporter")
+    base_dir = os.path.join(out, "shared")
+    nginx = Nginx(os.path.join(base_dir, "nginx"))
+    postgres = Postgres(os.path.join(base_dir, "postgres"))
+    try:
+        subprocess.run([sys.executable, os.path.join(HERE, "generate_send.py"), base_dir, str(accounts), nginx.base], check=True)
+        config = os.path.join(base_dir, "config.yaml")
+        say(f"   {thousands(accounts)} accounts, nginx on {nginx.base}, PostgreSQL on 127.0.0.1:{postgres.port}; "
+            f"medians of {runs} runs in turns")
+        setups = [("SQLite, 1 agent", "sqlite", 1), ("PostgreSQL, 1 agent", "postgres", 1),
+                  ("PostgreSQL, 2 agents", "postgres", 2), ("PostgreSQL, 3 agents", "postgres", 3)]
+        walls: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in setups}
+        for _ in range(runs):
+            for name, kind, agents in setups:
+                if kind == "sqlite":
+                    state = os.path.join(base_dir, "sqlite-state")
+                    subprocess.run(["rm", "-rf", state], check=True)
+                    states = [state]
+                else:
+                    states = [postgres.new_database()] * agents
+                offset = nginx.offset()
+                wall, cpu = deliver(binary, config, states, out)
+                seen = nginx.requests_since(offset)
+                uris = [uri for _, status, uri in seen if status.startswith("2")]
+                distinct = len(set(uris))
+                if distinct != accounts:
+                    fail(f"{name}: the receiver saw {distinct} accounts of {accounts}")
+                if len(uris) != distinct:
+                    fail(f"{name}: {len(uris) - distinct} accounts were delivered twice")
+                walls[name].append((wall, cpu))
+        reference = median([w for w, _ in walls[setups[0][0]]])
+        for name, kind, agents in setups:
+            wall = median([w for w, _ in walls[name]])
+            cpu = median([c for _, c in walls[name]])
+            rate = accounts / wall
+            say(f"   {name:<22} {wall:6.2f} s  {rate:8.0f} accounts/s  CPU {cpu:5.2f} s   "
+                f"{reference / wall:4.2f}x one agent on SQLite")
+            results.figure(f"shared/{kind}-{agents}", accounts=accounts, agents=agents, store=kind, wall=wall, cpu=cpu,
+                           rate=rate, ref_wall=reference, runs=runs)
+        results.series("shared", [{"setup": name, "agents": agents, "store": kind,
+                                   "rate": accounts / median([w for w, _ in walls[name]])} for name, kind, agents in setups])
+        say(f"   (the machine has {os.cpu_count()} cores, shared by the agents, PostgreSQL and nginx)")
+    finally:
+        postgres.stop()
+        nginx.stop()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        fail("usage: shared_state.py BIN_DIR OUT_DIR")
+    main(sys.argv[1], sys.argv[2])
