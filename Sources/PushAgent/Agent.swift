@@ -68,6 +68,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     private let pendingPublish = Mutex<[SubscriptionKey]?>(nil)
     /// With shared state: whether this agent claims subscriptions (not for `remove`).
     private let claims: Bool
+    /// With shared state, in `runOnce`: what this agent claimed with something to send (its
+    /// part of the summary).
+    private let claimedJobs = Mutex(Set<SubscriptionKey>())
     /// `agent.timeout` of the configuration loaded last: for requests without their own.
     private let defaultTimeout: Mutex<Duration>
     private let startup: Mutex<AgentStart?>
@@ -311,7 +314,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
             if let output, output.isTerminal {
                 group.addTask {
-                    await self.showProgress(jobs: jobs.count, output: output, scheduler: scheduler)
+                    await self.showProgress(jobs: jobs, output: output, scheduler: scheduler)
                     return .other
                 }
             }
@@ -330,7 +333,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         output?.clearProgress()
         let stateWritten = recorder.flush()
         handBackLeases()
-        return outcome(jobs: jobs, elapsed: start.duration(to: clock.now), deadline: deadline, stateWritten: stateWritten)
+        return outcome(jobs: jobs.union(claimedJobs.withLock { $0 }), elapsed: start.duration(to: clock.now), deadline: deadline,
+                       stateWritten: stateWritten)
     }
 
     private func outcome(jobs: Set<SubscriptionKey>, elapsed: Duration, deadline: Duration, stateWritten: Bool) -> OnceOutcome {
@@ -360,10 +364,11 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         }
     }
 
-    private func showProgress(jobs: Int, output: LogOutput, scheduler: ReportScheduler<SubscriptionKey, C>) async {
+    private func showProgress(jobs started: Set<SubscriptionKey>, output: LogOutput, scheduler: ReportScheduler<SubscriptionKey, C>) async {
         // Real time, not the scheduler's clock: this only paints the terminal.
         let painter = ContinuousClock()
         while !Task.isCancelled {
+            let jobs = started.count + claimedJobs.withLock { $0.subtracting(started).count }
             let counts = book.withLock { $0.counts }
             let pending = book.withLock { book in book.entries.values.count { $0.job != nil } }
             output.progress("Reporting: \(jobs - pending)/\(jobs) done, \(counts[.retrying]) retrying, \(scheduler.inFlightCount) in flight")
@@ -395,8 +400,10 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     private func perform(_ items: [BatchItem<SubscriptionKey>], scheduler: ReportScheduler<SubscriptionKey, C>) async -> [AttemptResult] {
         if shared != nil && !leasesValid {
             // The leases were not renewed in time (the database is away): nothing may go out that
-            // another agent could send too. Tried again later, and not counted as an attempt.
-            return items.map { _ in .failed(AttemptFailure(status: nil, reason: "the leases could not be renewed", isCancellation: true)) }
+            // another agent could send too. Tried again a second later, not logged as a failure.
+            return items.map { _ in
+                .failed(AttemptFailure(status: nil, retryAfter: .seconds(1), reason: "the leases could not be renewed", isCancellation: true))
+            }
         }
         var results = [AttemptResult](repeating: .delivered, count: items.count)
         // Nothing to send any more (replaced, or held by a reload): done as far as this attempt goes.
@@ -605,8 +612,15 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                     // Found expired by another agent: what it held is the others' business now.
                     let lost = round.expelled ? Array(book.owned ?? []) : []
                     apply(book.relinquish(lost), to: scheduler)
+                    // Valid from here: what it lost cannot start any more, and what it claims
+                    // may start at once.
+                    leasesValidUntil.withLock { $0 = started.advanced(by: timeout - margin) }
                     let (actions, disagreeing) = book.acquire(round.claimed, now: now)
                     apply(actions, to: scheduler)
+                    claimedJobs.withLock { jobs in
+                        jobs.subtract(lost)
+                        for case .submit(let submission) in actions { jobs.insert(submission.key) }
+                    }
                     // More than its share, and some of it idle: handed back to the others, the
                     // book first, so that nothing of it starts once its records are written.
                     let excess = (book.owned?.count ?? 0) - round.share - max(1, round.share / 20)
@@ -614,7 +628,6 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                     apply(book.relinquish(idle), to: scheduler)
                     return (lost.count, disagreeing, idle)
                 }
-                leasesValidUntil.withLock { $0 = started.advanced(by: timeout - margin) }
                 if lost > 0 {
                     logger.warning("another agent found this one's leases expired and took its \(lost) \(lost == 1 ? "subscription" : "subscriptions") (the database was out of reach, or the agent stalled, for \(DurationText(timeout)))")
                 }

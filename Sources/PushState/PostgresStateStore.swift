@@ -11,6 +11,11 @@ public final class PostgresStateStore: SharedStateStore {
     /// Where the state is: the URI without its password.
     public let location: String
     private let connection: Mutex<PostgresConnection>
+    /// A second connection for the leases (opened on first use), so that a round of leases never
+    /// waits behind a batch of records being written, nor the records behind a claim.
+    private let leaseConnection = Mutex<PostgresConnection?>(nil)
+    private let uri: String
+    private let password: String?
     private let readOnly: Bool
     /// The agent this store writes for (`host:pid`), as `status` names it.
     public let agent: String
@@ -31,6 +36,8 @@ public final class PostgresStateStore: SharedStateStore {
     /// unless `readOnly`.
     public init(uri: String, password: String? = nil, readOnly: Bool = false, agent: String = "") throws(StateError) {
         let connection = try PostgresConnection(uri: uri, password: password)
+        self.uri = uri
+        self.password = password
         location = connection.location
         self.readOnly = readOnly
         self.agent = agent
@@ -211,7 +218,7 @@ public final class PostgresStateStore: SharedStateStore {
     /// false (`pushreporter remove`) it joins without starting one.
     public func join(leaseTimeout: Duration, startsGroups: Bool = true) throws(StateError) -> Membership {
         let timeout = String(Self.milliseconds(leaseTimeout))
-        let membership = try transaction { connection throws(StateError) -> Membership in
+        let membership = try transaction(leases: true) { connection throws(StateError) -> Membership in
             try connection.query("SELECT pg_advisory_xact_lock($1)", [String(Self.migrationLock + 1)])
             try expireAgents(connection, timeout: timeout)
             let alive = Int(try connection.query("SELECT count(*) FROM pushreporter_agents WHERE instance <> $1", [instance])
@@ -259,7 +266,7 @@ public final class PostgresStateStore: SharedStateStore {
         let keys = keys.sorted()
         let accounts = PostgresArray.encode(keys.map(\.account))
         let services = PostgresArray.encode(keys.map(\.service))
-        try transaction { connection throws(StateError) in
+        try transaction(leases: true) { connection throws(StateError) in
             // DO NOTHING locks no existing row: publishing never waits on the agents' writes.
             try connection.query("""
                 INSERT INTO pushreporter_subscriptions (account, service, fingerprint, state, attempts)
@@ -286,7 +293,7 @@ public final class PostgresStateStore: SharedStateStore {
     /// claiming at once take different ones.
     public func renewAndClaim(leaseTimeout: Duration, maxClaim: Int, excluding: [SubscriptionKey] = []) throws(StateError) -> LeaseRound {
         let timeout = String(Self.milliseconds(leaseTimeout))
-        return try transaction { connection throws(StateError) -> LeaseRound in
+        return try transaction(leases: true) { connection throws(StateError) -> LeaseRound in
             // Its row gone: another agent found it expired and freed what it held.
             let expelled = try connection.query("""
                 UPDATE pushreporter_agents SET seen_at = \(Self.now) WHERE instance = $1 RETURNING 1
@@ -361,7 +368,7 @@ public final class PostgresStateStore: SharedStateStore {
     /// agents that hold the others.
     public func take(_ keys: [SubscriptionKey]) throws(StateError) -> [SubscriptionKey: String] {
         guard !keys.isEmpty else { return [:] }
-        return try transaction { connection throws(StateError) in
+        return try transaction(leases: true) { connection throws(StateError) in
             let accounts = PostgresArray.encode(keys.map(\.account))
             let services = PostgresArray.encode(keys.map(\.service))
             try connection.query("""
@@ -382,7 +389,7 @@ public final class PostgresStateStore: SharedStateStore {
     /// Gives up the leases of `keys` (all of this agent's when nil), so another agent may claim
     /// them at once; an agent that stops gracefully gives up all of them and leaves the group.
     public func release(_ keys: [SubscriptionKey]?) throws(StateError) {
-        try withConnection { connection throws(StateError) in
+        try transaction(leases: true) { connection throws(StateError) in
             if let keys {
                 guard !keys.isEmpty else { return }
                 try connection.query("""
@@ -399,7 +406,7 @@ public final class PostgresStateStore: SharedStateStore {
     /// Which agent (`host:pid`) holds each subscription that an agent holds (for `status`).
     /// An agent that died holds its subscriptions until another finds it expired.
     public func holders() throws(StateError) -> [SubscriptionKey: String] {
-        try withConnection { connection throws(StateError) in
+        try withConnection(leases: true) { connection throws(StateError) in
             var holders: [SubscriptionKey: String] = [:]
             for row in try connection.query("""
                 SELECT s.account, s.service, a.name FROM pushreporter_subscriptions s JOIN pushreporter_agents a ON a.instance = s.holder
@@ -412,7 +419,7 @@ public final class PostgresStateStore: SharedStateStore {
 
     /// The installation id all agents of this database share (`%installid%`), made by the first.
     public func installID() throws(StateError) -> String {
-        try withConnection { connection throws(StateError) in
+        try withConnection(leases: true) { connection throws(StateError) in
             try connection.query("""
                 INSERT INTO pushreporter_installation VALUES ('installid', gen_random_uuid()::text) ON CONFLICT (key) DO NOTHING
                 """)
@@ -427,11 +434,11 @@ public final class PostgresStateStore: SharedStateStore {
 
     /// Runs `body` in a transaction, rolled back when it throws; run again (up to three times)
     /// when it lost to another agent's transaction at the same time.
-    private func transaction<R: Sendable>(_ body: (PostgresConnection) throws(StateError) -> R) throws(StateError) -> R {
+    private func transaction<R: Sendable>(leases: Bool = false, _ body: (PostgresConnection) throws(StateError) -> R) throws(StateError) -> R {
         var tries = 0
         while true {
             do {
-                return try withConnection { connection throws(StateError) in
+                return try withConnection(leases: leases) { connection throws(StateError) in
                     try connection.query("BEGIN")
                     do throws(StateError) {
                         let result = try body(connection)
@@ -448,12 +455,23 @@ public final class PostgresStateStore: SharedStateStore {
         }
     }
 
-    /// Runs `body` with the connection, reconnecting once first if the server went away.
-    func withConnection<R: Sendable>(_ body: (PostgresConnection) throws(StateError) -> R) throws(StateError) -> R {
-        try connection.withLock { (connection: inout PostgresConnection) throws(StateError) -> R in
-            if !connection.isAlive { try connection.connect() }
-            let result = try body(connection)
-            return result
+    /// Runs `body` with the connection (the leases' with `leases`), reconnecting first if the
+    /// server went away.
+    func withConnection<R: Sendable>(leases: Bool = false, _ body: (PostgresConnection) throws(StateError) -> R) throws(StateError) -> R {
+        guard leases else {
+            return try connection.withLock { (connection: inout PostgresConnection) throws(StateError) -> R in
+                if !connection.isAlive { try connection.connect() }
+                return try body(connection)
+            }
+        }
+        return try leaseConnection.withLock { (connection: inout PostgresConnection?) throws(StateError) -> R in
+            guard let open = connection else {
+                let opened = try PostgresConnection(uri: uri, password: password)
+                connection = opened
+                return try body(opened)
+            }
+            if !open.isAlive { try open.connect() }
+            return try body(open)
         }
     }
 }

@@ -205,6 +205,19 @@ import Testing
         #expect(receiver.count("gone:a0") == 1)
     }
 
+    @Test func runOnceOnSharedStateSummarisesWhatItClaimed() throws {
+        let postgres = try TemporaryPostgres.shared()
+        let database = try postgres.makeDatabase()
+        let receiver = try Receiver()
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", Self.config(300, database: database, receiver: receiver))
+        let result = try ProcessRunner.pushreporter(["run", "--once", "--config", config])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.hasPrefix("Delivered 300 of 300 reports in "), "\(result.stdout)")
+        #expect(receiver.distinct == 300 && receiver.duplicates == 0)
+        #expect(try Self.status(config).values.allSatisfy { $0.state == "delivered" && $0.agent == nil }, "handed back on exit")
+    }
+
     @Test func migrateCreatesTheSchemaAlone() throws {
         let postgres = try TemporaryPostgres.shared()
         let database = try postgres.makeDatabase()
