@@ -597,15 +597,15 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             let stopping = isStopping.withLock { $0 }
             do {
                 if let keys = pendingPublish.withLock({ $0 }) {
-                    try shared.publish(keys)
+                    try await offPool { () throws(StateError) in try shared.publish(keys) }
                     pendingPublish.withLock { $0 = nil }
                 }
-                if !toRelease.isEmpty && recorder.flush() {
-                    try shared.release(Array(toRelease))
-                    toRelease = []
+                try await releaseWritten(&toRelease)
+                let excluding = Array(disagreed.withLock { $0 })
+                let round = try await offPool { () throws(StateError) in
+                    try shared.renewAndClaim(leaseTimeout: timeout, maxClaim: claiming && !stopping ? Self.claimChunk : 0,
+                                             excluding: excluding)
                 }
-                let round = try shared.renewAndClaim(leaseTimeout: timeout, maxClaim: claiming && !stopping ? Self.claimChunk : 0,
-                                                     excluding: Array(disagreed.withLock { $0 }))
                 let now = wallClock()
                 let idleUntil = now + timeout.milliseconds
                 let (lost, disagreeing, handedBack) = book.withLock { book -> (Int, [SubscriptionKey], [SubscriptionKey]) in
@@ -641,10 +641,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 // would be sent again by the agent that claims the subscription next.
                 toRelease.formUnion(disagreeing)
                 toRelease.formUnion(handedBack)
-                if !toRelease.isEmpty && recorder.flush() {
-                    try shared.release(Array(toRelease))
-                    toRelease = []
-                }
+                try await releaseWritten(&toRelease)
                 if !handedBack.isEmpty {
                     logger.info("handed \(handedBack.count) \(handedBack.count == 1 ? "subscription" : "subscriptions") to the group's other agents (a share is now \(round.share))")
                 }
@@ -684,6 +681,17 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 try? await clock.sleep(until: started.advanced(by: wait), tolerance: nil)
             }
         }
+    }
+
+    /// Gives up the leases of `keys` in the shared state once their records are written, and
+    /// empties it; leaves it as it is when they cannot be written yet.
+    private func releaseWritten(_ keys: inout Set<SubscriptionKey>) async throws(StateError) {
+        guard let shared, !keys.isEmpty else { return }
+        let recorder = recorder
+        guard await offPool({ recorder.flush() }) else { return }
+        let released = Array(keys)
+        try await offPool { () throws(StateError) in try shared.release(released) }
+        keys = []
     }
 
     /// The most subscriptions an agent claims in one round of leases.
@@ -785,7 +793,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 disagreed.withLock { $0 = [] }
                 let keys = plans.map(\.key)
                 do {
-                    try shared.publish(keys)
+                    try await offPool { () throws(StateError) in try shared.publish(keys) }
                 } catch {
                     pendingPublish.withLock { $0 = keys }
                     logger.error("\(error.description); the configuration is written to it once it is back")
@@ -812,7 +820,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// Writes the recorded changes, trying again every second while the state cannot be
     /// written; false when the agent stops first.
     private func flushUntilWritten() async -> Bool {
-        while !recorder.flush() {
+        let recorder = recorder
+        while !(await offPool { recorder.flush() }) {
             if Task.isCancelled || isStopping.withLock({ $0 }) { return false }
             try? await clock.sleep(for: .seconds(1))
         }

@@ -111,7 +111,7 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
     public func run() async throws {
         for await _ in signal.cancelOnGracefulShutdown() {
             try? await clock.sleep(for: batchInterval)
-            if !flush() {
+            if !(await offPool { self.flush() }) {
                 // Back off before the next try; a later change wakes the loop again.
                 try? await clock.sleep(for: .seconds(1))
                 signalContinuation.yield()
