@@ -61,13 +61,34 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         var entriesWhenQueued: Int { batch == nil ? 1 : 2 }
     }
 
+    /// What the queue keeps of a report's ``ReportAttempts``: its failures so far and whether it
+    /// is in the slow lane. The policy is the queue's; keeping a copy of it (and the last failure,
+    /// which the queue never reads) in each report made every pending report twice the size, and
+    /// the pending dictionary is the queue's largest part when a hundred thousand reports wait.
+    struct Retries {
+        var failures: Int32 = 0
+        var isSlowLane = false
+
+        var nextAttempt: Int { Int(failures) + 1 }
+
+        /// Records a failed attempt with `policy` and returns how long to wait before the next one.
+        mutating func attemptFailed(_ failure: AttemptFailure, policy: BackoffPolicy, nowEpochSeconds: Int64,
+                                    using generator: inout some RandomNumberGenerator) -> Duration {
+            var attempts = ReportAttempts(policy: policy, failures: Int(failures), isSlowLane: isSlowLane)
+            let delay = attempts.attemptFailed(failure, nowEpochSeconds: nowEpochSeconds, using: &generator)
+            failures = Int32(clamping: attempts.failures)
+            isSlowLane = attempts.isSlowLane
+            return delay
+        }
+    }
+
     /// A report that is not in flight.
     struct Pending {
         var submission: Submission
         var due: Instant
         var sequence: UInt64
         var token: UInt64
-        var attempts: ReportAttempts
+        var attempts: Retries
         /// False while it waits for an in-flight attempt of the same key to finish.
         var isQueued: Bool
     }
@@ -76,7 +97,7 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
     struct InFlight {
         var submission: Submission
         var token: UInt64
-        var attempts: ReportAttempts
+        var attempts: Retries
         /// Set when the key was re-submitted or cancelled meanwhile: the result is ignored.
         var isDiscarded: Bool
     }
@@ -136,7 +157,7 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         lastToken += 1
         let record = Pending(
             submission: Submission(host: host, batch: batch, hold: hold), due: due, sequence: lastSequence,
-            token: lastToken, attempts: ReportAttempts(policy: policy), isQueued: false
+            token: lastToken, attempts: Retries(), isQueued: false
         )
         if inFlight[key] != nil {
             inFlight[key]!.isDiscarded = true
@@ -145,6 +166,13 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
             enqueue(key, record)
         }
         sweepIfNeeded()
+    }
+
+    /// Makes room for `count` more pending reports at once, so that a burst of submissions (every
+    /// account on start) does not grow the dictionary step by step, each step holding the old
+    /// table and the new one at the same time.
+    mutating func reserveCapacity(forAdding count: Int) {
+        pending.reserveCapacity(pending.count + count)
     }
 
     /// Forgets `key`: its pending record goes, and the result of an attempt in flight is ignored.
@@ -291,7 +319,7 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         case .delivered:
             return .delivered(key, attempts: attempt)
         case .failed(let failure):
-            let delay = attempts.attemptFailed(failure, nowEpochSeconds: nowEpochSeconds, using: &generator)
+            let delay = attempts.attemptFailed(failure, policy: policy, nowEpochSeconds: nowEpochSeconds, using: &generator)
             let due = now.advanced(by: delay)
             if let label = record.submission.hold, failure.status == 429 || failure.status == 503 {
                 hold(label, until: due)
