@@ -11,6 +11,17 @@ public struct RequestBuilder: Sendable {
     private(set) var templates: AccountTemplates
     public var configuration: Configuration { templates.configuration }
 
+    /// The targets of the last URL template text and the last rendered URL: a file's accounts
+    /// share them, and reading them again for each account was much of the time to plan one.
+    private var templateTargets = URLTargetCache()
+    private var renderedTargets = URLTargetCache()
+
+    /// `host:port` of a URL this builder rendered (``URLText/hostAndPort(of:)``), one string
+    /// shared by the requests to one host.
+    mutating func hostAndPort(of url: String) -> String {
+        renderedTargets.hostAndPort(of: url)
+    }
+
     /// A custom header's name and its compiled value.
     private struct HeaderTemplate {
         var name: String
@@ -245,7 +256,7 @@ public struct RequestBuilder: Sendable {
         // A value that is a secret as a whole cannot be masked: over plain http to a host that is
         // not loopback (the host cannot hold a placeholder, so it is known here), nothing is sent.
         var refusal: String?
-        if let target = URLText.target(of: urlValue.text), target.scheme == "http", !URLText.isLoopback(target.host) {
+        if let target = templateTargets.target(of: urlValue.text), target.scheme == "http", !target.isLoopback {
             let whole: [(ConfigValue?, WebServiceKey)] = [(urlValue, .url), (postDataValue, .postData),
                                                           (account.values[reporter.tableKey(.customHeaders)], .customHeaders),
                                                           (account.values[reporter.tableKey(.authUsername)], .authUsername)]
@@ -283,11 +294,11 @@ public struct RequestBuilder: Sendable {
         let values = templates.values(for: account)
         do throws(RenderFailure) {
             let revealedURL = try templates.render(url, values, .reveal, origin: urlValue)
-            guard let target = URLText.target(of: revealedURL) else {
+            guard let target = renderedTargets.target(of: revealedURL) else {
                 reportNoHost(reporter: reporter, at: urlValue, diagnostics: &diagnostics)
                 return nil
             }
-            let withhold = target.scheme == "http" && !URLText.isLoopback(target.host)
+            let withhold = target.scheme == "http" && !target.isLoopback
             let sendMasking: SecretMasking = withhold ? .stars : .reveal
             let displayMasking: SecretMasking
             switch display {
