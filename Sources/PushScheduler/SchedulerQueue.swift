@@ -397,10 +397,15 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         let key = keys[Int(entry.slot)]!
         let submission = pending[key]!.submission
         var items = [moveToFlight(key)]
-        if let batch = submission.batch {
-            while items.count < batch.limit, let key = takeDueMember(of: batch, now: now) {
+        // The group's heaps are taken out while its members are picked, so that the group (a
+        // dictionary key hashed from its name) is looked up once per request, not several
+        // times for each member.
+        if let batch = submission.batch, var labels = groupQueues.removeValue(forKey: batch) {
+            let now = dueOffset(now)
+            while items.count < batch.limit, let key = takeDueMember(from: &labels, now: now) {
                 items.append(moveToFlight(key))
             }
+            if !labels.isEmpty { groupQueues[batch] = labels }
         }
         lastRequestID += 1
         let request = Request(id: lastRequestID, host: submission.host, items: items)
@@ -409,24 +414,34 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         return request
     }
 
-    /// Pops the earliest due report of `batch` whose label is not held, if any is due at `now`.
+    /// Pops the earliest due report of a group, from its heaps by hold label (`labels`), whose
+    /// label is not held, if any is due at `now` (counted from `origin`).
     ///
     /// Costs a look at each label's heap of the group (few: a group is usually one service).
-    private mutating func takeDueMember(of batch: Batching, now: Instant) -> Key? {
-        guard groupQueues[batch] != nil else { return nil }
-        let now = dueOffset(now)
+    private mutating func takeDueMember(from labels: inout [String?: Heap<Entry>], now: Duration) -> Key? {
+        if labels.count == 1, let label = labels.keys.first {
+            // One label (the usual case): no list of labels to make for each member.
+            guard label.map({ holds[$0] == nil }) ?? true else { return nil }
+            staleEntries -= Self.dropStaleHead(of: &labels[label]!, pending: pending, keys: keys)
+            guard let head = labels[label]!.min else {
+                labels[label] = nil
+                return nil
+            }
+            guard head.due <= now else { return nil }
+            labels[label]!.removeMin()
+            return keys[Int(head.slot)]!
+        }
         var earliest: (entry: Entry, label: String?)?
-        for label in Array(groupQueues[batch]!.keys) where label.map({ holds[$0] == nil }) ?? true {
-            staleEntries -= Self.dropStaleHead(of: &groupQueues[batch]![label]!, pending: pending, keys: keys)
-            guard let head = groupQueues[batch]![label]!.min else {
-                groupQueues[batch]![label] = nil
+        for label in Array(labels.keys) where label.map({ holds[$0] == nil }) ?? true {
+            staleEntries -= Self.dropStaleHead(of: &labels[label]!, pending: pending, keys: keys)
+            guard let head = labels[label]!.min else {
+                labels[label] = nil
                 continue
             }
             if head.due <= now, earliest == nil || head < earliest!.entry { earliest = (head, label) }
         }
-        if groupQueues[batch]!.isEmpty { groupQueues[batch] = nil }
         guard let (entry, label) = earliest else { return nil }
-        groupQueues[batch]![label]!.removeMin()
+        labels[label]!.removeMin()
         return keys[Int(entry.slot)]!
     }
 
