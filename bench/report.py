@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes docs/performance.md and its picture from the figures `make bench` measured.
 
-usage: report.py RESULTS_JSON PERFORMANCE_MD PICTURE_SVG [BENCH_SECONDS]
+usage: report.py RESULTS_JSON PERFORMANCE_MD PICTURE_SVG
 
 The page holds every goal of issue 20 beside its figure and reference, the machine and the date,
 the series by number of accounts, and the picture: time and peak memory against accounts for
@@ -76,9 +76,11 @@ def goals(f: dict) -> list[list[str]]:
                      f"{p['value_us']:.1f} µs", "–", "–", ok(p["value_us"] <= 10)])
     s = get("send/100000")
     if s:
-        rows.append(["first request leaves while the rest still loads (100k)", "before loading ends",
-                     f"at {seconds(s['first'])} of {seconds(s['wall'])}", f"curl: at {seconds(s['ref_first'])}", "–",
-                     ok(s["first"] < 0.2 * s["wall"])])
+        load = s.get("load")
+        rows.append(["first request leaves while the rest still loads (100k)", "before loading alone would end",
+                     f"at {seconds(s['first'])} of {seconds(s['wall'])}",
+                     (f"loading alone (`validate`): {seconds(load)}; " if load else "") + f"curl: at {seconds(s['ref_first'])}", "–",
+                     ok(load is not None and s["first"] < load)])
         rows.append(["peak RSS, `run --once` 100k", "≤ 150 MB", mb(s["rss_kb"]), f"curl: {mb(s['ref_rss_kb'])}", "–",
                      ok(s["rss_kb"] <= 150 * 1024)])
     i = get("agent/idle")
@@ -117,8 +119,9 @@ def goals(f: dict) -> list[list[str]]:
                          ok(b["rate"] >= 0.9 * a["rate"])])
     rr = get("render")
     if rr:
-        rows.append(["render benchmark (Acrobits GET URL, 1 thread)", "no regression; ≥ 1,000,000/s", f"{rr['per_second']:,}/s",
-                     "–", "–", ok(rr["per_second"] >= 1_000_000)])
+        median = f" (median {rr['median']:,}/s)" if "median" in rr else ""
+        rows.append(["render benchmark (Acrobits GET URL, 1 thread), best of its runs", "no regression; ≥ 1,000,000/s",
+                     f"{rr['per_second']:,}/s{median}", "–", "–", ok(rr["per_second"] >= 1_000_000)])
     for key, text in (("agent/ready/1000", "start-up: exec → READY=1, 1k accounts"),):
         s = get(key)
         if s:
@@ -234,9 +237,9 @@ def svg(data: dict) -> str:
 
 def main() -> None:
     results_path, page_path, picture_path = sys.argv[1:4]
-    took = sys.argv[4] if len(sys.argv) > 4 else None
     with open(results_path) as results:
         data = json.load(results)
+    took = data.get("bench_seconds")
     notes = ""
     if os.path.exists(page_path):
         with open(page_path) as page:
