@@ -36,6 +36,8 @@ public struct RequestBuilder: Sendable {
 
     /// The `User-Agent` of every request (SPEC §4).
     static let userAgent = PushReporterVersion.userAgent
+    /// The headers of a request that adds none.
+    private static let userAgentHeaders: [(name: String, value: String)] = [("User-Agent", userAgent)]
 
     // MARK: Checking (validate)
 
@@ -328,7 +330,9 @@ public struct RequestBuilder: Sendable {
             /// password on the wire, so a request as sent fills it even over plain http).
             func renderAll(_ masking: SecretMasking, credentialMasking: SecretMasking,
                            renderedURL: String? = nil) throws(RenderFailure) -> RenderedRequest {
-                var headers: [(name: String, value: String)] = [("User-Agent", Self.userAgent)]
+                // One array for every request that adds no header (most GET reports): each kept
+                // request held a copy of its own.
+                var headers = Self.userAgentHeaders
                 var secretHeaders: [String] = []
                 var renderedBody: String?
                 if let body, let postDataValue { renderedBody = try renderPiece(body, origin: postDataValue, suffix: .postData, masking) }
