@@ -103,9 +103,10 @@ def goals(f: dict) -> list[list[str]]:
                      "–", "–", ok(c["value_s"] <= 1.5)])
     v = get("validate/1000000")
     if v:
-        rows.append(["`validate`, 1M accounts", "≤ 1.5× libyaml, ≤ 600 MB", f"{seconds(v['wall'])}, {mb(v['rss_kb'])}",
-                     f"libyaml event parse (C): {seconds(v['ref_wall'])}", f"{v['ratio']:.2f}×",
-                     ok(v["ratio"] <= 1.5 and v["rss_kb"] <= 600 * 1024)])
+        rows.append(["`validate`, 1M accounts: time", "≤ 1.5× libyaml", seconds(v["wall"]),
+                     f"libyaml event parse (C): {seconds(v['ref_wall'])}", f"{v['ratio']:.2f}×", ok(v["ratio"] <= 1.5)])
+        rows.append(["`validate`, 1M accounts: peak RSS", "≤ 600 MB", mb(v["rss_kb"]), f"libyaml: {mb(v['ref_rss_kb'])}", "–",
+                     ok(v["rss_kb"] <= 600 * 1024)])
     g = get("preview/growth")
     if g:
         rows.append(["`preview --format json` memory, 1k → 100k", "flat (≤ 10 MB more)", f"{g['growth_mb']:+.0f} MB",
