@@ -1,36 +1,56 @@
 #!/usr/bin/env bash
-# make bench: release-mode figures printed beside their references. See bench/README.md.
+# make bench: release-mode figures printed beside their references and goals (issue 20), written
+# to docs/performance.md with a picture (bench/report.py). See bench/README.md.
 #
-#   BENCH_ACCOUNTS=100000   accounts in the generated configuration
-#   BENCH_RUNS=3            timed runs of each command (the best wall-clock time counts)
-#   BENCH_RENDER_SECONDS=2  length of the render loop
-#   BENCH_SEND_ACCOUNTS=10000 reports sent by run --once (part c)
-#   BENCH_IDLE_SECONDS=60   how long part d watches the idle agent
-#   BENCH_PARTS=abcd        which parts to run (a validate, b render, c run --once, d idle agent)
+#   BENCH_PARTS=abcdef              which parts to run: a validate, b render, c run --once vs curl,
+#                                   d the long-running agent, e preview, f every backend's batching
+#   BENCH_RUNS=3                    timed runs of each command (the median counts)
+#   BENCH_VALIDATE_SIZES="1000 10000 100000 1000000"   accounts for part a
+#   BENCH_RUNS_1M=1                 runs at a million accounts or more (each takes seconds)
+#   BENCH_RENDER_SECONDS=2          length of the render loop (part b)
+#   BENCH_SEND_SIZES="1000 10000 100000"               accounts for parts c and e
+#   BENCH_PREVIEW_SIZES="1000 10000 100000"
+#   BENCH_AGENT_ACCOUNTS=100000     accounts of the long-running agent (part d)
+#   BENCH_IDLE_SECONDS=20           how long part d watches the idle agent
+#   BENCH_RELOADS=10                unchanged reloads in part d
+#   BENCH_BATCH_REQUESTS=1000       requests each batching backend sends (part f)
+#   BENCH_REPORT=1                  0: do not rewrite docs/performance.md
 #
 # Exit status: 0 when every figure was measured (a missed goal is printed, not an error);
-# 1 when something could not be built or run, validate did not exit 0, rendering was wrong, the
-# release binary links corelibs Foundation, or the agent did not exit 0 on SIGTERM.
+# 1 when something could not be built or run, a command failed, a receiver did not see every
+# request, rendering was wrong, the release binary links corelibs Foundation, or the agent did not
+# exit 0 on SIGTERM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
-ACCOUNTS=${BENCH_ACCOUNTS:-100000}
-RUNS=${BENCH_RUNS:-3}
 RENDER_SECONDS=${BENCH_RENDER_SECONDS:-2}
-PARTS=${BENCH_PARTS:-abcd}
+PARTS=${BENCH_PARTS:-abcdef}
 OUT=bench/out
-CONFIG=$OUT/config
 SCRATCH=.build-bench
 mkdir -p "$OUT"
 
 say() { printf '%s\n' "$*"; }
 die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
+bench_start=$EPOCHREALTIME
+
+# ---- tools -------------------------------------------------------------------------------------
+# The references and the receiver: Debian's curl and nginx-light, installed when missing.
+missing=()
+command -v curl >/dev/null || missing+=(curl)
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+if [ ${#missing[@]} -gt 0 ]; then
+    say "== installing ${missing[*]} (apt-get)"
+    sudo=$( [ "$(id -u)" = 0 ] || echo sudo )
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q >"$OUT/apt.log" 2>&1 || true
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$OUT/apt.log" 2>&1 \
+        || die "cannot install ${missing[*]} (log: $OUT/apt.log)"
+fi
 
 # ---- build -------------------------------------------------------------------------------------
 say "== building (release, $SCRATCH)"
 start=$EPOCHREALTIME
-for product in pushreporter pushreporter-bench pushreporter-receiver; do
+for product in pushreporter pushreporter-bench; do
     "$SWIFT" build -c release --static-swift-stdlib --scratch-path "$SCRATCH" --product "$product" >"$OUT/build-$product.log" 2>&1 \
         || { tail -30 "$OUT/build-$product.log" >&2; die "the release build of $product failed (log: $OUT/build-$product.log)"; }
 done
@@ -44,101 +64,57 @@ if [ "$(nm "$BIN/pushreporter" | grep -c __CFInitialize)" != 0 ]; then
 fi
 "$BIN/pushreporter" --version >/dev/null || die "the release binary does not start"
 
-# ---- timing ------------------------------------------------------------------------------------
-# time_run NAME CMD...: runs CMD once (stdout and stderr to $OUT/NAME.out / .err) and sets RUN_WALL
-# (s), RUN_CPU (user+sys s) and RUN_RSS (peak KB, or "").
-if [ -x /usr/bin/time ]; then HAVE_TIME=1; else HAVE_TIME=0; fi
-time_run() {
-    local name=$1; shift
-    local t0 t1 rc user sys
-    t0=$EPOCHREALTIME
-    if [ "$HAVE_TIME" = 1 ]; then
-        /usr/bin/time -f '%U %S %M' -o "$OUT/$name.time" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err" && rc=0 || rc=$?
-        t1=$EPOCHREALTIME
-        read -r user sys RUN_RSS <"$OUT/$name.time" || true
-    else
-        local TIMEFORMAT='%U %S'
-        { time "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"; } 2>"$OUT/$name.time" && rc=0 || rc=$?
-        t1=$EPOCHREALTIME
-        read -r user sys <"$OUT/$name.time" || true
-        RUN_RSS=
-    fi
-    [ "$rc" -eq 0 ] || { cat "$OUT/$name.err" | tail -5 >&2; die "$name exited with status $rc (stderr: $OUT/$name.err)"; }
-    RUN_CPU=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
-    RUN_WALL=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+part() {
+    local letter=$1 name=$2 title=$3
+    [[ $PARTS == *$letter* ]] || return 0
+    say
+    say "== $letter) $title"
+    local t0=$EPOCHREALTIME
+    python3 bench/measure.py "$name" "$BIN" "$OUT" || die "part $letter ($name) failed"
+    say "   ($(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }') s)"
 }
 
-# keep_best PREFIX: sets PREFIX_WALL, PREFIX_CPU and PREFIX_RSS to the last run's (time_run) when it
-# is the fastest so far (PREFIX_WALL empty: none yet).
-keep_best() {
-    local best="${1}_WALL"
-    if [ -z "${!best}" ] || awk -v w="$RUN_WALL" -v b="${!best}" 'BEGIN { exit !(w < b) }'; then
-        printf -v "${1}_WALL" '%s' "$RUN_WALL"
-        printf -v "${1}_CPU" '%s' "$RUN_CPU"
-        printf -v "${1}_RSS" '%s' "$RUN_RSS"
-    fi
-}
-
-# measure NAME CMD...: runs CMD $RUNS times and sets BEST_WALL (s, best run), BEST_CPU (user+sys s
-# of that run) and BEST_RSS (peak KB, or "").
-measure() {
-    local name=$1 i; shift
-    BEST_WALL=; BEST_CPU=; BEST_RSS=
-    for ((i = 1; i <= RUNS; i++)); do
-        time_run "$name" "$@"
-        keep_best BEST
-    done
-}
-mb() { [ -n "$1" ] && awk -v k="$1" 'BEGIN { printf "%.0f MB", k / 1024 }' || printf 'n/a'; }
-
-if [[ $PARTS == *a* ]]; then
-# ---- config ------------------------------------------------------------------------------------
-rm -rf "$CONFIG"
-python3 bench/generate.py "$CONFIG" "$ACCOUNTS" || die "bench/generate.py failed"
-files=("$CONFIG"/*.yaml)
-say "   generated $ACCOUNTS accounts in ${#files[@]} files ($(du -ch "${files[@]}" | tail -1 | cut -f1)) in $CONFIG"
-
-say
-say "== a) validate vs. raw libyaml (best of $RUNS wall-clock runs each, taken in turns; CPU = user+sys of that run)"
-# In turns, so that both commands see the same spells of a busy machine: run back to back, one
-# could get a quiet minute and the other a noisy one.
-V_WALL= Y_WALL= PAIR_RATIOS=()
-for ((pair = 1; pair <= RUNS; pair++)); do
-    time_run validate "$BIN/pushreporter" validate --config "$CONFIG"
-    keep_best V
-    pair_validate=$RUN_WALL
-    time_run yaml_events "$OUT/yaml_events" "${files[@]}"
-    keep_best Y
-    PAIR_RATIOS+=("$(awk -v v="$pair_validate" -v y="$RUN_WALL" 'BEGIN { printf "%.3f", v / y }')")
-done
-say "   validate said: $(tail -1 "$OUT/validate.err")   (all of its stderr: $OUT/validate.err)"
-say "   libyaml parsed: $(cat "$OUT/yaml_events.out")"
-ratio=$(awk -v v="$V_WALL" -v y="$Y_WALL" 'BEGIN { printf "%.1f", v / y }')
-median_ratio=$(printf '%s\n' "${PAIR_RATIOS[@]}" | sort -n | awk '{ r[NR] = $1 } END { printf "%.2f", NR % 2 ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2 }')
-verdict=$(awk -v v="$V_WALL" -v y="$Y_WALL" 'BEGIN { print (v <= 2 * y) ? "ok" : "OVER GOAL" }')
-printf '   %-32s %7.2f s   CPU %6.2f s   peak RSS %s\n' "validate $((ACCOUNTS / 1000))k accounts:" "$V_WALL" "$V_CPU" "$(mb "$V_RSS")"
-printf '   %-32s %7.2f s   CPU %6.2f s   peak RSS %s\n' "libyaml events only:" "$Y_WALL" "$Y_CPU" "$(mb "$Y_RSS")"
-say "   validate $((ACCOUNTS / 1000))k accounts: $V_WALL s   libyaml events only: $Y_WALL s   ratio ${ratio}x (goal <= 2x)   $verdict"
-say "   (the ratio of each turn's two runs: median ${median_ratio}x, all: ${PAIR_RATIOS[*]})"
-
-fi
-
+part a validate "validate vs. the libyaml event parse (C), 1k to 1M accounts"
 if [[ $PARTS == *b* ]]; then
-say
-say "== b) render throughput (pushreporter-bench, 1 thread, ${RENDER_SECONDS} s)"
-"$BIN/pushreporter-bench" "$RENDER_SECONDS" | sed 's/^/   /' || die "pushreporter-bench failed"
+    say
+    say "== b) render throughput (pushreporter-bench, 1 thread, ${RENDER_SECONDS} s, ${BENCH_RUNS:-3} runs)"
+    # The best of the runs counts: another build on the machine only ever slows a run down.
+    rates=()
+    for ((run = 1; run <= ${BENCH_RUNS:-3}; run++)); do
+        line=$("$BIN/pushreporter-bench" "$RENDER_SECONDS") || die "pushreporter-bench failed"
+        say "   $line"
+        rates+=("$(sed -E 's/^[^:]*: ([0-9,]+)\/s.*/\1/; s/,//g' <<<"$line")")
+    done
+    python3 - "$OUT" "${rates[@]}" <<'PY'
+import statistics, sys
+sys.path.insert(0, "bench")
+from measure import Results
+rates = [int(rate) for rate in sys.argv[2:]]
+Results(sys.argv[1]).figure("render", per_second=max(rates), median=int(statistics.median(rates)), runs=rates)
+print(f"   best {max(rates):,}/s, median {int(statistics.median(rates)):,}/s   goal >= 1,000,000/s: {'ok' if max(rates) >= 1_000_000 else 'MISSED'}")
+PY
 fi
+part c send "run --once vs. curl --parallel --parallel-max 64, one loopback nginx"
+part d agent "the long-running agent: start-up, idle, reloads, a changed account"
+part e preview "preview --format json: time and memory against accounts"
+part f batching "every backend's batching on one loopback nginx: requests per second"
 
-if [[ $PARTS == *c* ]]; then
+elapsed=$(awk -v a="$bench_start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }')
 say
-say "== c) run --once to a loopback nginx vs. curl --parallel (best of $RUNS wall-clock runs)"
-# shellcheck source=bench/run_once.sh
-source bench/run_once.sh
+say "== make bench took $elapsed s"
+if [[ $PARTS == *a*b*c*d*e*f* ]]; then
+    # A whole run: docs/performance.md says how long make bench takes.
+    python3 - "$OUT" "$elapsed" <<'PY'
+import sys
+sys.path.insert(0, "bench")
+from measure import Results
+results = Results(sys.argv[1])
+results.data["bench_seconds"] = int(sys.argv[2])
+results.save()
+PY
 fi
-
-if [[ $PARTS == *d* ]]; then
-say
-say "== d) the long-running agent: idle cost and time to READY=1"
-# shellcheck source=bench/idle.sh
-source bench/idle.sh
+if [ "${BENCH_REPORT:-1}" = 1 ]; then
+    python3 bench/report.py "$OUT/results.json" docs/performance.md docs/performance.svg \
+        || die "bench/report.py failed"
+    say "   wrote docs/performance.md and docs/performance.svg"
 fi

@@ -86,10 +86,12 @@ public struct AcrobitsBackend: Backend {
         return Self.request(request.rendered(account: account), service: service, purpose: .cleanup)
     }
 
-    /// A rendered request as the agent schedules it.
-    static func request(_ rendered: RenderedRequest, service: String, purpose: SubscriptionRequest.Purpose) -> SubscriptionRequest {
+    /// A rendered request as the agent schedules it; `host` is its ``RenderedRequest/host``, when
+    /// the caller has it already.
+    static func request(_ rendered: RenderedRequest, service: String, purpose: SubscriptionRequest.Purpose,
+                        host: String? = nil) -> SubscriptionRequest {
         SubscriptionRequest(account: rendered.account, service: service, family: type, purpose: purpose,
-                            label: rendered.reporter, host: rendered.host, timeout: rendered.timeout, payload: rendered)
+                            label: rendered.reporter, host: host ?? rendered.host, timeout: rendered.timeout, payload: rendered)
     }
 }
 
@@ -128,7 +130,8 @@ struct AcrobitsPlanner: SubscriptionPlanner {
             removal = StoredRequest(request).text
         }
         var plan = SubscriptionPlan(account: account.id, service: service, fingerprint: report.fingerprint,
-                                    delivery: AcrobitsBackend.request(report, service: service, purpose: .delivery),
+                                    delivery: AcrobitsBackend.request(report, service: service, purpose: .delivery,
+                                                                      host: builder.hostAndPort(of: report.url)),
                                     cleanup: removal)
         plan.secretsWithheld = report.secretsWithheld
         if let refusal = report.refusal {

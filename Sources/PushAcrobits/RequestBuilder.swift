@@ -11,6 +11,17 @@ public struct RequestBuilder: Sendable {
     private(set) var templates: AccountTemplates
     public var configuration: Configuration { templates.configuration }
 
+    /// The targets of the last URL template text and the last rendered URL: a file's accounts
+    /// share them, and reading them again for each account was much of the time to plan one.
+    private var templateTargets = URLTargetCache()
+    private var renderedTargets = URLTargetCache()
+
+    /// `host:port` of a URL this builder rendered (``URLText/hostAndPort(of:)``), one string
+    /// shared by the requests to one host.
+    mutating func hostAndPort(of url: String) -> String {
+        renderedTargets.hostAndPort(of: url)
+    }
+
     /// A custom header's name and its compiled value.
     private struct HeaderTemplate {
         var name: String
@@ -25,6 +36,8 @@ public struct RequestBuilder: Sendable {
 
     /// The `User-Agent` of every request (SPEC §4).
     static let userAgent = PushReporterVersion.userAgent
+    /// The headers of a request that adds none.
+    private static let userAgentHeaders: [(name: String, value: String)] = [("User-Agent", userAgent)]
 
     // MARK: Checking (validate)
 
@@ -245,7 +258,7 @@ public struct RequestBuilder: Sendable {
         // A value that is a secret as a whole cannot be masked: over plain http to a host that is
         // not loopback (the host cannot hold a placeholder, so it is known here), nothing is sent.
         var refusal: String?
-        if let target = URLText.target(of: urlValue.text), target.scheme == "http", !URLText.isLoopback(target.host) {
+        if let target = templateTargets.target(of: urlValue.text), target.scheme == "http", !target.isLoopback {
             let whole: [(ConfigValue?, WebServiceKey)] = [(urlValue, .url), (postDataValue, .postData),
                                                           (account.values[reporter.tableKey(.customHeaders)], .customHeaders),
                                                           (account.values[reporter.tableKey(.authUsername)], .authUsername)]
@@ -283,11 +296,11 @@ public struct RequestBuilder: Sendable {
         let values = templates.values(for: account)
         do throws(RenderFailure) {
             let revealedURL = try templates.render(url, values, .reveal, origin: urlValue)
-            guard let target = URLText.target(of: revealedURL) else {
+            guard let target = renderedTargets.target(of: revealedURL) else {
                 reportNoHost(reporter: reporter, at: urlValue, diagnostics: &diagnostics)
                 return nil
             }
-            let withhold = target.scheme == "http" && !URLText.isLoopback(target.host)
+            let withhold = target.scheme == "http" && !target.isLoopback
             let sendMasking: SecretMasking = withhold ? .stars : .reveal
             let displayMasking: SecretMasking
             switch display {
@@ -317,7 +330,9 @@ public struct RequestBuilder: Sendable {
             /// password on the wire, so a request as sent fills it even over plain http).
             func renderAll(_ masking: SecretMasking, credentialMasking: SecretMasking,
                            renderedURL: String? = nil) throws(RenderFailure) -> RenderedRequest {
-                var headers: [(name: String, value: String)] = [("User-Agent", Self.userAgent)]
+                // One array for every request that adds no header (most GET reports): each kept
+                // request held a copy of its own.
+                var headers = Self.userAgentHeaders
                 var secretHeaders: [String] = []
                 var renderedBody: String?
                 if let body, let postDataValue { renderedBody = try renderPiece(body, origin: postDataValue, suffix: .postData, masking) }
@@ -633,32 +648,51 @@ public struct RequestBuilder: Sendable {
         }
     }
 
+    /// SHA-256 (lower hex) of every field of `request` that is sent, each followed by a NUL byte.
+    ///
+    /// The fields are gathered into one buffer and hashed at once: one `update` call per field
+    /// cost more in the calls (exclusivity checks, copy-on-write checks of the hasher) than in
+    /// the hashing, and this runs for every request of every reload. The bytes hashed are the
+    /// same, so the fingerprints kept in state stay valid.
     static func fingerprint(of request: RenderedRequest) -> String {
-        var hasher = SHA256()
-        func add(_ text: String) {
-            var text = text
-            text.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
-            withUnsafeBytes(of: UInt8(0)) { hasher.update(bufferPointer: $0) }
-        }
-        add(request.reporter)
-        add(request.method)
-        add(request.url)
+        let timeout = request.timeout.map { "\($0)" } ?? ""
+        var fields: [String] = [request.reporter, request.method, request.url]
+        fields.reserveCapacity(7 + 2 * request.headers.count)
         for header in request.headers {
-            add(header.name)
-            add(header.value)
+            fields.append(header.name)
+            fields.append(header.value)
         }
-        add(request.body ?? "\u{0}none")
-        add(request.credentials?.username ?? "")
-        add(request.credentials?.password ?? "")
-        add(request.timeout.map { "\($0)" } ?? "")
+        fields.append(request.body ?? "\u{0}none")
+        fields.append(request.credentials?.username ?? "")
+        fields.append(request.credentials?.password ?? "")
+        fields.append(timeout)
+        let size = fields.reduce(0) { $0 + $1.utf8.count + 1 }
+        let digest = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: size) { buffer -> SHA256.Digest in
+            var offset = 0
+            for var field in fields {
+                field.withUTF8 { bytes in
+                    if let base = bytes.baseAddress {
+                        (buffer.baseAddress! + offset).update(from: base, count: bytes.count)
+                    }
+                    offset += bytes.count
+                }
+                buffer[offset] = 0
+                offset += 1
+            }
+            var hasher = SHA256()
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: buffer[..<offset])))
+            return hasher.finalize()
+        }
         let digits = Array("0123456789abcdef".utf8)
-        var hex = [UInt8]()
-        hex.reserveCapacity(64)
-        for byte in hasher.finalize() {
-            hex.append(digits[Int(byte >> 4)])
-            hex.append(digits[Int(byte & 0x0F)])
+        return String(unsafeUninitializedCapacity: 2 * SHA256.byteCount) { hex in
+            var index = 0
+            for byte in digest {
+                hex[index] = digits[Int(byte >> 4)]
+                hex[index + 1] = digits[Int(byte & 0x0F)]
+                index += 2
+            }
+            return index
         }
-        return String(decoding: hex, as: UTF8.self)
     }
 }
 

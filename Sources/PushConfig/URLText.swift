@@ -14,30 +14,63 @@ public enum URLText {
     /// The scheme, host (lowercased, IPv6 without brackets) and port (the scheme's when none is
     /// written) of a rendered URL; nil without `scheme://host`.
     public static func target(of url: String) -> (scheme: String, host: String, port: Int)? {
-        let bytes = url.utf8
-        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")),
-              bytes[colon...].starts(with: "://".utf8) else { return nil }
-        let scheme = String(decoding: bytes[..<colon], as: UTF8.self).lowercased()
-        let authorityStart = bytes.index(colon, offsetBy: 3)
-        var authority = bytes[authorityStart...].prefix {
-            $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#")
-        }
-        if let at = authority.lastIndex(of: UInt8(ascii: "@")) { authority = authority[authority.index(after: at)...] }
-        var host: Substring.UTF8View
-        var rest: Substring.UTF8View
-        if authority.first == UInt8(ascii: "["), let close = authority.firstIndex(of: UInt8(ascii: "]")) {
-            host = authority[authority.index(after: authority.startIndex)..<close]
-            rest = authority[authority.index(after: close)...]
+        var url = url
+        return url.withUTF8 { target(of: $0) }
+    }
+
+    /// `target(of:)` over the URL's bytes. It runs for every request rendered, so it reads the
+    /// bytes in place and makes only the two strings it returns.
+    static func target(of bytes: UnsafeBufferPointer<UInt8>) -> (scheme: String, host: String, port: Int)? {
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon + 2 < bytes.count,
+              bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/") else { return nil }
+        let scheme = lowercased(UnsafeBufferPointer(rebasing: bytes[..<colon]))
+        var start = colon + 3
+        let end = authorityEnd(of: bytes, afterScheme: colon)
+        if let at = bytes[start..<end].lastIndex(of: UInt8(ascii: "@")) { start = at + 1 }
+        var hostRange: Range<Int>
+        var restStart: Int
+        if start < end, bytes[start] == UInt8(ascii: "["), let close = bytes[start..<end].firstIndex(of: UInt8(ascii: "]")) {
+            hostRange = (start + 1)..<close
+            restStart = close + 1
         } else {
-            host = authority.prefix { $0 != UInt8(ascii: ":") }
-            rest = authority[host.endIndex...]
+            let colon = bytes[start..<end].firstIndex(of: UInt8(ascii: ":")) ?? end
+            hostRange = start..<colon
+            restStart = colon
         }
-        guard !host.isEmpty else { return nil }
+        guard !hostRange.isEmpty else { return nil }
         var port = scheme == "https" ? 443 : 80
-        if rest.first == UInt8(ascii: ":"), let written = Int(String(decoding: rest.dropFirst(), as: UTF8.self)) {
+        if restStart < end, bytes[restStart] == UInt8(ascii: ":"),
+           let written = Int(String(decoding: UnsafeBufferPointer(rebasing: bytes[(restStart + 1)..<end]), as: UTF8.self)) {
             port = written
         }
-        return (scheme, String(decoding: host, as: UTF8.self).lowercased(), port)
+        return (scheme, lowercased(UnsafeBufferPointer(rebasing: bytes[hostRange])), port)
+    }
+
+    /// Where the authority of a URL whose scheme is `schemeLength` bytes long ends: at the first
+    /// `/`, `?` or `#` after `://`, or at the end.
+    static func authorityEnd(of bytes: UnsafeBufferPointer<UInt8>, afterScheme schemeLength: Int) -> Int {
+        var end = schemeLength + 3
+        while end < bytes.count, bytes[end] != UInt8(ascii: "/"), bytes[end] != UInt8(ascii: "?"), bytes[end] != UInt8(ascii: "#") {
+            end += 1
+        }
+        return end
+    }
+
+    /// The text of `bytes` lowercased, as `String.lowercased()` would; ASCII without a capital
+    /// (almost every scheme and host) is taken as it is.
+    private static func lowercased(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        var capitals = false
+        for byte in bytes {
+            if byte >= 0x80 { return String(decoding: bytes, as: UTF8.self).lowercased() }
+            if byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") { capitals = true }
+        }
+        guard capitals else { return String(decoding: bytes, as: UTF8.self) }
+        return String(unsafeUninitializedCapacity: bytes.count) { buffer in
+            for (index, byte) in bytes.enumerated() {
+                buffer[index] = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+            }
+            return bytes.count
+        }
     }
 
     /// `host:port` of a URL (the scheme's port when none is written), lowercased, IPv6 in
@@ -52,8 +85,36 @@ public enum URLText {
     /// Whether `host` is a loopback name or address (`localhost`, `127.0.0.0/8`, `::1`).
     public static func isLoopback(_ host: String) -> Bool {
         if host == "localhost" || host.hasSuffix(".localhost") || host == "::1" { return true }
+        // Only digits, dots and the signs `UInt8("…")` takes can make four numbers: a name
+        // (most hosts) is answered without splitting it.
+        var signs = false
+        for byte in host.utf8 where !(byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) && byte != UInt8(ascii: ".") {
+            guard byte == UInt8(ascii: "+") || byte == UInt8(ascii: "-") else { return false }
+            signs = true
+        }
+        if !signs { return isLoopbackIPv4(digitsAndDots: host.utf8) }
         let parts = host.split(separator: ".", omittingEmptySubsequences: false)
         return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
+    }
+
+    /// `isLoopback` of a host of digits and dots: four numbers of at most 255, the first 127.
+    private static func isLoopbackIPv4(digitsAndDots host: String.UTF8View) -> Bool {
+        var parts = 0
+        var value = 0
+        var digits = 0
+        for byte in host {
+            if byte == UInt8(ascii: ".") {
+                guard digits > 0, parts > 0 || (value == 127 && digits == 3) else { return false }
+                parts += 1
+                value = 0
+                digits = 0
+            } else {
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+                digits += 1
+                guard value <= 255 else { return false }
+            }
+        }
+        return parts == 3 && digits > 0
     }
 
     /// Whether a request to `url` may carry secrets (SPEC §2): https, or a loopback address.

@@ -30,6 +30,14 @@ public struct ReportAttempts: Sendable, Hashable {
         self.policy = policy
     }
 
+    /// A report that has failed `failures` times so far, in the slow lane or not (what the
+    /// scheduler's queue keeps of each report, so that it does not hold a policy for each).
+    init(policy: BackoffPolicy, failures: Int, isSlowLane: Bool) {
+        self.policy = policy
+        self.failures = failures
+        self.isSlowLane = isSlowLane
+    }
+
     /// The number of the next attempt, counted from 1.
     public var nextAttempt: Int { failures + 1 }
 

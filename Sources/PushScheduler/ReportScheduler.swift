@@ -167,6 +167,7 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
         guard !submissions.isEmpty else { return }
         let now = clock.now
         wake { queue in
+            queue.reserveCapacity(forAdding: submissions.count)
             for submission in submissions {
                 queue.submit(submission.key, host: submission.host, due: now.advanced(by: Swift.max(submission.delay, .zero)),
                              batch: submission.batch, hold: submission.hold)

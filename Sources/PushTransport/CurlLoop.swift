@@ -33,6 +33,7 @@ final class CurlLoop: @unchecked Sendable {
     private var idleHandles: [UnsafeMutableRawPointer] = []
     private var running: [UInt64: CurlTransfer] = [:]
     private let releasedHandles = Atomic<Int>(0)
+    private var loopbackHosts = LoopbackCache()
 
     init(multi: UnsafeMutableRawPointer, settings: TransportSettings, caBundle: [UInt8]?) {
         self.multi = multi
@@ -173,7 +174,8 @@ final class CurlLoop: @unchecked Sendable {
             transfer.fail(TransportError(.other, "libcurl could not create an easy handle"))
             return
         }
-        var configured = transfer.configure(handle, settings: settings, caBundle: caBundle)
+        var configured = transfer.configure(handle, settings: settings, caBundle: caBundle,
+                                            isLoopback: loopbackHosts.isLoopback(transfer.url))
         if configured == CURLE_OK, let share { configured = pr_easy_setopt_pointer(handle, CURLOPT_SHARE, share) }
         guard configured == CURLE_OK else {
             transfer.complete(configured)

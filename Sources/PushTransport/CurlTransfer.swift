@@ -17,6 +17,8 @@ final class CurlTransfer: @unchecked Sendable {
     private var responseHeaders: [(name: String, value: String)] = []
     /// The URL of this hop: the request's, then each redirect's.
     private var currentURL: String
+    /// The URL of this hop.
+    var url: String { currentURL }
     private var redirects = 0
     /// The request's method, upper-cased once.
     private let method: String
@@ -38,7 +40,9 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// Sets every option of `request` on `handle` (a fresh or reset easy handle).
     /// `caBundle` must outlive the transfer (libcurl does not copy it).
-    func configure(_ handle: UnsafeMutableRawPointer, settings: TransportSettings, caBundle: UnsafeMutableRawBufferPointer?) -> CURLcode {
+    /// `isLoopback` says whether the URL of this hop (``url``) names this machine (``isLoopbackURL(_:)``).
+    func configure(_ handle: UnsafeMutableRawPointer, settings: TransportSettings, caBundle: UnsafeMutableRawBufferPointer?,
+                   isLoopback: Bool) -> CURLcode {
         self.handle = handle
         let isHTTPS = Self.hasScheme(currentURL, "https://")
         var result = CURLE_OK
@@ -51,7 +55,7 @@ final class CurlTransfer: @unchecked Sendable {
         set(pr_easy_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https"))
         // A loopback address is never reached through a proxy: secrets are filled into requests to
         // it because they do not leave the machine (SPEC §12), and a proxy would take them away.
-        if Self.isLoopbackURL(currentURL) {
+        if isLoopback {
             set(pr_easy_setopt_string(handle, CURLOPT_NOPROXY, "*"))
         }
         set(pr_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, PR_CURL_HTTP_VERSION_2TLS))

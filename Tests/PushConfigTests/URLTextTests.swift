@@ -14,3 +14,45 @@ import Testing
         #expect(URLText.hostAndPort(of: url) == expected)
     }
 }
+
+/// The byte-level readers and the cache answer as the straightforward reading of the text does.
+@Suite struct URLTextReadingTests {
+    @Test(arguments: [
+        ("HTTPS://Push.Example.COM/x", "https", "push.example.com", 443),
+        ("http://127.0.0.1", "http", "127.0.0.1", 80),
+        ("http://h:notaport/x", "http", "h", 80),
+        ("https://u@[::1]:8443?q", "https", "::1", 8443),
+        ("http://ÉXAMPLE.test/", "http", "éxample.test", 80),
+    ])
+    func target(_ url: String, _ scheme: String, _ host: String, _ port: Int) throws {
+        let target = try #require(URLText.target(of: url))
+        #expect(target.scheme == scheme && target.host == host && target.port == port)
+    }
+
+    @Test(arguments: ["", "http:/x", "http://", "http:///path", "no scheme", "http://user@/x"])
+    func noTarget(_ url: String) {
+        #expect(URLText.target(of: url) == nil)
+    }
+
+    @Test(arguments: [
+        ("localhost", true), ("api.localhost", true), ("::1", true), ("127.0.0.1", true), ("127.255.0.9", true),
+        ("127.0.0.256", false), ("0127.0.0.1", false), ("127.0.0", false), ("127.0.0.1.", false), ("127..0.1", false),
+        ("128.0.0.1", false), ("127.0.0.+1", true), ("prov.example.com", false), ("10.0.0.1", false),
+    ])
+    func loopback(_ host: String, _ expected: Bool) {
+        #expect(URLText.isLoopback(host) == expected)
+    }
+
+    @Test func theCacheAnswersAnotherPathOfTheSameHostAsItsFirstReading() {
+        var cache = URLTargetCache()
+        let first = cache.hostAndPort(of: "https://Push.Example.com/v1/a")
+        #expect(first == "push.example.com:443")
+        #expect(cache.hostAndPort(of: "https://Push.Example.com?b") == first)
+        #expect(cache.hostAndPort(of: "https://Push.Example.com") == first)
+        // A longer authority that begins like the cached one is another host.
+        #expect(cache.hostAndPort(of: "https://Push.Example.com.evil:8443/") == "push.example.com.evil:8443")
+        #expect(cache.target(of: "http://127.0.0.1:9/x")?.isLoopback == true)
+        #expect(cache.target(of: "not a url") == nil)
+        #expect(cache.hostAndPort(of: "not a url") == "not a url")
+    }
+}

@@ -211,6 +211,31 @@ struct SchedulerQueueTests {
         Self.expectConsistent(queue)
     }
 
+    @Test("An entry left behind by a key that has gone never starts the key that took its place")
+    func staleEntryOfAReusedSlot() throws {
+        var queue = Self.makeQueue()
+        var generator = SeededGenerator(seed: 1)
+        // A report due much later keeps the queue from draining (which would drop every entry).
+        queue.submit("later", host: "h", due: Self.at(3600))
+        // a's first submission leaves an entry due at 10 when it is submitted again for now.
+        queue.submit("a", host: "h", due: Self.at(10))
+        queue.submit("a", host: "h", due: Self.at(0))
+        let first = try Self.take(&queue, now: Self.at(0), expecting: [["a"]])
+        _ = Self.finish(&queue, first[0], generator: &generator)
+        // a has gone: b, due at 20, is kept where a was, under a's old entry due at 10.
+        queue.submit("b", host: "h", due: Self.at(20))
+        try Self.take(&queue, now: Self.at(10), expecting: [])
+        #expect(queue.nextDeadline(now: Self.at(10)) == Self.at(20))
+        try Self.take(&queue, now: Self.at(20), expecting: [["b"]])
+        // A cancelled key gives its place back too; the next key is not confused with it.
+        queue.submit("c", host: "h", due: Self.at(30))
+        queue.cancel("c")
+        queue.submit("d", host: "h", due: Self.at(40))
+        try Self.take(&queue, now: Self.at(30), expecting: [])
+        try Self.take(&queue, now: Self.at(40), expecting: [["d"]])
+        Self.expectConsistent(queue)
+    }
+
     @Test("Stale entries left by batches and replacements are swept")
     func staleEntriesSwept() throws {
         var queue = Self.makeQueue(concurrency: 10_000)
