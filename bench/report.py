@@ -160,6 +160,13 @@ def series_tables(data: dict) -> str:
                  f"{b['rate'] * b['per_request']:.0f}", seconds(b["wall"])] for i, b in enumerate(batching)]
         parts.append("### Every backend on one loopback nginx (requests per second from the first to the last request)\n\n"
                      + table(["backend", "accounts", "subscriptions a request", "requests/s", "subscriptions/s", "whole run"], rows))
+    shared = [f[k] for k in ("shared/sqlite-1", "shared/postgres-1", "shared/postgres-2", "shared/postgres-3") if k in f]
+    if shared:
+        rows = [[("SQLite" if x["store"] == "sqlite" else "PostgreSQL"), str(x["agents"]), label(x["accounts"]), seconds(x["wall"]),
+                 f"{x['rate']:.0f}", f"{x['ref_wall'] / x['wall']:.2f}×", seconds(x["cpu"])] for x in shared]
+        parts.append("### Several agents on PostgreSQL beside one on SQLite (issue 19): `run --once` together, one loopback nginx\n\n"
+                     + table(["state", "agents", "accounts", "first start to last exit", "accounts/s", "vs one on SQLite",
+                              "CPU, all agents"], rows))
     return "\n\n".join(parts)
 
 

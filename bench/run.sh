@@ -2,8 +2,9 @@
 # make bench: release-mode figures printed beside their references and goals (issue 20), written
 # to docs/performance.md with a picture (bench/report.py). See bench/README.md.
 #
-#   BENCH_PARTS=abcdef              which parts to run: a validate, b render, c run --once vs curl,
-#                                   d the long-running agent, e preview, f every backend's batching
+#   BENCH_PARTS=abcdefg             which parts to run: a validate, b render, c run --once vs curl,
+#                                   d the long-running agent, e preview, f every backend's batching,
+#                                   g 1, 2 and 3 agents on PostgreSQL beside one on SQLite (issue 19)
 #   BENCH_RUNS=3                    timed runs of each command (the median counts)
 #   BENCH_VALIDATE_SIZES="1000 10000 100000 1000000"   accounts for part a
 #   BENCH_RUNS_1M=1                 runs at a million accounts or more (each takes seconds)
@@ -14,6 +15,7 @@
 #   BENCH_IDLE_SECONDS=20           how long part d watches the idle agent
 #   BENCH_RELOADS=10                unchanged reloads in part d
 #   BENCH_BATCH_REQUESTS=1000       requests each batching backend sends (part f)
+#   BENCH_SHARED_ACCOUNTS=20000     accounts the agents share in part g
 #   BENCH_REPORT=1                  0: do not rewrite docs/performance.md
 #
 # Exit status: 0 when every figure was measured (a missed goal is printed, not an error);
@@ -25,7 +27,7 @@ cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
 RENDER_SECONDS=${BENCH_RENDER_SECONDS:-2}
-PARTS=${BENCH_PARTS:-abcdef}
+PARTS=${BENCH_PARTS:-abcdefg}
 OUT=bench/out
 SCRATCH=.build-bench
 mkdir -p "$OUT"
@@ -98,11 +100,18 @@ part c send "run --once vs. curl --parallel --parallel-max 64, one loopback ngin
 part d agent "the long-running agent: start-up, idle, reloads, a changed account"
 part e preview "preview --format json: time and memory against accounts"
 part f batching "every backend's batching on one loopback nginx: requests per second"
+if [[ $PARTS == *g* ]]; then
+    say
+    say "== g) several agents on PostgreSQL beside one on SQLite: run --once, one loopback nginx"
+    t0=$EPOCHREALTIME
+    python3 bench/shared_state.py "$BIN" "$OUT" || die "part g (shared state) failed"
+    say "   ($(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }') s)"
+fi
 
 elapsed=$(awk -v a="$bench_start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }')
 say
 say "== make bench took $elapsed s"
-if [[ $PARTS == *a*b*c*d*e*f* ]]; then
+if [[ $PARTS == *a*b*c*d*e*f*g* ]]; then
     # A whole run: docs/performance.md says how long make bench takes.
     python3 - "$OUT" "$elapsed" <<'PY'
 import sys
