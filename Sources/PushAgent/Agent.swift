@@ -82,6 +82,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     private let announceWhenSettled = Mutex(true)
     private let statusChanges: AsyncStream<Void>
     private let statusContinuation: AsyncStream<Void>.Continuation
+    /// Told when the pollers change: with none, the polling loop sleeps until a reload brings one.
+    private let pollerChanges: AsyncStream<Void>
+    private let pollerContinuation: AsyncStream<Void>.Continuation
     /// Whether a status query is in flight: stopping waits for it (within the grace period).
     private let pollInFlight = Mutex(false)
     /// The scheduler while `run()` runs it (nil before and after): for what the endpoint settles.
@@ -130,6 +133,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         if case .removal = start { claims = false } else { claims = true }
         pollers = Mutex([:])
         (statusChanges, statusContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+        (pollerChanges, pollerContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
     // MARK: Starting
@@ -242,6 +246,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                     return .other
                 }
                 self.isStopping.withLock { $0 = true }
+                self.pollerContinuation.yield()
                 self.notifier.notify("STOPPING=1")
                 let inFlight = scheduler.inFlightCount
                 let waiting = inFlight > 0 ? "; \(inFlight) in flight get \(DurationText(self.gracePeriod)) to finish" : ""
@@ -500,10 +505,12 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             for poller in new { next[poller.service] = PollerState(poller: poller, lastPoll: pollers[poller.service]?.lastPoll) }
             pollers = next
         }
+        pollerContinuation.yield()
     }
 
     /// Asks each service about its accepted subscriptions every `interval`, until cancelled.
     private func pollForConfirmations(scheduler: ReportScheduler<SubscriptionKey, C>) async {
+        var changes = pollerChanges.makeAsyncIterator()
         while !Task.isCancelled && !isStopping.withLock({ $0 }) {
             let now = clock.now
             let due = pollers.withLock { pollers in
@@ -516,6 +523,11 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 pollInFlight.withLock { $0 = true }
                 await poll(poller, scheduler: scheduler)
                 pollInFlight.withLock { $0 = false }
+            }
+            if pollers.withLock({ $0.isEmpty }) {
+                // No service asks: an idle agent does not wake each second for nothing.
+                guard await changes.next() != nil else { return }
+                continue
             }
             // Each service is asked at its own interval; a second is the finest any is asked at.
             try? await clock.sleep(for: .seconds(1))
