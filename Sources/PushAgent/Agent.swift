@@ -347,7 +347,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             var undelivered: [OnceOutcome.Undelivered] = []
             var delivered = 0
             // What was to be sent, and what the configuration itself refuses to send (SPEC §12).
-            let refused = book.entries.filter { $0.value.job == nil && $0.value.record.state == .rejected }.keys
+            let refused = book.entries.lazy.filter { $0.value.job == nil && $0.value.record.state == .rejected }.map(\.key)
             for key in jobs.union(refused).sorted() {
                 guard let entry = book.entries[key] else {
                     delivered += 1   // Cleaned up and forgotten.

@@ -91,7 +91,7 @@ struct AgentBook {
     /// The most cleanups of earlier deliveries kept per subscription (the oldest go first).
     static let pastCleanupLimit = 8
 
-    private(set) var entries: [SubscriptionKey: Entry] = [:]
+    private(set) var entries = EntryTable()
     /// Subscriptions a reload changed whose state is not written yet: no attempt may start.
     private(set) var held: Set<SubscriptionKey> = []
     /// With state shared by several agents (SPEC §11): the subscriptions this agent holds the

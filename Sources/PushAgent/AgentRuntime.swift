@@ -142,12 +142,12 @@ public struct AgentRuntime: Sendable {
     }
 
     /// One round (`run --once`, `remove`): see ``Agent/runOnce(deadline:output:)``.
-    public func runOnce(_ start: AgentStart, deadline: Duration, output: LogOutput? = nil) async throws(Failure) -> OnceOutcome {
+    public func runOnce(_ start: consuming AgentStart, deadline: Duration, output: LogOutput? = nil) async throws(Failure) -> OnceOutcome {
         let transport = try makeTransport()
         defer { transport.shutdown() }
         let clock = ContinuousClock()
         let recorder = StateRecorder(store: store, logger: logger, clock: clock)
-        let agent = Agent(start: start, settings: settings, backends: backends, transport: transport, recorder: recorder,
+        let agent = Agent(start: consume start, settings: settings, backends: backends, transport: transport, recorder: recorder,
                           shared: shared, logger: logger, clock: clock)
         return await agent.runOnce(deadline: deadline, output: output)
     }
@@ -159,13 +159,13 @@ public struct AgentRuntime: Sendable {
     ///   - environment: the process environment: `NOTIFY_SOCKET` and `WATCHDOG_USEC` are read from it.
     ///   - load: loads the configuration again, for a reload.
     ///   - reloadSources: what asks for reloads (SIGHUP, changed files).
-    public func runService(_ start: AgentStart, environment: [String: String],
+    public func runService(_ start: consuming AgentStart, environment: [String: String],
                            load: @escaping @Sendable () async -> ConfigurationLoad,
                            reloadSources: [Agent<ContinuousClock>.ReloadSource]) async throws(Failure) {
         let transport = try makeTransport()
         let notifier = SystemdNotifier(environment: environment)
         let recorder = StateRecorder(store: store, logger: logger, clock: ContinuousClock())
-        let agent = Agent(start: start, settings: settings, backends: backends, transport: transport,
+        let agent = Agent(start: consume start, settings: settings, backends: backends, transport: transport,
                           recorder: recorder, shared: shared, notifier: notifier, logger: logger, clock: ContinuousClock(),
                           load: load, reloadSources: reloadSources, gracePeriod: min(settings.timeout, .seconds(10)))
         // The recorder first: a group stops its services in reverse order, so the last flush

@@ -84,10 +84,12 @@ struct Run: AsyncParsableCommand {
                                    records: records.filter { services.contains($0.key.service) },
                                    pollers: prepared.pollers.filter { services.contains($0.service) })
         }
+        // The agent keeps the plans and records it needs; none are kept here too for the run.
+        _ = consume records
         if once {
-            await runOnce(prepared.runtime, start: start, logger: logger, output: output)
+            await runOnce(prepared.runtime, start: consume start, logger: logger, output: output)
         } else {
-            await runAgent(prepared, start: start, logger: logger, hangups: hangups)
+            await runAgent(consume prepared, start: consume start, logger: logger, hangups: hangups)
         }
     }
 
@@ -132,10 +134,10 @@ struct Run: AsyncParsableCommand {
     }
 
     /// `run --once`: every delivery and every owed cleanup, retried until the deadline.
-    private func runOnce(_ runtime: AgentRuntime, start: AgentStart, logger: Logger, output: LogOutput) async -> Never {
+    private func runOnce(_ runtime: AgentRuntime, start: consuming AgentStart, logger: Logger, output: LogOutput) async -> Never {
         let outcome: OnceOutcome
         do {
-            outcome = try await runtime.runOnce(start, deadline: agent.deadlineDuration, output: output)
+            outcome = try await runtime.runOnce(consume start, deadline: agent.deadlineDuration, output: output)
         } catch {
             logger.error("\(error.description)")
             exitNow(Exit.failure)
