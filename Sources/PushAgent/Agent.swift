@@ -375,7 +375,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         while !Task.isCancelled {
             let jobs = started.count + claimedJobs.withLock { $0.subtracting(started).count }
             let counts = book.withLock { $0.counts }
-            let pending = book.withLock { book in book.entries.values.count { $0.job != nil } }
+            let pending = book.withLock { $0.entries.jobCount }
             output.progress("Reporting: \(jobs - pending)/\(jobs) done, \(counts[.retrying]) retrying, \(scheduler.inFlightCount) in flight")
             try? await painter.sleep(for: .milliseconds(200))
         }

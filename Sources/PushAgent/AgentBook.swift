@@ -592,7 +592,7 @@ struct AgentBook {
 
     /// Whether nothing is left to send: every job is done (or waits on a stopped service).
     var isSettled: Bool {
-        !entries.values.contains { $0.job != nil && stoppedServices[$0.record.key.service] == nil }
+        entries.jobsByService.allSatisfy { service, jobs in jobs == 0 || stoppedServices[service] != nil }
     }
 
     // MARK: Cleanups

@@ -18,6 +18,11 @@ struct EntryTable: Sequence {
     /// The keys of `values`, position for position.
     private(set) var keys: [SubscriptionKey] = []
     private(set) var values: [Entry] = []
+    /// How many entries have a job, by service: whether the book is settled is asked after
+    /// every outcome, and walking 100,000 entries each time made sending quadratic.
+    private(set) var jobsByService: [String: Int] = [:]
+    /// How many entries have a job.
+    private(set) var jobCount = 0
 
     init() {}
 
@@ -27,6 +32,13 @@ struct EntryTable: Sequence {
     subscript(key: SubscriptionKey) -> Entry? {
         get { positions[key].map { values[$0] } }
         set {
+            let hadJob = positions[key].map { values[$0].job != nil } ?? false
+            let hasJob = newValue?.job != nil
+            if hadJob != hasJob {
+                let change = hasJob ? 1 : -1
+                jobCount += change
+                jobsByService[key.service, default: 0] += change
+            }
             if let newValue {
                 if let position = positions[key] {
                     values[position] = newValue

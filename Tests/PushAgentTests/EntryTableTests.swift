@@ -1,0 +1,60 @@
+@testable import PushAgent
+import PushState
+import Testing
+
+/// The book's table of entries: a dictionary's behaviour, entries kept densely, and the counts of
+/// entries with a job kept exact through every change.
+@Suite struct EntryTableTests {
+    static func entry(_ account: String, service: String = SubscriptionKey.acrobits, job: AgentBook.Job?) -> AgentBook.Entry {
+        AgentBook.Entry(record: SubscriptionRecord(key: SubscriptionKey(account: account, service: service)), plan: nil, job: job)
+    }
+
+    static func key(_ account: String, _ service: String = SubscriptionKey.acrobits) -> SubscriptionKey {
+        SubscriptionKey(account: account, service: service)
+    }
+
+    @Test func itBehavesAsADictionaryThroughRandomChanges() {
+        var table = EntryTable()
+        var reference: [SubscriptionKey: AgentBook.Job?] = [:]
+        var generator = SystemRandomNumberGenerator()
+        let services = [SubscriptionKey.acrobits, "journeys", "fcm"]
+        let jobs: [AgentBook.Job?] = [nil, .delivery, .cleanup, .replacedCleanup]
+        for _ in 0..<5_000 {
+            let key = Self.key("a\(Int.random(in: 0..<200, using: &generator))", services.randomElement(using: &generator)!)
+            if Bool.random(using: &generator) && Int.random(in: 0..<3, using: &generator) == 0 {
+                table[key] = nil
+                reference[key] = nil
+            } else {
+                let job = jobs.randomElement(using: &generator)!
+                table[key] = Self.entry(key.account, service: key.service, job: job)
+                reference[key] = .some(job)
+            }
+        }
+        #expect(table.count == reference.count)
+        #expect(Set(table.keys) == Set(reference.keys))
+        for (key, entry) in table {
+            #expect(entry.record.key == key, "each entry is found under its own key after the swaps of removals")
+            #expect(table[key]?.job == reference[key]!)
+        }
+        let withJobs = reference.filter { $0.value != nil }
+        #expect(table.jobCount == withJobs.count)
+        for service in services {
+            #expect(table.jobsByService[service, default: 0] == withJobs.keys.count { $0.service == service })
+        }
+    }
+
+    @Test func removingTheLastOrAMissingKeyKeepsTheRestInPlace() {
+        var table = EntryTable()
+        table[Self.key("a")] = Self.entry("a", job: .delivery)
+        table[Self.key("b")] = Self.entry("b", job: nil)
+        table[Self.key("missing")] = nil
+        #expect(table.count == 2)
+        table[Self.key("b")] = nil
+        #expect(table.keys == [Self.key("a")])
+        #expect(table[Self.key("a")]?.job == .delivery)
+        table[Self.key("a")] = nil
+        #expect(table.isEmpty)
+        #expect(table.jobCount == 0)
+        #expect(table.jobsByService[SubscriptionKey.acrobits] == 0)
+    }
+}
