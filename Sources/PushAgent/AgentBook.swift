@@ -586,7 +586,9 @@ struct AgentBook {
 
     /// How many subscriptions stand where (with shared state: those this agent holds).
     var counts: SubscriptionCounts {
-        guard let owned else { return SubscriptionCounts(entries.values.lazy.map(\.record)) }
+        guard let owned else {
+            return SubscriptionCounts(accounts: entries.accountCount, subscriptions: entries.count, byState: entries.stateCounts)
+        }
         return SubscriptionCounts(owned.lazy.compactMap { self.entries[$0]?.record })
     }
 

@@ -23,6 +23,14 @@ struct EntryTable: Sequence {
     private(set) var jobsByService: [String: Int] = [:]
     /// How many entries have a job.
     private(set) var jobCount = 0
+    /// How many entries stand in each state, and how many subscriptions each account has:
+    /// `STATUS=` and the log ask after changes, and counting 100,000 entries each time cost a
+    /// reload 0.23 s.
+    private(set) var stateCounts: [SubscriptionState: Int] = [:]
+    private var subscriptionsByAccount: [String: Int] = [:]
+
+    /// How many accounts the entries are of.
+    var accountCount: Int { subscriptionsByAccount.count }
 
     init() {}
 
@@ -32,12 +40,28 @@ struct EntryTable: Sequence {
     subscript(key: SubscriptionKey) -> Entry? {
         get { positions[key].map { values[$0] } }
         set {
-            let hadJob = positions[key].map { values[$0].job != nil } ?? false
+            let position = positions[key]
+            let hadJob = position.map { values[$0].job != nil } ?? false
             let hasJob = newValue?.job != nil
             if hadJob != hasJob {
                 let change = hasJob ? 1 : -1
                 jobCount += change
                 jobsByService[key.service, default: 0] += change
+            }
+            let oldState = position.map { values[$0].record.state }
+            let newState = newValue?.record.state
+            if oldState != newState {
+                if let oldState { stateCounts[oldState, default: 0] -= 1 }
+                if let newState { stateCounts[newState, default: 0] += 1 }
+            }
+            if position == nil, newValue != nil {
+                subscriptionsByAccount[key.account, default: 0] += 1
+            } else if position != nil, newValue == nil {
+                if subscriptionsByAccount[key.account] == 1 {
+                    subscriptionsByAccount[key.account] = nil
+                } else {
+                    subscriptionsByAccount[key.account, default: 0] -= 1
+                }
             }
             if let newValue {
                 if let position = positions[key] {

@@ -19,6 +19,13 @@ public struct SubscriptionCounts: Sendable, Equatable {
         accounts = accountNames.count
     }
 
+    /// Counts kept as they change (states with none are left out, as counting records does).
+    public init(accounts: Int, subscriptions: Int, byState: [SubscriptionState: Int]) {
+        self.accounts = accounts
+        self.subscriptions = subscriptions
+        self.byState = byState.filter { $0.value != 0 }
+    }
+
     public subscript(_ state: SubscriptionState) -> Int { byState[state] ?? 0 }
 
     /// `12 accounts: 11 reported, 1 retrying`, then the other states that have any: what waits

@@ -5,8 +5,10 @@ import Testing
 /// The book's table of entries: a dictionary's behaviour, entries kept densely, and the counts of
 /// entries with a job kept exact through every change.
 @Suite struct EntryTableTests {
-    static func entry(_ account: String, service: String = SubscriptionKey.acrobits, job: AgentBook.Job?) -> AgentBook.Entry {
-        AgentBook.Entry(record: SubscriptionRecord(key: SubscriptionKey(account: account, service: service)), plan: nil, job: job)
+    static func entry(_ account: String, service: String = SubscriptionKey.acrobits, job: AgentBook.Job?,
+                      state: SubscriptionState = .pending) -> AgentBook.Entry {
+        AgentBook.Entry(record: SubscriptionRecord(key: SubscriptionKey(account: account, service: service), state: state),
+                        plan: nil, job: job)
     }
 
     static func key(_ account: String, _ service: String = SubscriptionKey.acrobits) -> SubscriptionKey {
@@ -26,7 +28,8 @@ import Testing
                 reference[key] = nil
             } else {
                 let job = jobs.randomElement(using: &generator)!
-                table[key] = Self.entry(key.account, service: key.service, job: job)
+                table[key] = Self.entry(key.account, service: key.service, job: job,
+                                        state: SubscriptionState.allCases.randomElement(using: &generator)!)
                 reference[key] = .some(job)
             }
         }
@@ -41,6 +44,9 @@ import Testing
         for service in services {
             #expect(table.jobsByService[service, default: 0] == withJobs.keys.count { $0.service == service })
         }
+        let kept = SubscriptionCounts(accounts: table.accountCount, subscriptions: table.count, byState: table.stateCounts)
+        #expect(kept == SubscriptionCounts(table.map(\.value.record)), "the counts kept are those of a walk of the records")
+        #expect(kept.accounts == Set(reference.keys.map(\.account)).count)
     }
 
     @Test func removingTheLastOrAMissingKeyKeepsTheRestInPlace() {
@@ -56,5 +62,7 @@ import Testing
         #expect(table.isEmpty)
         #expect(table.jobCount == 0)
         #expect(table.jobsByService[SubscriptionKey.acrobits] == 0)
+        #expect(table.accountCount == 0)
+        #expect(SubscriptionCounts(accounts: 0, subscriptions: 0, byState: table.stateCounts) == SubscriptionCounts([]))
     }
 }
