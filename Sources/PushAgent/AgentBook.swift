@@ -280,6 +280,18 @@ struct AgentBook {
         for plan in plans {
             let key = plan.key
             planned.insert(key)
+            // Most of a reload: the same delivery, nothing to redo. The new plan replaces the old
+            // where the entry lies (the general path below does the same, copying the entry).
+            if !intervalChanged, reportInterval == nil, isOwned(key), entries.update(key, { entry in
+                guard !entry.record.isRemoving, !(wereStopped[key.service] != nil && entry.record.state == .stopped),
+                      entry.record.fingerprint == plan.fingerprint, (plan.delivery != nil) == (entry.plan?.delivery != nil),
+                      entry.record.cleanup == plan.cleanup else { return false }
+                entry.plan = plan
+                return true
+            }) == true {
+                summary.unchanged += 1
+                continue
+            }
             guard var entry = entries[key], isOwned(key) else {
                 if entries[key] == nil { summary.added += 1 } else { summary.unchanged += 1 }
                 var record = entries[key]?.record ?? SubscriptionRecord(key: key)

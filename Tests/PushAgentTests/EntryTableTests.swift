@@ -26,6 +26,16 @@ import Testing
             if Bool.random(using: &generator) && Int.random(in: 0..<3, using: &generator) == 0 {
                 table[key] = nil
                 reference[key] = nil
+            } else if Bool.random(using: &generator) {
+                // In place: found or not, the counts follow.
+                let job = jobs.randomElement(using: &generator)!
+                let state = SubscriptionState.allCases.randomElement(using: &generator)!
+                let found = table.update(key) { entry in
+                    entry.job = job
+                    entry.record.state = state
+                }
+                #expect((found != nil) == (reference[key] != nil))
+                if found != nil { reference[key] = .some(job) }
             } else {
                 let job = jobs.randomElement(using: &generator)!
                 table[key] = Self.entry(key.account, service: key.service, job: job,
