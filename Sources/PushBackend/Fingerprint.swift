@@ -11,12 +11,18 @@ public enum Fingerprint {
 
     /// Lower-case hex of `bytes` (a digest).
     public static func hex(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".unicodeScalars)
-        var out = ""
-        for byte in bytes {
-            out.unicodeScalars.append(digits[Int(byte >> 4)])
-            out.unicodeScalars.append(digits[Int(byte & 0x0F)])
+        // Written as bytes into the string's own storage: appending scalars one at a time was
+        // 13 % of planning 100,000 Journeys registrations (perf).
+        let bytes = Array(bytes)
+        let digits: StaticString = "0123456789abcdef"
+        return String(unsafeUninitializedCapacity: 2 * bytes.count) { buffer in
+            digits.withUTF8Buffer { digits in
+                for (index, byte) in bytes.enumerated() {
+                    buffer[2 * index] = digits[Int(byte >> 4)]
+                    buffer[2 * index + 1] = digits[Int(byte & 0x0F)]
+                }
+            }
+            return 2 * bytes.count
         }
-        return out
     }
 }

@@ -21,4 +21,12 @@ import Testing
                                       headers: [("User-Agent", "pushreporter/1.0")], body: nil)
         #expect(RequestBuilder.fingerprint(of: request) == "83d6651a807187c0a8d112e366a01f88f5ab4014ce5d59aab5fdb63ff0017b00")
     }
+
+    @Test func everyBackendsFingerprintIsLowerCaseHexOfTheDigest() {
+        // Python: hashlib.sha256(b'alice\x00journeys\x00').hexdigest(), and of b''.
+        #expect(Fingerprint.sha256(["alice", "journeys"]) == "23e639f3fd9f2849d5654dad5a73a7974e4f54dc053eea151d460d26ad56fc05")
+        #expect(Fingerprint.sha256([]) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(Fingerprint.hex([0x00, 0x0f, 0xa0, 0xff]) == "000fa0ff")
+        #expect(Fingerprint.hex([]) == "")
+    }
 }
