@@ -699,15 +699,21 @@ struct AgentBook {
 
     /// Cancels first, then saves and forgets, then submits, keeping each group's order.
     private static func savesFirst(_ actions: [Action]) -> [Action] {
-        var cancels: [Action] = [], writes: [Action] = [], submits: [Action] = []
-        for action in actions {
+        // One array in three passes: three arrays and their concatenation held 2.5 times the
+        // actions at once (the start of 100,000 subscriptions: 76 MB, heaptrack).
+        func rank(_ action: Action) -> Int {
             switch action {
-            case .cancel: cancels.append(action)
-            case .save, .forget: writes.append(action)
-            case .submit: submits.append(action)
+            case .cancel: 0
+            case .save, .forget: 1
+            case .submit: 2
             }
         }
-        return cancels + writes + submits
+        var ordered: [Action] = []
+        ordered.reserveCapacity(actions.count)
+        for pass in 0...2 {
+            for action in actions where rank(action) == pass { ordered.append(action) }
+        }
+        return ordered
     }
 }
 
