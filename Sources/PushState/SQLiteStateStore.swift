@@ -48,7 +48,7 @@ public final class SQLiteStateStore: StateStore {
             try database.execute("""
                 PRAGMA journal_mode = WAL;
                 PRAGMA synchronous = FULL;
-                PRAGMA cache_size = -1024;
+                PRAGMA cache_size = \(Self.idleCacheSize);
                 """)
             // A current database is left as it is; an older one is migrated under the write lock.
             if version < Self.schemaVersion {
@@ -208,12 +208,23 @@ public final class SQLiteStateStore: StateStore {
         }
     }
 
+    /// The page cache between writes (in KiB, as `PRAGMA cache_size` takes a negative size).
+    static let idleCacheSize = -1024
+    /// The batches that get a larger cache while they are written (64 MB at most, taken as used).
+    static let largeBatch = 1_000
+
     public func save(_ records: [SubscriptionRecord], deleting keys: [SubscriptionKey] = []) throws(StateError) {
         guard !records.isEmpty || !keys.isEmpty else { return }
         try connection.withLock { (statements: inout Statements) throws(StateError) in
             guard let writes = statements.writes else {
                 throw StateError(.query, "the state database \(path) is open read-only")
             }
+            // A large batch (the first start of 100,000 subscriptions) gets a page cache that holds
+            // the table while it is written: with the idle agent's 1 MB, SQLite spilled pages to
+            // the log mid-transaction, and writing 100k rows took 0.57 s instead of 0.37 s.
+            let large = records.count + keys.count >= Self.largeBatch
+            if large { try? statements.database.execute("PRAGMA cache_size = -65536") }
+            defer { if large { try? statements.database.execute("PRAGMA cache_size = \(Self.idleCacheSize)") } }
             try writes.begin.run()
             do throws(StateError) {
                 let upsert = writes.upsert
@@ -243,6 +254,15 @@ public final class SQLiteStateStore: StateStore {
                 try? writes.rollback.run()
                 throw error
             }
+        }
+    }
+
+    /// The connection's `PRAGMA cache_size` (for tests).
+    func pageCacheSize() throws(StateError) -> Int64 {
+        try connection.withLock { (statements: inout Statements) throws(StateError) -> Int64 in
+            let query = try statements.database.prepare("PRAGMA cache_size")
+            _ = try query.step()
+            return query.int64(0) ?? 0
         }
     }
 

@@ -25,6 +25,19 @@ import Testing
         #expect(try mode(store.path + "-shm") == 0o600)
     }
 
+    @Test func aLargeBatchIsWrittenWithALargerCacheAndTheSmallOneComesBack() throws {
+        let temporary = TemporaryDirectory()
+        let store = try SQLiteStateStore(directory: try StateDirectory(path: temporary.path + "/state"))
+        #expect(try store.pageCacheSize() == Int64(SQLiteStateStore.idleCacheSize))
+        let records = (0..<SQLiteStateStore.largeBatch + 10).map { sample("a\($0)") }
+        try store.save(records, deleting: [])
+        #expect(try store.pageCacheSize() == Int64(SQLiteStateStore.idleCacheSize), "the idle agent keeps its small cache")
+        #expect(try store.records().count == records.count)
+        try store.save([], deleting: records.prefix(SQLiteStateStore.largeBatch).map(\.key))
+        #expect(try store.records().map(\.key.account).sorted() == (SQLiteStateStore.largeBatch..<records.count).map { "a\($0)" }.sorted())
+        #expect(try store.pageCacheSize() == Int64(SQLiteStateStore.idleCacheSize))
+    }
+
     @Test func readingADirectoryWithoutStateSaysSo() throws {
         let temporary = TemporaryDirectory()
         let directory = try StateDirectory(path: temporary.path, create: false)
