@@ -348,7 +348,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             var delivered = 0
             // What was to be sent, and what the configuration itself refuses to send (SPEC §12).
             let refused = book.entries.lazy.filter { $0.value.job == nil && $0.value.record.state == .rejected }.map(\.key)
-            for key in jobs.union(refused).sorted() {
+            for key in jobs.union(refused) {
                 guard let entry = book.entries[key] else {
                     delivered += 1   // Cleaned up and forgotten.
                     continue
@@ -364,6 +364,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                                          host: request?.host ?? "", state: state, attempts: entry.record.attempts,
                                          reason: entry.record.lastOutcome ?? "no response before the deadline"))
             }
+            // Only what failed is listed, in order; the keys of everything delivered need no sorting.
+            undelivered.sort { $0.key < $1.key }
             return OnceOutcome(total: delivered + undelivered.count, delivered: delivered, undelivered: undelivered,
                                counts: book.counts, elapsed: elapsed, deadline: deadline, stateWritten: stateWritten)
         }
