@@ -42,7 +42,12 @@ struct StoredCleanup: Codable {
     /// Compact JSON with sorted keys, as `StoredJSON.encode` writes it (JSONEncoder was a fifth
     /// of planning 100,000 registrations, perf): one text per subscription, compared at each
     /// reload, so the bytes stay those of earlier versions (a test holds them to JSONEncoder's).
+    /// JSONText escapes a few characters JSONEncoder writes otherwise (U+0008, U+000C, DEL, C1
+    /// controls, U+2028/9): a text with any of them is left to JSONEncoder, since a stored cleanup
+    /// that reads as different is kept as a replaced one, and sent after the next delivery.
     var text: String {
+        let fields = [backend, item.batchURL, item.object, item.url] + item.secrets + item.headers.flatMap { [$0.name, $0.value] }
+        guard !fields.contains(where: Self.escapesDifferently) else { return StoredJSON.encode(self) }
         let headers = item.headers.map { #"{"name":"# + JSONText.string($0.name) + #","value":"# + JSONText.string($0.value) + "}" }
         return #"{"backend":"# + JSONText.string(backend) + #","batchSize":"# + String(batchSize)
             + #","item":{"batchURL":"# + JSONText.string(item.batchURL)
@@ -52,6 +57,11 @@ struct StoredCleanup: Codable {
             + #","secrets":["# + item.secrets.map { JSONText.string($0) }.joined(separator: ",")
             + #"],"tracked":"# + (item.tracked ? "true" : "false")
             + #","url":"# + JSONText.string(item.url) + "}}"
+    }
+
+    /// Whether `text` has a byte that may start a character JSONText escapes unlike JSONEncoder.
+    private static func escapesDifferently(_ text: String) -> Bool {
+        text.utf8.contains { $0 == 0x08 || $0 == 0x0C || $0 == 0x7F || $0 == 0xC2 || $0 == 0xE2 }
     }
 
     init(item: JourneysItem, batchSize: Int) {

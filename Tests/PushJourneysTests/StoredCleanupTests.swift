@@ -15,6 +15,12 @@ import Testing
                      headers: [.init(name: "x-ms-track-registration", value: "true"),
                                .init(name: "x-ms-callback", value: "https://hooks.example.com/cb?a=1&b=\\2")],
                      tracked: true, secrets: ["s3cr\"et", "other\\one"]),
+        // The characters JSONText escapes unlike JSONEncoder, in a token and in the object.
+        JourneysItem(kind: .cleanup, url: "http://127.0.0.1:8080/devices/cleanup", batchURL: "http://127.0.0.1:8080/devices/cleanup/batch",
+                     object: "{\"UserId\":\"bell\u{8}feed\u{C}del\u{7F}c1\u{85}ls\u{2028}ps\u{2029}£\"}",
+                     headers: [], tracked: false, secrets: ["tok\u{C}en"]),
+        JourneysItem(kind: .cleanup, url: "http://127.0.0.1:8080/devices/cleanup", batchURL: "http://127.0.0.1:8080/devices/cleanup/batch",
+                     object: "{}", headers: [], tracked: false, secrets: ["only\u{2028}here"]),
     ]
 
     @Test(arguments: items)
