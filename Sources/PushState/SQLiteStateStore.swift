@@ -223,8 +223,13 @@ public final class SQLiteStateStore: StateStore {
             // the table while it is written: with the idle agent's 1 MB, SQLite spilled pages to
             // the log mid-transaction, and writing 100k rows took 0.57 s instead of 0.37 s.
             let large = records.count + keys.count >= Self.largeBatch
-            if large { try? statements.database.execute("PRAGMA cache_size = -65536") }
-            defer { if large { try? statements.database.execute("PRAGMA cache_size = \(Self.idleCacheSize)") } }
+            if large, (try? statements.database.execute("PRAGMA cache_size = -65536")) != nil { statements.cacheRaised = true }
+            // Put back after the batch, or at the next write if that failed (SQLITE_BUSY, say).
+            defer {
+                if statements.cacheRaised, (try? statements.database.execute("PRAGMA cache_size = \(Self.idleCacheSize)")) != nil {
+                    statements.cacheRaised = false
+                }
+            }
             try writes.begin.run()
             do throws(StateError) {
                 let upsert = writes.upsert
@@ -305,6 +310,8 @@ private struct Statements: @unchecked Sendable {
     let selectAll: SQLiteConnection.Statement
     /// The statements that write; nil when the store is open read-only.
     let writes: Writes?
+    /// Whether the page cache is still the larger one of a large batch.
+    var cacheRaised = false
 
     struct Writes {
         let upsert: SQLiteConnection.Statement

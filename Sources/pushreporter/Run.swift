@@ -87,7 +87,9 @@ struct Run: AsyncParsableCommand {
         // The agent keeps the plans and records it needs; none are kept here too for the run.
         _ = consume records
         if once {
-            await runOnce(prepared.runtime, start: consume start, logger: logger, output: output)
+            let runtime = prepared.runtime
+            _ = consume prepared
+            await runOnce(runtime, start: consume start, logger: logger, output: output)
         } else {
             await runAgent(consume prepared, start: consume start, logger: logger, hangups: hangups)
         }
