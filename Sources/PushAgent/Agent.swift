@@ -71,6 +71,11 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// With shared state, in `runOnce`: what this agent claimed with something to send (its
     /// part of the summary).
     private let claimedJobs = Mutex(Set<SubscriptionKey>())
+    /// How many of a start's submissions go to the scheduler at a time (``feed(_:scheduler:)``).
+    private let startRunSize: Int
+    /// The start's subscriptions the feeder has not submitted yet; any other submission of one
+    /// (a reload's) takes it out, so that the feeder never submits over it.
+    private let unfed = Mutex(Set<SubscriptionKey>())
     /// `agent.timeout` of the configuration loaded last: for requests without their own.
     private let defaultTimeout: Mutex<Duration>
     private let startup: Mutex<AgentStart?>
@@ -111,8 +116,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 wallClock: @escaping @Sendable () -> Int64 = WallClock.epochMilliseconds,
                 load: @escaping @Sendable () async -> ConfigurationLoad = { .invalid(reason: "no reload") },
                 reloadSources: [ReloadSource] = [],
-                gracePeriod: Duration = .seconds(10), statusInterval: Duration = .seconds(1)) {
+                gracePeriod: Duration = .seconds(10), statusInterval: Duration = .seconds(1), startRunSize: Int = 1_000) {
         self.settings = settings
+        self.startRunSize = max(1, startRunSize)
         self.shared = shared
         self.backends = backends
         self.transport = transport
@@ -138,10 +144,13 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     // MARK: Starting
 
-    /// Starts the book and writes what it decided before anything is sent; false when the state
-    /// cannot be written. Returns the number of subscriptions with something to send.
-    private func begin(_ scheduler: ReportScheduler<SubscriptionKey, C>) -> (written: Bool, jobs: Set<SubscriptionKey>) {
-        guard let start = startup.withLock({ startup in defer { startup = nil }; return startup }) else { return (true, []) }
+    /// Starts the book and writes what it decided before anything is sent; `written` is false
+    /// when the state cannot be written. A large start keeps all but its first run for
+    /// ``feed(_:scheduler:)``.
+    private func begin(_ scheduler: ReportScheduler<SubscriptionKey, C>) -> Beginning {
+        guard let start = startup.withLock({ startup in defer { startup = nil }; return startup }) else {
+            return Beginning(written: true, jobs: [])
+        }
         // With shared state, the agent joins the others first, and adds the subscriptions the
         // state does not know yet, for whichever agent claims them.
         var membership: PostgresStateStore.Membership?
@@ -151,11 +160,12 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 try shared.publish(plans.map(\.key))
             } catch {
                 logger.error("\(error.description)")
-                return (false, [])
+                return Beginning(written: false, jobs: [])
             }
         }
         // The scheduler does not run yet, so nothing is sent before the flush.
         var jobs = Set<SubscriptionKey>()
+        var later: [Unsent] = []
         let (subscriptions, owedCleanups) = book.withLock { book -> (Int, Int) in
             let actions: [AgentBook.Action]
             switch start {
@@ -175,11 +185,18 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 // Nothing to claim: `remove` took its subscriptions before it started.
                 claimedAll.withLock { $0 = true }
             }
+            var first = actions
+            jobs.reserveCapacity(actions.count / 2)
             for case .submit(let submission) in actions { jobs.insert(submission.key) }
-            apply(actions, to: scheduler)
+            // Split only when there is more than a run to feed after the first one.
+            if jobs.count > 2 * startRunSize {
+                (first, later) = Self.split(actions, runSize: startRunSize, book: book)
+                unfed.withLock { $0 = Set(later.map(\.submission.key)) }
+            }
+            apply(first, to: scheduler)
             return (book.entries.count, book.counts[.removing])
         }
-        guard recorder.flush() else { return (false, jobs) }
+        guard recorder.flush() else { return Beginning(written: false, jobs: jobs) }
         for key in book.withLock({ $0.takeUnreadableCleanups() }) { logger.unreadableCleanup(of: key) }
         if case .configuration(let plans, _, _) = start {
             let accounts = Set(plans.map(\.account)).count
@@ -194,14 +211,107 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         } else {
             logger.debug("started: cleaning up \(subscriptions) \(subscriptions == 1 ? "subscription" : "subscriptions")")
         }
-        return (true, jobs)
+        return Beginning(written: true, jobs: jobs, later: later)
+    }
+
+    /// What ``begin(_:)`` did: whether the state was written, the subscriptions it gave a job,
+    /// and the submissions still to hand to the scheduler (``feed(_:scheduler:)``).
+    private struct Beginning {
+        var written: Bool
+        var jobs: Set<SubscriptionKey>
+        var later: [Unsent] = []
+    }
+
+    /// The runs still to feed, taken once by the feeder, so that they go when it is done.
+    private final class Feed: Sendable {
+        private let items: Mutex<[Unsent]>
+        let isEmpty: Bool
+
+        init(_ items: [Unsent]) {
+            isEmpty = items.isEmpty
+            self.items = Mutex(items)
+        }
+
+        func take() -> [Unsent] {
+            items.withLock { items in
+                defer { items = [] }
+                return items
+            }
+        }
+    }
+
+    /// A submission of the start not given to the scheduler yet, and its job's generation then.
+    private struct Unsent: Sendable {
+        var submission: AgentBook.Submission
+        var generation: UInt64
+    }
+
+    /// A large start goes to the scheduler in runs (SPEC §6 still holds: each run is written
+    /// before it is submitted): the first run leaves before the rest is written. Keeps in
+    /// `actions` what the first run needs (every other write, the first `runSize` submissions and
+    /// their writes) and returns the rest's submissions.
+    private static func split(_ actions: [AgentBook.Action], runSize: Int, book: AgentBook) -> ([AgentBook.Action], [Unsent]) {
+        var later: [Unsent] = []
+        var laterKeys = Set<SubscriptionKey>()
+        var submitted = 0
+        for case .submit(let submission) in actions {
+            submitted += 1
+            guard submitted > runSize, let generation = book.generation(of: submission.key) else { continue }
+            later.append(Unsent(submission: submission, generation: generation))
+            laterKeys.insert(submission.key)
+        }
+        let first = actions.filter { action in
+            switch action {
+            case .save(let record): !laterKeys.contains(record.key)
+            case .submit(let submission): !laterKeys.contains(submission.key)
+            case .cancel, .forget: true
+            }
+        }
+        return (first, later)
+    }
+
+    /// Hands `later` to the scheduler a run at a time: each run's records as they stand now are
+    /// written first, then what is still the start's job is submitted (a reload or a stopped
+    /// service may have moved some on meanwhile; ``AgentBook/unsent(_:generation:)``).
+    private func feed(_ later: [Unsent], scheduler: ReportScheduler<SubscriptionKey, C>) async {
+        // Done or given up: the set's room goes too.
+        defer { unfed.withLock { $0 = [] } }
+        var next = later.startIndex
+        // Each run twice the one before: the scheduler has the earlier runs to send meanwhile, and
+        // 100,000 subscriptions take 7 transactions instead of 99.
+        var size = startRunSize
+        while next < later.endIndex {
+            if Task.isCancelled || isStopping.withLock({ $0 }) { return }
+            let run = later[next..<min(next + size, later.endIndex)]
+            next = run.endIndex
+            size *= 2
+            book.withLock { book in
+                for item in run where unfed.withLock({ $0.contains(item.submission.key) }) {
+                    if let record = book.unsent(item.submission, generation: item.generation) { recorder.save(record) }
+                }
+            }
+            guard await flushUntilWritten() else { return }
+            book.withLock { book in
+                let submits = run.compactMap { item -> AgentBook.Action? in
+                    guard unfed.withLock({ $0.contains(item.submission.key) }),
+                          book.unsent(item.submission, generation: item.generation) != nil else { return nil }
+                    return .submit(item.submission)
+                }
+                apply(submits, to: scheduler)
+            }
+        }
     }
 
     /// Runs until graceful shutdown. Throws when the state cannot be written at start: the
     /// cleanups must be in the state before any delivery is sent.
     public func run() async throws {
         let scheduler = makeScheduler()
-        guard begin(scheduler).written else {
+        // Neither the jobs nor the runs to feed are kept for the agent's life.
+        let (written, later) = { () -> (Bool, Feed) in
+            let beginning = begin(scheduler)
+            return (beginning.written, Feed(beginning.later))
+        }()
+        guard written else {
             throw StateRecorder<C>.Failure(description: "the state cannot be written, so nothing is sent; see the error above")
         }
         notifier.notify("READY=1\nSTATUS=\(statusText())")
@@ -214,6 +324,12 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             group.addTask {
                 await scheduler.run()
                 return .schedulerEnded
+            }
+            if !later.isEmpty {
+                group.addTask {
+                    await self.feed(later.take(), scheduler: scheduler)
+                    return .other
+                }
             }
             for source in reloadSources {
                 group.addTask {
@@ -284,7 +400,10 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         let scheduler = makeScheduler()
         // One round: nothing is scheduled for later (`reportInterval` is the agent's business).
         book.withLock { $0.reportInterval = nil }
-        let (written, jobs) = begin(scheduler)
+        let (written, jobs, later) = { () -> (Bool, Set<SubscriptionKey>, Feed) in
+            let beginning = begin(scheduler)
+            return (beginning.written, beginning.jobs, Feed(beginning.later))
+        }()
         guard written else {
             return OnceOutcome(total: jobs.count, delivered: 0, undelivered: [], counts: book.withLock { $0.counts },
                                elapsed: .zero, deadline: deadline, stateWritten: false)
@@ -297,6 +416,12 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             group.addTask {
                 await scheduler.run()
                 return .schedulerEnded
+            }
+            if !later.isEmpty {
+                group.addTask {
+                    await self.feed(later.take(), scheduler: scheduler)
+                    return .other
+                }
             }
             group.addTask {
                 for await _ in settled where self.book.withLock({ $0.isSettled }) && (self.shared == nil || self.claimedAll.withLock { $0 }) {
@@ -449,8 +574,10 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// together (in one batch where their backend batches).
     private func apply(_ actions: [AgentBook.Action], to scheduler: ReportScheduler<SubscriptionKey, C>) {
         var submissions: [ReportScheduler<SubscriptionKey, C>.Submission] = []
+        let feeding = !unfed.withLock { $0.isEmpty }
         for action in actions {
             if case .submit(let submission) = action {
+                if feeding { unfed.withLock { _ = $0.remove(submission.key) } }
                 submissions.append(.init(key: submission.key, host: submission.host, after: submission.after,
                                          batch: submission.batch, hold: submission.pauseLabel))
                 continue

@@ -53,7 +53,7 @@ struct AgentBook {
     }
 
     /// What the scheduler is told to schedule.
-    struct Submission: Equatable {
+    struct Submission: Equatable, Sendable {
         var key: SubscriptionKey
         var host: String
         var batch: Batching?
@@ -142,6 +142,23 @@ struct AgentBook {
             schedule(Entry(record: record, plan: plan, job: plan.delivery == nil ? nil : .delivery), actions: &actions)
         }
         return Self.savesFirst(actions)
+    }
+
+    /// A submission of ``start(plans:records:)`` the scheduler has not been given yet (the agent
+    /// hands a large start over in runs): its key's record as it stands now, to be written before
+    /// it is submitted. Nil when the book has moved on since: a reload replaced or removed the job
+    /// (and submitted its own), its service stopped (a reload brings it back), or an attempt began.
+    /// The agent also skips a key that anything else submitted meanwhile.
+    func unsent(_ submission: Submission, generation: UInt64) -> SubscriptionRecord? {
+        guard let entry = entries[submission.key], entry.job != nil, entry.generation == generation,
+              entry.sentGeneration == nil, !held.contains(submission.key), isOwned(submission.key),
+              stoppedServices[submission.key.service] == nil else { return nil }
+        return entry.record
+    }
+
+    /// The generation of `key`'s job (for ``unsent(_:generation:)``).
+    func generation(of key: SubscriptionKey) -> UInt64? {
+        entries[key]?.generation
     }
 
     /// The first configuration of an agent that shares its state (SPEC §11): every planned

@@ -75,6 +75,34 @@ final class ScriptedTransport: HTTPTransport {
         #expect(try store.records().map(\.state) == Array(repeating: .delivered, count: 5))
     }
 
+    @Test func aLargeStartGoesOutInRunsEachWrittenBeforeItIsSent() async throws {
+        // 25 subscriptions in runs of 4: each request may leave only once its record, with the
+        // cleanup it carries, is in the state (SPEC §6).
+        let store = MemoryStateStore()
+        let sentBeforeWritten = Mutex<[String]>([])
+        let transport = ScriptedTransport { request, _ in
+            let account = String(request.url.split(separator: "/").last!)
+            let stored = (try? store.records())?.first { $0.key.account == account }
+            if stored?.cleanup != "cleanup-\(account)" { sentBeforeWritten.withLock { $0.append(account) } }
+            return TransportResponse(status: 204)
+        }
+        let plans = (0..<25).map { index in
+            var plan = Self.plan("a\(index)", url: "http://h.example/a\(index)")
+            plan.cleanup = "cleanup-a\(index)"
+            return plan
+        }
+        let agent = Agent(start: .configuration(plans: plans, records: [], pollers: []), settings: Self.settings(),
+                          transport: transport, recorder: StateRecorder(store: store, logger: Self.quiet, clock: ManualClock()),
+                          logger: Self.quiet, clock: ManualClock(), wallClock: { 0 }, startRunSize: 4)
+        let outcome = await agent.runOnce(deadline: .seconds(60))
+        #expect(outcome.delivered == 25 && outcome.undelivered.isEmpty)
+        #expect(transport.requests.count == 25, "each once")
+        #expect(Set(transport.requests.map(\.url)) == Set((0..<25).map { "http://h.example/a\($0)" }))
+        #expect(sentBeforeWritten.withLock { $0 }.isEmpty, "sent before their record was written: \(sentBeforeWritten.withLock { $0 })")
+        let records = try store.records()
+        #expect(records.count == 25 && records.allSatisfy { $0.state == .delivered && $0.cleanup == "cleanup-\($0.key.account)" })
+    }
+
     @Test func failuresAreRetriedAfterTheBackoffAndReportedAtTheDeadline() async throws {
         // b always fails; a fails once.
         let transport = ScriptedTransport { request, earlier in
