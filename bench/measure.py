@@ -166,12 +166,19 @@ http {{
         time.sleep(0.25)  # past the log's flush interval
         return os.path.getsize(self.log)
 
-    def requests_since(self, offset: int) -> list[tuple[float, str, str]]:
-        """(time, status, URI) of every request logged since `offset`."""
+    def requests_since(self, offset: int, expected: int | None = None) -> list[tuple[float, str, str]]:
+        """(time, status, URI) of every request logged since `offset`. nginx writes its 256 KB log
+        buffer 100 ms after its first line, later on a busy machine: with `expected`, waits (5 s
+        at most) until that many lines are there."""
         time.sleep(0.25)
-        with open(self.log) as log:
-            log.seek(offset)
-            lines = log.read().splitlines()
+        deadline = time.monotonic() + 5
+        while True:
+            with open(self.log) as log:
+                log.seek(offset)
+                lines = log.read().splitlines()
+            if expected is None or len(lines) >= expected or time.monotonic() > deadline:
+                break
+            time.sleep(0.25)
         return [(float(fields[0]), fields[1], fields[2] if len(fields) > 2 else "") for fields in (line.split(" ", 2) for line in lines)]
 
     def stop(self) -> None:
@@ -185,7 +192,7 @@ http {{
 def sent(nginx: Nginx, offset: int, run: Run, expected: int, what: str) -> dict:
     """What the receiver saw of `run`: its request count, when the first left (s after exec) and
     the sending rate (requests per second from the first to the last)."""
-    requests = nginx.requests_since(offset)
+    requests = nginx.requests_since(offset, expected)
     bad = [r for r in requests if r[1][0] != "2"]
     if len(requests) != expected or bad:
         fail(f"{what}: the receiver saw {len(requests)} requests ({len(bad)} not 2xx), not {expected}")
@@ -404,7 +411,7 @@ def part_agent(bin_dir: str, out: str, results: Results) -> None:
             ready = agent.wait_for(lambda line: line == "READY=1", "READY=1") - agent.start
             settled_line = f"STATUS={count} accounts: {count} reported, 0 retrying"
             delivered = agent.wait_for(lambda line: line == settled_line, "every account reported") - agent.start
-            seen = nginx.requests_since(offset)
+            seen = nginx.requests_since(offset, count)
             say(f"   exec to READY=1, {thousands(count)} accounts: {ready * 1000:6.0f} ms; all {len(seen)} delivered at {delivered:.1f} s")
             results.figure(f"agent/ready/{count}", value_ms=ready * 1000, delivered_s=delivered)
             # Idle: the agent gives memory back once every account is reported and the state written.

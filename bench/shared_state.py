@@ -61,6 +61,15 @@ class Postgres:
         self.run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", name)
         return f"postgres://postgres@127.0.0.1:{self.port}/{name}"
 
+    def delivered(self, uri: str) -> str:
+        """How many subscriptions the database at `uri` says are delivered, of how many (for a
+        failure: whether the agents or the receiver's log came up short)."""
+        result = subprocess.run(self.as_user + [os.path.join(self.bin, "psql"), "-h", "127.0.0.1", "-p", str(self.port),
+                                "-U", "postgres", "-d", uri.rsplit("/", 1)[1], "-tAc",
+                                "select count(*) filter (where state = 'delivered') || ' of ' || count(*) "
+                                "from pushreporter_subscriptions"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        return result.stdout.strip() or result.stderr.strip()[-300:]
+
     def stop(self) -> None:
         subprocess.run(self.as_user + [os.path.join(self.bin, "pg_ctl"), "-D", os.path.join(self.dir, "data"), "-m", "fast",
                                        "-w", "stop"], capture_output=True)
@@ -111,11 +120,12 @@ def main(bin_dir: str, out: str) -> None:
                     states = [postgres.new_database()] * agents
                 offset = nginx.offset()
                 wall, cpu = deliver(binary, config, states, out)
-                seen = nginx.requests_since(offset)
+                seen = nginx.requests_since(offset, accounts)
                 uris = [uri for _, status, uri in seen if status.startswith("2")]
                 distinct = len(set(uris))
                 if distinct != accounts:
-                    fail(f"{name}: the receiver saw {distinct} accounts of {accounts}")
+                    state = postgres.delivered(states[0]) if kind == "postgres" else "(SQLite)"
+                    fail(f"{name}: the receiver saw {distinct} accounts of {accounts}; the state says {state} delivered")
                 if len(uris) != distinct:
                     fail(f"{name}: {len(uris) - distinct} accounts were delivered twice")
                 walls[name].append((wall, cpu))
