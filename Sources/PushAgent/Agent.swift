@@ -171,7 +171,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             switch start {
             case .configuration(let plans, let records, let pollers):
                 backends.restore(records)
-                if let membership {
+                if membership != nil {
                     // Nothing is this agent's before it claims it (see keepLeases).
                     book.startShared(plans: plans)
                     actions = []

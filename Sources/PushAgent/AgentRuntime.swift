@@ -89,8 +89,11 @@ public struct AgentRuntime: Sendable {
 
     /// This agent's name among several: `host:pid` (SPEC §11).
     public static let agentName: String = {
-        var buffer = [CChar](repeating: 0, count: 256)
-        let host = gethostname(&buffer, buffer.count) == 0 ? String(cString: buffer) : "localhost"
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let named = buffer.withUnsafeMutableBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { gethostname($0.baseAddress!, $0.count) } == 0
+        }
+        let host = named ? String(decoding: buffer.prefix { $0 != 0 }, as: UTF8.self) : "localhost"
         return "\(host):\(getpid())"
     }()
 
