@@ -41,37 +41,17 @@ struct EntryTable: Sequence {
         get { positions[key].map { values[$0] } }
         set {
             let position = positions[key]
-            let hadJob = position.map { values[$0].job != nil } ?? false
-            let hasJob = newValue?.job != nil
-            if hadJob != hasJob {
-                let change = hasJob ? 1 : -1
-                jobCount += change
-                jobsByService[key.service, default: 0] += change
-            }
-            let oldState = position.map { values[$0].record.state }
-            let newState = newValue?.record.state
-            if oldState != newState {
-                if let oldState { stateCounts[oldState, default: 0] -= 1 }
-                if let newState { stateCounts[newState, default: 0] += 1 }
-            }
-            if position == nil, newValue != nil {
-                subscriptionsByAccount[key.account, default: 0] += 1
-            } else if position != nil, newValue == nil {
-                if subscriptionsByAccount[key.account] == 1 {
-                    subscriptionsByAccount[key.account] = nil
-                } else {
-                    subscriptionsByAccount[key.account, default: 0] -= 1
-                }
-            }
+            recount(key, from: position.map { Standing(values[$0]) }, to: newValue.map(Standing.init))
             if let newValue {
-                if let position = positions[key] {
+                if let position {
                     values[position] = newValue
                 } else {
                     positions[key] = values.count
                     keys.append(key)
                     values.append(newValue)
                 }
-            } else if let position = positions.removeValue(forKey: key) {
+            } else if let position {
+                positions[key] = nil
                 let last = values.count - 1
                 if position != last {
                     values.swapAt(position, last)
@@ -88,21 +68,44 @@ struct EntryTable: Sequence {
     /// this for each of 100,000 unchanged subscriptions); nil when there is none.
     mutating func update<Result>(_ key: SubscriptionKey, _ body: (inout Entry) -> Result) -> Result? {
         guard let position = positions[key] else { return nil }
-        let hadJob = values[position].job != nil
-        let oldState = values[position].record.state
+        let before = Standing(values[position])
         let result = body(&values[position])
-        let hasJob = values[position].job != nil
-        if hadJob != hasJob {
-            let change = hasJob ? 1 : -1
-            jobCount += change
-            jobsByService[key.service, default: 0] += change
-        }
-        let newState = values[position].record.state
-        if oldState != newState {
-            stateCounts[oldState, default: 0] -= 1
-            stateCounts[newState, default: 0] += 1
-        }
+        recount(key, from: before, to: Standing(values[position]))
         return result
+    }
+
+    /// What the counts know of an entry.
+    private struct Standing: Equatable {
+        var hasJob: Bool
+        var state: SubscriptionState
+
+        init(_ entry: Entry) {
+            hasJob = entry.job != nil
+            state = entry.record.state
+        }
+    }
+
+    /// Moves `key` in the counts from `old` to `new` (nil: not in the table).
+    private mutating func recount(_ key: SubscriptionKey, from old: Standing?, to new: Standing?) {
+        guard old != new else { return }
+        let jobChange = (new?.hasJob == true ? 1 : 0) - (old?.hasJob == true ? 1 : 0)
+        if jobChange != 0 {
+            jobCount += jobChange
+            jobsByService[key.service, default: 0] += jobChange
+        }
+        if old?.state != new?.state {
+            if let state = old?.state { stateCounts[state, default: 0] -= 1 }
+            if let state = new?.state { stateCounts[state, default: 0] += 1 }
+        }
+        if old == nil {
+            subscriptionsByAccount[key.account, default: 0] += 1
+        } else if new == nil {
+            if subscriptionsByAccount[key.account] == 1 {
+                subscriptionsByAccount[key.account] = nil
+            } else {
+                subscriptionsByAccount[key.account, default: 0] -= 1
+            }
+        }
     }
 
     mutating func reserveCapacity(_ count: Int) {

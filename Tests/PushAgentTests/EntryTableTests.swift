@@ -30,7 +30,7 @@ import Testing
                 // In place: found or not, the counts follow.
                 let job = jobs.randomElement(using: &generator)!
                 let state = SubscriptionState.allCases.randomElement(using: &generator)!
-                let found = table.update(key) { entry in
+                let found: Void? = table.update(key) { entry in
                     entry.job = job
                     entry.record.state = state
                 }
