@@ -399,14 +399,13 @@ struct LoadSession {
                 }
             case .statePassword:
                 // The one agent setting that is a secret: the PostgreSQL password, from a tag.
-                guard case .scalar(let scalar) = value, scalar.tag != nil,
-                      let password = resolve(scalar, key: "statePassword", isSecret: true, file: file, account: nil) else {
-                    if case .scalar(let scalar) = value, scalar.tag == nil {
-                        diagnostics.error("agent.statePassword must be given as !credential NAME, !file PATH or !env NAME, never written in the file",
-                                          file: file, at: value.start)
-                    }
+                guard case .scalar(let scalar) = value, scalar.tag != nil else {
+                    diagnostics.error("agent.statePassword must be given as !credential NAME, !file PATH or !env NAME, never written in the file",
+                                      file: file, at: value.start)
                     continue
                 }
+                // A tag that cannot be resolved has said why.
+                guard let password = resolve(scalar, key: "statePassword", isSecret: true, file: file, account: nil) else { continue }
                 configuration.agent.statePassword = password.text
             case .leaseTimeout:
                 if let d = duration(value, file: file, what: "agent.leaseTimeout", allowOff: false) {

@@ -20,6 +20,23 @@ struct DiagnosticsTests {
         #expect(loaded.lines == ["config.yaml:4:66: error: unknown variable 'pushTokenOthr'; did you mean 'pushTokenOther'?"])
     }
 
+    @Test("agent.statePassword that is not a tagged scalar is an error, a mapping too")
+    func statePasswordMustBeATag() {
+        for value in ["s3cret", "{x: 1}"] {
+            let loaded = Loaded("""
+                agent:
+                  state: postgres://u@127.0.0.1/db
+                  statePassword: \(value)
+                accounts:
+                  - id: a
+                    selector: s
+                    pushTokenReporterUrl: https://h.example/t?sel=%selector%
+                """)
+            #expect(loaded.lines == ["config.yaml:3:18: error: agent.statePassword must be given as !credential NAME, !file PATH or !env NAME, never written in the file"],
+                    "\(value)")
+        }
+    }
+
     @Test("an unknown variable in a double-quoted scalar with escapes before it")
     func unknownVariableQuoted() {
         let loaded = Loaded("""
