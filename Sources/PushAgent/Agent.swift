@@ -190,8 +190,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             for case .submit(let submission) in actions { jobs.insert(submission.key) }
             // Split only when there is more than a run to feed after the first one.
             if jobs.count > 2 * startRunSize {
-                (first, later) = Self.split(actions, runSize: startRunSize, book: book)
-                unfed.withLock { $0 = Set(later.map(\.submission.key)) }
+                let laterKeys: Set<SubscriptionKey>
+                (first, later, laterKeys) = Self.split(actions, runSize: startRunSize, book: book)
+                unfed.withLock { $0 = laterKeys }
             }
             apply(first, to: scheduler)
             return (book.entries.count, book.counts[.removing])
@@ -250,7 +251,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// before it is submitted): the first run leaves before the rest is written. Keeps in
     /// `actions` what the first run needs (every other write, the first `runSize` submissions and
     /// their writes) and returns the rest's submissions.
-    private static func split(_ actions: [AgentBook.Action], runSize: Int, book: AgentBook) -> ([AgentBook.Action], [Unsent]) {
+    private static func split(_ actions: [AgentBook.Action], runSize: Int, book: AgentBook)
+        -> ([AgentBook.Action], [Unsent], Set<SubscriptionKey>) {
         var later: [Unsent] = []
         var laterKeys = Set<SubscriptionKey>()
         var submitted = 0
@@ -267,7 +269,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             case .cancel, .forget: true
             }
         }
-        return (first, later)
+        return (first, later, laterKeys)
     }
 
     /// Hands `later` to the scheduler a run at a time: each run's records as they stand now are
