@@ -300,8 +300,7 @@ struct AgentBook {
             // Most of a reload: the same delivery, nothing to redo. The new plan replaces the old
             // where the entry lies (the general path below does the same, copying the entry).
             if !intervalChanged, reportInterval == nil, isOwned(key), entries.update(key, { entry in
-                guard !entry.record.isRemoving, !(wereStopped[key.service] != nil && entry.record.state == .stopped),
-                      entry.record.fingerprint == plan.fingerprint, (plan.delivery != nil) == (entry.plan?.delivery != nil),
+                guard Self.keepsDelivery(entry, plan, serviceWasStopped: wereStopped[key.service] != nil),
                       entry.record.cleanup == plan.cleanup else { return false }
                 entry.plan = plan
                 return true
@@ -324,9 +323,7 @@ struct AgentBook {
                 continue
             }
             let wasRemoving = entry.record.isRemoving
-            let wasStopped = wereStopped[key.service] != nil && entry.record.state == .stopped
-            if !wasRemoving && !wasStopped && entry.record.fingerprint == plan.fingerprint
-                && (plan.delivery != nil) == (entry.plan?.delivery != nil) {
+            if Self.keepsDelivery(entry, plan, serviceWasStopped: wereStopped[key.service] != nil) {
                 summary.unchanged += 1
                 entry.plan = plan
                 var changed = false
@@ -695,6 +692,13 @@ struct AgentBook {
         entry.job = .delivery
         entry.record.nextDueAt = now + reportInterval.milliseconds
         actions.append(.submit(Self.submission(entry.record.key, delivery, after: reportInterval)))
+    }
+
+    /// Whether a reload's `plan` leaves `entry`'s delivery as it is: it is not being removed, not
+    /// stopped with its service, and sends the same (or, as before, nothing yet).
+    private static func keepsDelivery(_ entry: Entry, _ plan: SubscriptionPlan, serviceWasStopped: Bool) -> Bool {
+        !entry.record.isRemoving && !(serviceWasStopped && entry.record.state == .stopped)
+            && entry.record.fingerprint == plan.fingerprint && (plan.delivery != nil) == (entry.plan?.delivery != nil)
     }
 
     private mutating func nextGeneration() -> UInt64 {
