@@ -96,9 +96,6 @@ enum ServiceType: String, CaseIterable {
     case customerInsightsJourneys = "customer-insights-journeys"
     case fcmDeviceGroup = "fcm-device-group"
     case adobeCampaign = "adobe-campaign"
-
-    /// Whether this version sends to it.
-    var isBuilt: Bool { true }
 }
 
 /// The state of one load.
@@ -554,14 +551,9 @@ struct LoadSession {
                 }
                 if settingKey.value == "type" {
                     typeName = scalar.value
-                    guard let type = ServiceType(rawValue: scalar.value) else {
+                    if ServiceType(rawValue: scalar.value) == nil {
                         diagnostics.error(unknown("service type", scalar.value, among: ServiceType.allCases.map(\.rawValue)),
                                           file: file, at: scalar.start)
-                        continue
-                    }
-                    if !type.isBuilt {
-                        diagnostics.warning("service type '\(scalar.value)' is recognised, but this version of pushreporter does not send to it yet",
-                                            file: file, at: scalar.start)
                     }
                 } else if let resolved = resolve(scalar, key: settingKey.value, file: file, account: nil) {
                     settings[settingKey.value] = resolved
