@@ -666,33 +666,7 @@ public struct RequestBuilder: Sendable {
         fields.append(request.credentials?.username ?? "")
         fields.append(request.credentials?.password ?? "")
         fields.append(timeout)
-        let size = fields.reduce(0) { $0 + $1.utf8.count + 1 }
-        let digest = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: size) { buffer -> SHA256.Digest in
-            var offset = 0
-            for var field in fields {
-                field.withUTF8 { bytes in
-                    if let base = bytes.baseAddress {
-                        (buffer.baseAddress! + offset).update(from: base, count: bytes.count)
-                    }
-                    offset += bytes.count
-                }
-                buffer[offset] = 0
-                offset += 1
-            }
-            var hasher = SHA256()
-            hasher.update(bufferPointer: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: buffer[..<offset])))
-            return hasher.finalize()
-        }
-        let digits = Array("0123456789abcdef".utf8)
-        return String(unsafeUninitializedCapacity: 2 * SHA256.byteCount) { hex in
-            var index = 0
-            for byte in digest {
-                hex[index] = digits[Int(byte >> 4)]
-                hex[index + 1] = digits[Int(byte & 0x0F)]
-                index += 2
-            }
-            return index
-        }
+        return Fingerprint.sha256(fields)
     }
 }
 

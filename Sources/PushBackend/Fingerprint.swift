@@ -4,9 +4,26 @@ import Crypto
 public enum Fingerprint {
     /// SHA-256 (lower-case hex) of `parts`, each followed by NUL.
     public static func sha256(_ parts: [String]) -> String {
-        var hasher = SHA256()
-        for part in parts { hasher.update(data: Array((part + "\u{0}").utf8)) }
-        return hex(hasher.finalize())
+        // The parts are copied into one buffer and hashed in one update: a string and an array
+        // per part cost planning 100,000 subscriptions more than the hashing itself.
+        let size = parts.reduce(0) { $0 + $1.utf8.count + 1 }
+        let digest = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: size) { buffer -> SHA256.Digest in
+            var offset = 0
+            for var part in parts {
+                part.withUTF8 { bytes in
+                    if let base = bytes.baseAddress {
+                        (buffer.baseAddress! + offset).update(from: base, count: bytes.count)
+                    }
+                    offset += bytes.count
+                }
+                buffer[offset] = 0
+                offset += 1
+            }
+            var hasher = SHA256()
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: buffer[..<offset])))
+            return hasher.finalize()
+        }
+        return hex(digest)
     }
 
     /// Lower-case hex of `bytes` (a digest).
