@@ -1,4 +1,3 @@
-import Crypto
 import PushBackend
 import PushConfig
 import PushTemplates
