@@ -112,12 +112,21 @@ final class PostgresConnection: @unchecked Sendable {
         return String(cString: text).split(separator: "\n").first.map(String.init) ?? ""
     }
 
-    /// `postgres://user:secret@host/db` → `postgres://user@host/db`.
+    /// `postgres://user:secret@host/db?password=x&sslmode=require` →
+    /// `postgres://user@host/db?password=********&sslmode=require`: how a URI is shown. The
+    /// loader refuses both forms in `agent.state` (`uriHasPassword`), but `--state-dir` and
+    /// `migrate` take a URI from the command line.
     static func withoutPassword(_ uri: String) -> String {
-        guard let scheme = uri.firstRange(of: "://"), let at = uri[scheme.upperBound...].firstIndex(of: "@") else { return uri }
-        let credentials = uri[scheme.upperBound..<at]
-        guard let colon = credentials.firstIndex(of: ":") else { return uri }
-        return String(uri[..<colon]) + String(uri[at...])
+        var shown = uri
+        if let scheme = shown.firstRange(of: "://"), let at = shown[scheme.upperBound...].firstIndex(of: "@"),
+           let colon = shown[scheme.upperBound..<at].firstIndex(of: ":") {
+            shown = String(shown[..<colon]) + String(shown[at...])
+        }
+        guard let query = shown.firstIndex(of: "?") else { return shown }
+        let parameters = shown[shown.index(after: query)...].split(separator: "&", omittingEmptySubsequences: false).map { parameter in
+            parameter.lowercased().hasPrefix("password=") ? "password=********" : String(parameter)
+        }
+        return String(shown[...query]) + parameters.joined(separator: "&")
     }
 }
 
