@@ -63,8 +63,9 @@ struct Status: ParsableCommand {
             printError("status: \(error)")
             throw Exit.failure
         }
-        let report = StatusReport(records: services.isEmpty ? records : records.filter { services.contains($0.key.service) },
-                                  holders: holders)
+        // With --service, the agents line counts what is shown, too.
+        let shown = { (key: SubscriptionKey) in services.isEmpty || services.contains(key.service) }
+        let report = StatusReport(records: records.filter { shown($0.key) }, holders: holders?.filter { shown($0.key) })
         switch format {
         case .text: print(report.text)
         case .json: print(report.json)
