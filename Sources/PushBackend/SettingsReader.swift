@@ -58,18 +58,4 @@ public struct SettingsReader {
     public var origin: ValueOrigin {
         ValueOrigin(file: definition.file, position: definition.position)
     }
-
-    /// Reports each key of an account's `values` for `service` that is not one of `keys` (the
-    /// per-account keys of `type`), with a did-you-mean; false when there was one.
-    public static func checkAccountKeys(_ values: ServiceValues, keys: [String], service: String, type: String, account: String,
-                                        diagnostics: inout DiagnosticList) -> Bool {
-        var known = true
-        for key in values.values.keys.sorted() where !keys.contains(key) {
-            var message = "unknown key '\(key)' for the service '\(service)' (\(type) takes \(keys.joined(separator: ", ")))"
-            if let nearest = NameSuggester.nearest(to: key, among: keys) { message += "; did you mean '\(nearest)'?" }
-            diagnostics.error(message, file: values.file, at: values.keyPositions[key] ?? values.position, account: account)
-            known = false
-        }
-        return known
-    }
 }

@@ -173,7 +173,7 @@ struct FCMPlanner: SubscriptionPlanner {
     /// cannot be rendered.
     private mutating func render(_ account: Account, settings: FCMSettings, values: ServiceValues, display: SecretDisplay,
                                  diagnostics: inout DiagnosticList) -> Rendered? {
-        let usable = SettingsReader.checkAccountKeys(values, keys: Self.keys, service: settings.service, type: FCMBackend.type,
+        let usable = values.checkKeys(Self.keys, service: settings.service, type: FCMBackend.type,
                                                      account: account.id, diagnostics: &diagnostics)
         let origin = ValueOrigin(file: values.file, position: values.position)
         let groupValue = values.values["group"] ?? ConfigValue(text: "%account[username]%", origin: origin)

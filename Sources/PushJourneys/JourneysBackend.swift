@@ -148,7 +148,7 @@ struct JourneysPlanner: SubscriptionPlanner {
     private mutating func render(_ account: Account, settings: JourneysSettings, values: ServiceValues, display: SecretDisplay,
                                  diagnostics: inout DiagnosticList) -> Rendered? {
         let service = settings.service
-        var usable = SettingsReader.checkAccountKeys(values, keys: Self.keys, service: service, type: JourneysBackend.type,
+        var usable = values.checkKeys(Self.keys, service: service, type: JourneysBackend.type,
                                                      account: account.id, diagnostics: &diagnostics)
         func required(_ key: String) -> ConfigValue? {
             guard let value = values.values[key] else {
