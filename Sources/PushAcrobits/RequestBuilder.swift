@@ -69,6 +69,8 @@ public struct RequestBuilder: Sendable {
         let passed = stillPassed(passed)
         let accounts = configuration.accounts
         precondition(passed == nil || passed?.count == accounts.count, "passed is not indexed like the accounts")
+        precondition(passed != nil || configuration.accountsLeftOut.count == 0,
+                     "accounts left out while loading must be checked again: load them without leaving them out")
         guard runs > 1, !accounts.isEmpty else {
             check(accounts.indices, of: accounts, skipping: passed, into: &diagnostics)
             return

@@ -259,11 +259,59 @@ public struct Configuration: Sendable {
     public var unreadableGlobals: Set<String> = []
     /// Accounts in file order.
     public var accounts: [Account] = []
+    /// The accounts checked while they loaded and left out of `accounts` (`validate`'s large
+    /// loads, see ``ConfigurationLoader/leavesOutPassedAccounts``); none otherwise.
+    public var accountsLeftOut = AccountsLeftOut()
     public var services: [String: ServiceDefinition] = [:]
     /// The files read, in load order.
     public var files: [String] = []
 
     public init() {}
+}
+
+/// What is kept of the accounts a load checked as they were read, found without a problem,
+/// and did not keep (``ConfigurationLoader/leavesOutPassedAccounts``): what `validate` still
+/// needs of them once they are checked. Their ids are still taken (a duplicate is reported).
+public struct AccountsLeftOut: Sendable {
+    /// How many accounts were left out, and how many of them are enabled.
+    public var count = 0
+    public var enabled = 0
+    /// Every key the accounts left out have, read or unreadable: a problem with another account
+    /// is worded by whether some account has the key it names.
+    public var keys: Set<String> = []
+    /// The key names last added: the next accounts of a file nearly always share them.
+    private var lastNames: AccountKeyNames?
+
+    public init() {}
+
+    /// Counts `account` as left out, with its keys.
+    mutating func add(_ account: LeftOutAccount) {
+        count += 1
+        if account.isEnabled { enabled += 1 }
+        keys.formUnion(account.unreadableKeys)
+        guard account.keys !== lastNames else { return }
+        keys.formUnion(account.keys.names)
+        lastNames = account.keys
+    }
+}
+
+/// An account left out of a load once checked (``AccountsLeftOut``), until it is admitted.
+struct LeftOutAccount: Sendable {
+    let id: String
+    let path: SourcePath
+    let position: SourcePosition
+    let isEnabled: Bool
+    let keys: AccountKeyNames
+    let unreadableKeys: Set<String>
+}
+
+/// The key names of an account, one list shared by the accounts that have the same.
+final class AccountKeyNames: Sendable {
+    let names: [String]
+
+    init(_ names: [String]) {
+        self.names = names
+    }
 }
 
 /// The names the Acrobits Push Token Reporter gives a device (its service parameters).

@@ -78,8 +78,12 @@ public struct AccountTemplates: Sendable {
         self.configuration = configuration
         self.sources = sources
         self.table = SymbolTable(globals: Array(configuration.globals.keys) + configuration.unreadableGlobals)
-        self.builtins = [.installid: installID ?? "<installid>", .hostname: hostname, .platform: "linux",
-                         .version: PushReporterVersion.current]
+        self.builtins = Self.builtins(installID: installID, hostname: hostname)
+    }
+
+    /// The values of the built-in variables (SPEC §3).
+    private static func builtins(installID: String?, hostname: String) -> [BuiltinVariable: String] {
+        [.installid: installID ?? "<installid>", .hostname: hostname, .platform: "linux", .version: PushReporterVersion.current]
     }
 
     /// `body` given every key some account has, built on first need (only when an account lacks
@@ -88,7 +92,7 @@ public struct AccountTemplates: Sendable {
     private func withAccountKeys<R>(_ body: (Set<String>) -> R) -> R {
         knownAccountKeys.keys.withLock { keys in
             if let keys { return body(keys) }
-            var found = Set(DeviceValues.names)
+            var found = Set(DeviceValues.names).union(configuration.accountsLeftOut.keys)
             for account in configuration.accounts {
                 found.formUnion(account.values.keys)
                 found.formUnion(account.unreadableKeys)
@@ -105,6 +109,16 @@ public struct AccountTemplates: Sendable {
 
     /// Whether a built-in variable's value holds a byte a header cannot hold (CR, LF, NUL).
     public var builtinsHoldHeaderForbiddenBytes: Bool {
+        Self.holdHeaderForbiddenBytes(builtins)
+    }
+
+    /// Whether a built-in variable's value holds a byte a header cannot hold, with these values:
+    /// then an account that passed its check while loading must be checked again.
+    public static func builtinsHoldHeaderForbiddenBytes(installID: String?, hostname: String) -> Bool {
+        holdHeaderForbiddenBytes(builtins(installID: installID, hostname: hostname))
+    }
+
+    private static func holdHeaderForbiddenBytes(_ builtins: [BuiltinVariable: String]) -> Bool {
         builtins.values.contains { $0.utf8.contains(where: Template.isForbiddenInHeader) }
     }
 

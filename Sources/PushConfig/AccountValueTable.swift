@@ -77,6 +77,17 @@ public struct AccountValueTable: Sendable {
     }
 
     public var keys: [String] { entries.map(\.key) }
+
+    /// Whether `other` has the same keys in the same order (their values aside).
+    func hasSameKeys(as other: AccountValueTable) -> Bool {
+        guard entries.count == other.entries.count else { return false }
+        // In place: iterating would retain and release every key.
+        return entries.withUnsafeBufferPointer { mine in
+            other.entries.withUnsafeBufferPointer { theirs in
+                mine.indices.allSatisfy { mine[$0].digest == theirs[$0].digest && mine[$0].key == theirs[$0].key }
+            }
+        }
+    }
     public var count: Int { entries.count }
     public var isEmpty: Bool { entries.isEmpty }
 

@@ -52,6 +52,11 @@ public struct ConfigurationLoader: Sendable {
     /// without a problem is marked in ``LoadResult/passedEarly``. The checking then overlaps
     /// the parsing.
     public var earlyChecker: (@Sendable (Configuration) -> any EarlyAccountChecker)?
+    /// With ``earlyChecker``: an account it passes, and that names no service (whose checks
+    /// look at every account naming it), is not kept in `configuration.accounts` but counted
+    /// in ``Configuration/accountsLeftOut``. For `validate`, which then has nothing left to do
+    /// with it: a million accounts would otherwise stay in memory to the end (2 KB each).
+    public var leavesOutPassedAccounts = false
 
     public init(environment: LoaderEnvironment = .current()) {
         self.environment = environment
@@ -62,6 +67,7 @@ public struct ConfigurationLoader: Sendable {
         var session = LoadSession(environment: environment)
         session.accountRuns = accountRuns
         session.earlyCheckerFactory = earlyChecker
+        session.leavesOutPassed = leavesOutPassedAccounts && earlyChecker != nil
         var files: [String] = []
         for path in paths { files += session.files(at: path) }
         // With a second processor, files are parsed on another thread, a couple ahead of the one
@@ -108,6 +114,12 @@ struct LoadSession {
     var earlyCheckerFactory: (@Sendable (Configuration) -> any EarlyAccountChecker)?
     /// Indexed like `configuration.accounts` (kept only with `earlyCheckerFactory`).
     var passedEarly: [Bool] = []
+    /// See ``ConfigurationLoader/leavesOutPassedAccounts``.
+    var leavesOutPassed = false
+    /// The key names of the last account left out, with its values to compare the next one's
+    /// keys with.
+    private var lastLeftOutKeys: (values: AccountValueTable, names: AccountKeyNames)?
+
     /// The checker accounts are checked with as they are read, and the number of globals it
     /// knows: made again when a file adds globals.
     private var earlyChecker: (checker: any EarlyAccountChecker, globals: Int)?
@@ -211,6 +223,12 @@ struct LoadSession {
         // error further on, or a `defaults:` after `accounts:`, the file is parsed again and
         // loaded from its tree, as without streaming.
         let checkpoint = Checkpoint(self)
+        // Accounts left out are in no list that going back to the checkpoint can cut: it frees
+        // every id taken in this file instead, which needs the file not loaded before (an id
+        // of it is then taken in the earlier load).
+        let leavingOut = leavesOutPassed
+        if configuration.files.contains(path) { leavesOutPassed = false }
+        defer { leavesOutPassed = leavingOut }
         configuration.files.append(path)
         var defaults = AccountLayer()
         _ = loadRootEntries(before[...], file: path, defaults: &defaults)
@@ -252,7 +270,7 @@ struct LoadSession {
               contents.parsed.streamedItemCount == streamed,
               !root.entries[(before.count + 1)...].contains(where: { $0.key.value == TopLevelKey.defaults.rawValue })
         else {
-            checkpoint.restore(&self)
+            checkpoint.restore(&self, file: self.path(of: path))
             // The tree lacks the streamed items: a file that has them is parsed again.
             let whole = if case .success(let contents) = parsed.contents, contents.parsed.root != nil,
                            contents.parsed.streamedItemCount != nil {
@@ -292,7 +310,8 @@ struct LoadSession {
             passedEarly = session.passedEarly.count
         }
 
-        func restore(_ session: inout LoadSession) {
+        /// Goes back to the checkpoint of `file`.
+        func restore(_ session: inout LoadSession, file: SourcePath) {
             var restored = saved
             swap(&restored.configuration.accounts, &session.configuration.accounts)
             swap(&restored.accountOwners, &session.accountOwners)
@@ -300,6 +319,11 @@ struct LoadSession {
             swap(&restored.accountServiceReferences, &session.accountServiceReferences)
             swap(&restored.passedEarly, &session.passedEarly)
             for account in restored.configuration.accounts[accounts...] { restored.accountOwners[account.id] = nil }
+            if session.configuration.accountsLeftOut.count > restored.configuration.accountsLeftOut.count {
+                for id in restored.accountOwners.compactMap({ $0.value.file == file ? $0.key : nil }) {
+                    restored.accountOwners[id] = nil
+                }
+            }
             restored.configuration.accounts.removeSubrange(accounts...)
             restored.diagnostics.removeAll(after: diagnostics)
             restored.accountServiceReferences.removeSubrange(serviceReferences...)
@@ -753,7 +777,8 @@ struct LoadSession {
             diagnostics.error("accounts must be a list (each item starting with '- '), not \(node.kindDescription)", file: file, at: node.start)
             return
         }
-        configuration.accounts.reserveCapacity(configuration.accounts.count + sequence.items.count)
+        // Not when most are left out: room for a million accounts would outweigh what is kept.
+        if !leavesOutPassed { configuration.accounts.reserveCapacity(configuration.accounts.count + sequence.items.count) }
         accountOwners.reserveCapacity(accountOwners.count + sequence.items.count)
         readAccounts(sequence.items[...], file: file, defaults: defaults)
     }
@@ -767,8 +792,7 @@ struct LoadSession {
             var checking = checker
             for item in items {
                 guard let account = readAccount(item, file: file, defaults: defaults) else { continue }
-                let passed = checking?.passesWithoutRendering(account) ?? false
-                admit(account, passedEarly: passed)
+                admit(checked(account, by: &checking))
             }
             // Kept with the templates it compiled, for the next items of the file.
             if let checking { earlyChecker?.checker = checking }
@@ -794,16 +818,18 @@ struct LoadSession {
         // Grown once: the ids of a run of 50,000 accounts would otherwise be hashed again at
         // each of several doublings, on the one thread that admits every account.
         accountOwners.reserveCapacity(accountOwners.count + run.accounts.count)
-        configuration.accounts.reserveCapacity(configuration.accounts.count + run.accounts.count)
+        let whole = !leavesOutPassed ? run.accounts.count : run.accounts.count {
+            if case .whole? = $0.account { true } else { false }
+        }
+        configuration.accounts.reserveCapacity(configuration.accounts.count + whole)
         for index in run.accounts.indices {
-            let (diagnosticCount, referenceCount, passed) = (run.accounts[index].diagnostics, run.accounts[index].references,
-                                                             run.accounts[index].passedEarly)
+            let (diagnosticCount, referenceCount) = (run.accounts[index].diagnostics, run.accounts[index].references)
             diagnostics.append(contentsOf: run.session.diagnostics.all[diagnosticsTaken..<diagnosticCount])
             accountServiceReferences += run.session.accountServiceReferences[referencesTaken..<referenceCount]
             diagnosticsTaken = diagnosticCount
             referencesTaken = referenceCount
             // Moved out, not copied (a copy retains each of the account's references).
-            if let account = run.accounts[index].account.take() { admit(account, passedEarly: passed) }
+            if let account = run.accounts[index].account.take() { admit(account) }
         }
         // Templates a run read for the first time.
         sources.merge(run.session.sources) { mine, _ in mine }
@@ -816,7 +842,7 @@ struct LoadSession {
     /// admitted later in file order (``take(_:)``): each account (nil when it could not be
     /// used) with the number of diagnostics and service references its session had after it.
     struct AccountRun: Sendable {
-        var accounts: [(account: Account?, diagnostics: Int, references: Int, passedEarly: Bool)] = []
+        var accounts: [(account: CheckedAccount?, diagnostics: Int, references: Int)] = []
         var session: LoadSession
         /// Checks each account as it is read (see ``ConfigurationLoader/earlyChecker``).
         var checking: (any EarlyAccountChecker)?
@@ -826,9 +852,8 @@ struct LoadSession {
             // Exactly for one call; a reader called for batch after batch lets the array grow.
             if accounts.isEmpty { accounts.reserveCapacity(items.count) }
             for item in items {
-                let account = session.readAccount(item, file: file, defaults: defaults)
-                let passed = account.map { checking?.passesWithoutRendering($0) ?? false } ?? false
-                accounts.append((account, session.diagnostics.all.count, session.accountServiceReferences.count, passed))
+                let account = session.readAccount(item, file: file, defaults: defaults).map { session.checked($0, by: &checking) }
+                accounts.append((account, session.diagnostics.all.count, session.accountServiceReferences.count))
             }
         }
     }
@@ -882,17 +907,58 @@ struct LoadSession {
     private static let usernameKey = AccountValueTable.PreparedKey("username")
     private static let enabledKey = AccountValueTable.PreparedKey("enabled")
 
-    /// Adds `account` unless its id is taken (ids are unique across all files), with whether it
-    /// passed its check while loading.
-    mutating func admit(_ account: consuming Account, passedEarly passed: Bool = false) {
-        if let owner = accountOwners[account.id] {
-            diagnostics.error("account id '\(account.id)' is already used at \(owner.file.string):\(owner.position.line):\(owner.position.column); ids must be unique across all files",
-                              file: account.file, at: account.position, account: account.id)
-            return
+    /// An account read, checked as it loaded when there is an early checker, as it is to be
+    /// admitted.
+    enum CheckedAccount: Sendable {
+        /// Kept whole, with whether it passed its check while loading.
+        case whole(Account, passedEarly: Bool)
+        /// Passed, and left out (``ConfigurationLoader/leavesOutPassedAccounts``).
+        case leftOut(LeftOutAccount)
+    }
+
+    /// `account` checked by `checker` (when there is one), and left out if it passes and may be.
+    mutating func checked(_ account: consuming Account, by checker: inout (any EarlyAccountChecker)?) -> CheckedAccount {
+        let passed = checker?.passesWithoutRendering(account) ?? false
+        guard passed, leavesOutPassed, account.services.isEmpty else { return .whole(account, passedEarly: passed) }
+        let names: AccountKeyNames
+        if let last = lastLeftOutKeys, account.values.hasSameKeys(as: last.values) {
+            names = last.names
+        } else {
+            names = AccountKeyNames(account.values.keys)
+            lastLeftOutKeys = (account.values, names)
         }
-        accountOwners[account.id] = (account.path, account.position)
+        return .leftOut(LeftOutAccount(id: account.id, path: account.path, position: account.position,
+                                       isEnabled: account.isEnabled, keys: names, unreadableKeys: account.unreadableKeys))
+    }
+
+    /// Adds `account` unless its id is taken (ids are unique across all files).
+    mutating func admit(_ account: consuming CheckedAccount) {
+        switch consume account {
+        case .whole(let account, let passed):
+            admit(account, passedEarly: passed)
+        case .leftOut(let account):
+            guard claim(account.id, path: account.path, at: account.position) else { return }
+            configuration.accountsLeftOut.add(account)
+        }
+    }
+
+    /// Adds `account` unless its id is taken, with whether it passed its check while loading.
+    mutating func admit(_ account: consuming Account, passedEarly passed: Bool = false) {
+        guard claim(account.id, path: account.path, at: account.position) else { return }
         configuration.accounts.append(consume account)
         if earlyCheckerFactory != nil { passedEarly.append(passed) }
+    }
+
+    /// Takes `id` for the account at `position` of `path`; false (with a diagnostic) when an
+    /// earlier account has it: ids are unique across all files.
+    private mutating func claim(_ id: String, path: SourcePath, at position: SourcePosition) -> Bool {
+        if let owner = accountOwners[id] {
+            diagnostics.error("account id '\(id)' is already used at \(owner.file.string):\(owner.position.line):\(owner.position.column); ids must be unique across all files",
+                              file: path.string, at: position, account: id)
+            return false
+        }
+        accountOwners[id] = (path, position)
+        return true
     }
 
     /// The checker of accounts as they are read, for the globals loaded so far; nil without
@@ -1247,7 +1313,7 @@ struct LoadSession {
                               + (configuration.services.isEmpty ? "; declare it under the top-level services: key" : ""),
                               file: reference.file, at: reference.position, account: reference.account)
         }
-        if configuration.accounts.isEmpty && !diagnostics.hasErrors {
+        if configuration.accounts.isEmpty && configuration.accountsLeftOut.count == 0 && !diagnostics.hasErrors {
             diagnostics.warning("no account is configured, so there is nothing to report",
                                 file: configuration.files.first ?? "configuration")
         }

@@ -39,12 +39,14 @@ struct LoadedConfiguration {
     let environment: LoaderEnvironment
 
     /// Loads the configuration `options` name; `checkingEarly` also checks each account as it
-    /// loads (for `validate`, see ``ConfigurationLoader/earlyChecker``).
-    init(options: ConfigOptions, checkingEarly: Bool = false) {
+    /// loads (for `validate`, see ``ConfigurationLoader/earlyChecker``), and `leavingOutPassed`
+    /// then keeps only those it could not pass (``ConfigurationLoader/leavesOutPassedAccounts``).
+    init(options: ConfigOptions, checkingEarly: Bool = false, leavingOutPassed: Bool = false) {
         environment = LoaderEnvironment.current()
         let paths = options.resolvedPaths(environment: environment)
         var loader = ConfigurationLoader(environment: environment)
         if checkingEarly { loader.earlyChecker = RequestBuilder.earlyChecker(hostname: environment.hostname) }
+        loader.leavesOutPassedAccounts = leavingOutPassed
         result = loader.load(paths: paths)
         if options.paths.isEmpty, environment.variables["PUSHREPORTER_CONFIG"] ?? "" == "",
            access(paths[0], F_OK) != 0 {

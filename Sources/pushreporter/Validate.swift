@@ -27,9 +27,16 @@ struct Validate: ParsableCommand {
     var strict = false
 
     func run() throws {
-        // Accounts are checked while they load, as far as that can tell; the others after.
-        var loaded = LoadedConfiguration(options: config, checkingEarly: true)
+        // Accounts are checked while they load, as far as that can tell, and only the others are
+        // kept, to be checked after.
+        var loaded = LoadedConfiguration(options: config, checkingEarly: true, leavingOutPassed: true)
         let installID = loaded.storedInstallID
+        if loaded.result.configuration.accountsLeftOut.count > 0,
+           AccountTemplates.builtinsHoldHeaderForbiddenBytes(installID: installID, hostname: loaded.environment.hostname) {
+            // They passed with `<installid>`; this id can break a header, so every account is
+            // checked again with it, and must be kept.
+            loaded = LoadedConfiguration(options: config, checkingEarly: true)
+        }
         Backends.standard.check(loaded.context(installID: installID), skipping: loaded.result.passedEarly,
                                 diagnostics: &loaded.diagnostics)
         let diagnostics = loaded.diagnostics.sorted(fileOrder: loaded.result.configuration.files)
@@ -39,7 +46,7 @@ struct Validate: ParsableCommand {
         case .text:
             for diagnostic in diagnostics { printError(diagnostic.formatted) }
             let configuration = loaded.result.configuration
-            let enabled = configuration.accounts.count { $0.isEnabled }
+            let enabled = configuration.accounts.count { $0.isEnabled } + configuration.accountsLeftOut.enabled
             printError("\(configuration.files.count) \(plural(configuration.files.count, "file")), "
                        + "\(enabled) \(plural(enabled, "enabled account")): "
                        + "\(errors) \(plural(errors, "error")), \(warnings) \(plural(warnings, "warning"))")

@@ -60,11 +60,14 @@ struct ParallelLoadingTests {
         var diagnostics: [String]
         /// Accounts that passed their check while they loaded.
         var passedEarly = 0
+        /// Accounts that passed and were left out, and how many of them are enabled.
+        var leftOut = 0
+        var leftOutEnabled = 0
     }
 
     static func outcome(accountRuns: Int, checkingRuns: Int, readAhead: Int = 0,
                         files: [(String, String)] = files, streamed: Int? = nil, split: Int? = nil,
-                        installID: String? = "i", earlyCheck: Bool = false) -> Outcome {
+                        installID: String? = "i", earlyCheck: Bool = false, leaveOut: Bool = false) -> Outcome {
         let directory = TemporaryDirectory()
         for (name, text) in files { directory.write(name, text) }
         var loader = ConfigurationLoader(environment: LoaderEnvironment(variables: [:], templateSearchPath: [RepositoryPaths.templates]))
@@ -73,6 +76,7 @@ struct ParallelLoadingTests {
         // Split whatever is long enough when a test counts splits, else never.
         loader.splitAbove = split == nil ? .max : 0
         if earlyCheck { loader.earlyChecker = RequestBuilder.earlyChecker(hostname: "h") }
+        loader.leavesOutPassedAccounts = leaveOut
         let result = loader.load(paths: [directory.path])
         if let streamed { #expect(result.streamedFiles == streamed, "files streamed") }
         if let split { #expect(result.splitFiles == split, "files split") }
@@ -90,7 +94,8 @@ struct ParallelLoadingTests {
         }
         return Outcome(accounts: accounts,
                        diagnostics: diagnostics.all.map { $0.formatted.replacingOccurrences(of: directory.path, with: "DIR") },
-                       passedEarly: result.passedEarly?.count { $0 } ?? 0)
+                       passedEarly: (result.passedEarly?.count { $0 } ?? 0) + result.configuration.accountsLeftOut.count,
+                       leftOut: result.configuration.accountsLeftOut.count, leftOutEnabled: result.configuration.accountsLeftOut.enabled)
     }
 
     @Test("accounts and diagnostics, in order, whatever the number of runs", arguments: [(2, 2), (7, 3), (64, 13), (500, 500)])
@@ -261,6 +266,121 @@ struct ParallelLoadingTests {
         #expect(early.diagnostics.contains { $0.contains("[account newline]") && $0.contains("line feed") })
         #expect(early.diagnostics.contains { $0.contains("[account x2]") })
         #expect(!early.diagnostics.contains { $0.contains("10-later-global.yaml") })
+    }
+
+    /// An account that passes has a key another account names but lacks: the problem is worded
+    /// by whether some account has the key, left out or not.
+    static let keyWording: [(String, String)] = [
+        ("10-keys.yaml", """
+            defaults:
+              pushTokenReporterUrl: https://k.example/?s=%selector%
+            accounts:
+              - id: k1
+                selector: S1
+                rare: r
+              - id: k2
+                selector: S2
+                enabled: false
+              - id: k3
+                selector: S3
+                pushTokenReporterUrl: https://k.example/?r=%account[rare]%
+            """),
+    ]
+
+    /// Accounts that pass while the file streams, which is then loaded again from its tree (a
+    /// `defaults:` after `accounts:`): their ids are not taken twice.
+    static let lateDefaults: [(String, String)] = [
+        ("10-late-defaults.yaml", """
+            accounts:
+              - id: r1
+                selector: S1
+                pushTokenReporterUrl: https://r.example/?s=%selector%
+              - id: r2
+                selector: S2
+                pushTokenReporterUrl: https://r.example/?s=%selector%
+            defaults:
+              pushTokenReporterContentType: text/plain
+            """),
+    ]
+
+    @Test("leaving out the accounts that pass while they load gives what checking all gives",
+          arguments: [(1, 0), (3, 0), (1, 2), (3, 2)])
+    func leavingOutIsInvisible(accountRuns: Int, readAhead: Int) {
+        // No account passes early in `long` (its accounts have problems or no request) nor beside
+        // a global that could not be read.
+        for (files, passes) in [(Self.files, true), (Self.awkward, true), (Self.checkedEarly, true),
+                                (Self.unreadableGlobal, false), (Self.keyWording, true), (Self.long, false),
+                                (Self.lateDefaults, true)] {
+            let all = Self.outcome(accountRuns: accountRuns, checkingRuns: 1, readAhead: readAhead, files: files, installID: nil)
+            let kept = Self.outcome(accountRuns: accountRuns, checkingRuns: 2, readAhead: readAhead, files: files,
+                                    installID: nil, earlyCheck: true)
+            let leftOut = Self.outcome(accountRuns: accountRuns, checkingRuns: 2, readAhead: readAhead, files: files,
+                                       installID: nil, earlyCheck: true, leaveOut: true)
+            #expect(leftOut.diagnostics == all.diagnostics)
+            #expect(leftOut.passedEarly == kept.passedEarly)
+            // What is kept is what passed not, or names a service: the others, in their order.
+            #expect((leftOut.leftOut > 0) == passes, "\(files.map(\.0))")
+            #expect(leftOut.accounts.count + leftOut.leftOut == all.accounts.count)
+            #expect(leftOut.accounts.allSatisfy(all.accounts.contains))
+            #expect(leftOut.accounts == all.accounts.filter(leftOut.accounts.contains))
+            let isEnabled = { (account: String) in account.split(separator: " ")[1] == "true" }
+            #expect(leftOut.accounts.count(where: isEnabled) + leftOut.leftOutEnabled == all.accounts.count(where: isEnabled))
+        }
+        let wording = Self.outcome(accountRuns: accountRuns, checkingRuns: 1, readAhead: readAhead, files: Self.keyWording,
+                                   installID: nil, earlyCheck: true, leaveOut: true)
+        #expect(wording.leftOut == 2)
+        #expect(wording.leftOutEnabled == 1)
+        #expect(wording.diagnostics.contains { $0.contains("[account k3]") && $0.contains("the account has no key 'rare'") })
+    }
+
+    @Test("a file given twice has its ids reported as used, whether its accounts are left out or not")
+    func fileGivenTwice() {
+        let directory = TemporaryDirectory()
+        let path = directory.write("10-late-defaults.yaml", Self.lateDefaults[0].1)
+        func diagnostics(leaveOut: Bool) -> [String] {
+            var loader = ConfigurationLoader(environment: LoaderEnvironment(variables: [:], templateSearchPath: []))
+            loader.readAhead = 2
+            loader.earlyChecker = RequestBuilder.earlyChecker(hostname: "h")
+            loader.leavesOutPassedAccounts = leaveOut
+            return loader.load(paths: [path, path]).diagnostics.all.map(\.formatted)
+        }
+        let kept = diagnostics(leaveOut: false)
+        #expect(kept.count { $0.contains("is already used") } == 2)
+        #expect(diagnostics(leaveOut: true) == kept)
+    }
+
+    /// A file long enough to split, of accounts that pass but a few, with ids repeated in both
+    /// parts and keys named by accounts that lack them.
+    static let longClean: [(String, String)] = {
+        var text = """
+            defaults:
+              pushTokenReporterUrl: https://c.example/?s=%selector%&t=%pushTokenOther%
+            accounts:
+
+            """
+        for index in 0..<1_600 {
+            text += "  - id: c\(index)\n    selector: S\(index)\n    pushTokenOther: t\(index)\n"
+            if index % 97 == 0 { text += "    enabled: false\n" }
+            if index % 101 == 0 { text += "    rare: r\(index)\n" }
+            if index % 211 == 0 { text += "    pushTokenReporterUrl: https://c.example/%account[rare]%\n" }
+            if index % 113 == 0 { text += "  - id: c\(index / 3)\n    selector: again\n" }
+        }
+        return [("10-clean.yaml", text)]
+    }()
+
+    @Test("leaving out accounts while a long file is parsed in two parts gives what checking all gives")
+    func leavingOutInTwoParts() {
+        let all = Self.outcome(accountRuns: 1, checkingRuns: 1, readAhead: 0, files: Self.longClean, installID: nil)
+        let leftOut = Self.outcome(accountRuns: 1, checkingRuns: 1, readAhead: 2, files: Self.longClean, streamed: 1, split: 1,
+                                   installID: nil, earlyCheck: true, leaveOut: true)
+        #expect(all.diagnostics.count { $0.contains("already used") } > 10)
+        #expect(all.diagnostics.contains { $0.contains("the account has no key 'rare'") })
+        #expect(leftOut.diagnostics.sorted() == all.diagnostics.sorted())
+        #expect(leftOut.leftOut > 1_500)
+        #expect(leftOut.accounts.count + leftOut.leftOut == all.accounts.count)
+        #expect(leftOut.accounts.allSatisfy(all.accounts.contains))
+        let isEnabled = { (account: String) in account.split(separator: " ")[1] == "true" }
+        #expect(leftOut.accounts.count(where: isEnabled) + leftOut.leftOutEnabled == all.accounts.count(where: isEnabled))
     }
 
     @Test("an installation id with a line break gets every account checked, though they passed while loading")

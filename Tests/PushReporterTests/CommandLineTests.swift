@@ -38,6 +38,37 @@ struct CommandLineTests {
         #expect(array.first?["message"] as? String == "unknown variable 'selectr'; did you mean 'selector'?")
     }
 
+    /// validate keeps only the accounts it could not pass while they loaded; what it says of the
+    /// others (their number, the duplicate ids among them) must not change.
+    @Test("validate counts and checks the accounts it passed while they loaded, and checks them again with an installid that breaks a header")
+    func validateAccountsPassedWhileLoading() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.path + "/state"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        var text = """
+            agent: {stateDirectory: \(state)}
+            defaults:
+              pushTokenReporterUrl: https://h.example/?s=%selector%
+              pushTokenReporterCustomHeaders: "X-Install: %installid%"
+            accounts:
+
+            """
+        for index in 0..<3_000 { text += "  - {id: a\(index), selector: s\(index)\(index % 1_000 == 7 ? ", enabled: no" : "")}\n" }
+        text += "  - {id: a2999, selector: again}\n"
+        let path = directory.write("c.yaml", text)
+        let clean = try ProcessRunner.pushreporter(["validate", "--config", path])
+        #expect(clean.status == 78)
+        #expect(clean.stderr.contains("c.yaml:3006:5: error: account id 'a2999' is already used at \(path):3005:5"))
+        #expect(clean.stderr.hasSuffix("1 file, 2997 enabled accounts: 1 error, 0 warnings\n"), "\(clean.stderr)")
+        // The agent's installation id, as validate reads it: with a line break, every account's
+        // header is broken, though each passed with `<installid>` while it loaded.
+        _ = directory.write("state/installid", "id\nwith-a-break\n")
+        let broken = try ProcessRunner.pushreporter(["validate", "--config", path])
+        #expect(broken.status == 78)
+        #expect(broken.stderr.components(separatedBy: "line feed").count - 1 == 2_997, "\(broken.stderr.suffix(600))")
+        #expect(broken.stderr.hasSuffix("1 file, 2997 enabled accounts: 2998 errors, 0 warnings\n"), "\(broken.stderr.suffix(600))")
+    }
+
     @Test("--strict turns warnings into exit 78; without it they exit 0")
     func strict() throws {
         let directory = TemporaryDirectory()
