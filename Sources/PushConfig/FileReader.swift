@@ -17,8 +17,9 @@ struct ParsedFile: Sendable {
     /// `stream` as they are parsed; `stream` is always ended on return.
     init(path: String, streaming stream: SequenceStream? = nil) {
         defer { stream?.end() }
-        contents = FileSystem.read(path).map { bytes in
-            Contents(parsed: YAMLParser.parse(bytes, streaming: stream), source: SourceText(bytes: bytes))
+        var identity: FileIdentity?
+        contents = FileSystem.read(path, identity: &identity).map { bytes in
+            Contents(parsed: YAMLParser.parse(bytes, streaming: stream), source: SourceText(bytes: bytes, path: path, identity: identity))
         }
     }
 
@@ -48,11 +49,15 @@ final class FileReader: @unchecked Sendable {
     private let streams: [SequenceStream]
     /// Whether the reading thread runs: set once, in `init`, before anything reads it.
     private var threaded = false
+    /// Whether each file's bytes are let go once it is parsed (``SourceText/releaseBytes()``).
+    private let releasesBytes: Bool
 
-    /// `splitAbove`: see ``SequenceStream/splitAbove``.
-    init(paths: [String], ahead: Int, splitAbove: Int? = nil) {
+    /// `splitAbove`: see ``SequenceStream/splitAbove``. `releasesBytes`: each file's bytes are
+    /// let go once it is parsed, before the next is read, to be read again if needed.
+    init(paths: [String], ahead: Int, splitAbove: Int? = nil, releasesBytes: Bool = false) {
         self.paths = paths
         self.ahead = ahead
+        self.releasesBytes = releasesBytes
         shared = ConditionLock(Shared(files: Array(repeating: nil, count: paths.count)))
         let reads = ahead > 0 && !paths.isEmpty
         streams = reads ? paths.map { _ in SequenceStream(key: TopLevelKey.accounts.rawValue, splitAbove: splitAbove) } : []
@@ -63,6 +68,7 @@ final class FileReader: @unchecked Sendable {
         for index in paths.indices {
             shared.wait(until: { index < $0.next + ahead }) { _ in }
             let file = ParsedFile(path: paths[index], streaming: streams[index])
+            if releasesBytes, case .success(let contents) = file.contents { contents.source.releaseBytes() }
             shared.change { $0.files[index] = file }
         }
     }

@@ -45,6 +45,24 @@ public struct LoaderEnvironment: Sendable {
     }
 }
 
+/// What tells a regular file read again from the one read before: its device and inode, size
+/// and modification time.
+struct FileIdentity: Sendable, Equatable {
+    let device: UInt64
+    let inode: UInt64
+    let size: Int64
+    let modifiedSeconds: Int
+    let modifiedNanoseconds: Int
+
+    init(_ info: stat) {
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+        size = Int64(info.st_size)
+        modifiedSeconds = info.st_mtim.tv_sec
+        modifiedNanoseconds = info.st_mtim.tv_nsec
+    }
+}
+
 /// Small POSIX file helpers with messages people can read.
 package enum FileSystem {
     enum Kind { case file, directory, other }
@@ -67,11 +85,29 @@ package enum FileSystem {
 
     /// The whole file as bytes, refusing more than `limit` bytes (so `/dev/zero` cannot exhaust memory).
     package static func read(_ path: String, limit: Int = maximumConfigurationSize) -> Result<[UInt8], FileError> {
+        read(path, limit: limit, identity: nil)
+    }
+
+    /// The whole file as bytes, as ``read(_:limit:)``, and `identity` set to the file's when
+    /// it is a regular file read whole at the size it had when opened (nil otherwise).
+    static func read(_ path: String, limit: Int = maximumConfigurationSize,
+                     identity: UnsafeMutablePointer<FileIdentity?>?) -> Result<[UInt8], FileError> {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { return .failure(FileError(errno: errno)) }
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else { return .failure(FileError(errno: errno)) }
+        let result = read(fd, info, limit: limit)
+        if let identity {
+            identity.pointee = nil
+            if case .success(let bytes) = result, info.st_mode & S_IFMT == S_IFREG, bytes.count == Int(info.st_size) {
+                identity.pointee = FileIdentity(info)
+            }
+        }
+        return result
+    }
+
+    private static func read(_ fd: Int32, _ info: stat, limit: Int) -> Result<[UInt8], FileError> {
         if info.st_mode & S_IFMT == S_IFDIR { return .failure(FileError(message: "it is a directory")) }
         if info.st_mode & S_IFMT == S_IFCHR || info.st_mode & S_IFMT == S_IFBLK {
             return .failure(FileError(message: "it is a device, not a file"))

@@ -15,15 +15,62 @@ import Synchronization
 /// a position walks only the bytes of that one line. Columns count Unicode scalars, which for
 /// invalid UTF-8 means every byte that is not a continuation byte (`10xxxxxx`).
 public struct SourceText: Sendable {
-    /// The raw bytes of the file.
-    public let bytes: [UInt8]
+    /// The raw bytes of the file; none when they were let go (``releaseBytes()``) and the file
+    /// has changed since it was read.
+    public var bytes: [UInt8] { storage.bytes }
+
+    private let storage: Storage
 
     /// Where each line starts, found on first need: only a diagnostic needs it, and most loads
     /// report none (for 100,000 accounts, the pass and its 8 MB were 2% of `validate`).
     private let lineIndex = LineIndex()
 
     public init(bytes: [UInt8]) {
-        self.bytes = bytes
+        storage = Storage(bytes: bytes, file: nil)
+    }
+
+    /// The bytes read from the regular file at `path` whose identity was `identity` then (nil:
+    /// they cannot be read again).
+    init(bytes: [UInt8], path: String, identity: FileIdentity?) {
+        storage = Storage(bytes: bytes, file: identity.map { (path, $0) })
+    }
+
+    /// Lets the bytes go when they can be read again from the file, to be read back when a
+    /// diagnostic needs them: for a load that keeps little else, whose largest part would
+    /// otherwise be the files themselves. Read back only while the file is the one read (same
+    /// inode, size and modification time); else ``bytes`` is empty, and a problem is placed at
+    /// the start of its value instead of inside it.
+    func releaseBytes() {
+        storage.release()
+    }
+
+    private final class Storage: Sendable {
+        private let state: Mutex<[UInt8]?>
+        private let file: (path: String, identity: FileIdentity)?
+
+        init(bytes: [UInt8], file: (path: String, identity: FileIdentity)?) {
+            state = Mutex(bytes)
+            self.file = file
+        }
+
+        var bytes: [UInt8] {
+            state.withLock { bytes in
+                if let bytes { return bytes }
+                var identity: FileIdentity?
+                guard let file, case .success(let read) = FileSystem.read(file.path, identity: &identity),
+                      identity == file.identity else {
+                    bytes = []
+                    return []
+                }
+                bytes = read
+                return read
+            }
+        }
+
+        func release() {
+            guard file != nil else { return }
+            state.withLock { $0 = nil }
+        }
     }
 
     /// The byte offset at which each line starts; never empty. `lineStarts[0]` is 0, or 3 when
