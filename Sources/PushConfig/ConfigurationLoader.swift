@@ -12,6 +12,11 @@ public struct LoadResult: Sendable {
     public var sources: [String: SourceText]
     /// The configuration files whose accounts were read while they were parsed (for tests).
     var streamedFiles = 0
+    /// The configuration files whose accounts were read while they were parsed, then read again
+    /// from the file's whole tree (a `defaults:` after `accounts:`, an error further on): a load
+    /// that hands its accounts over as it reads them must read these from the tree at once
+    /// (``ConfigurationLoader/load(paths:unstreamed:handing:)``).
+    public var restoredFiles: [String] = []
     /// Of those, the files whose accounts were parsed in two parts at once (for tests).
     var splitFiles = 0
     /// With ``ConfigurationLoader/earlyChecker`` set, for each account of
@@ -68,7 +73,23 @@ public struct ConfigurationLoader: Sendable {
 
     /// Loads every file named by `paths` (files, or directories of `*.yaml` and `*.yml`).
     public func load(paths: [String]) -> LoadResult {
+        load(paths: paths, unstreamed: [], sink: nil)
+    }
+
+    /// Loads as ``load(paths:)``, but hands each account to `take` as it is admitted, in file
+    /// order, instead of keeping it in `configuration.accounts`: memory does not grow with the
+    /// accounts (but for their ids, to tell duplicates). For a configuration loaded once
+    /// already, to go over its accounts again (`preview`): an account handed over cannot be taken
+    /// back, so the files of `unstreamed` (the earlier load's ``LoadResult/restoredFiles``) are
+    /// read from their tree, and any other file that would have to be read again is an error
+    /// (it changed since).
+    public func load(paths: [String], unstreamed: Set<String>, handing take: @escaping (consuming Account) -> Void) -> LoadResult {
+        load(paths: paths, unstreamed: unstreamed, sink: AccountSink(take: take))
+    }
+
+    private func load(paths: [String], unstreamed: Set<String>, sink: AccountSink?) -> LoadResult {
         var session = LoadSession(environment: environment)
+        session.sink = sink
         session.accountRuns = accountRuns
         session.earlyCheckerFactory = earlyChecker
         session.leavesOutPassed = leavesOutPassedAccounts && earlyChecker != nil
@@ -77,7 +98,10 @@ public struct ConfigurationLoader: Sendable {
         // With a second processor, files are parsed on another thread, a couple ahead of the one
         // being loaded, whose accounts are read while it is parsed.
         let reader = FileReader(paths: files, ahead: readAhead ?? (Processors.online > 1 ? 2 : 0),
-                                splitAbove: splitAbove ?? (1 << 20), releasesBytes: releasesSourceBytes)
+                                // Handed over, a split file's second part would wait whole
+                                // for the first to be read.
+                                splitAbove: sink != nil ? .max : splitAbove ?? (1 << 20),
+                                releasesBytes: releasesSourceBytes, unstreamed: unstreamed)
         for index in files.indices {
             session.loadFile(files[index], from: reader, index: index)
             // The reader lets each go as soon as it is parsed; this is for a file read when taken.
@@ -85,9 +109,20 @@ public struct ConfigurationLoader: Sendable {
         }
         session.finish()
         var result = LoadResult(configuration: session.configuration, diagnostics: session.diagnostics, sources: session.sources,
-                          streamedFiles: session.streamedFiles, splitFiles: session.splitFiles)
+                          streamedFiles: session.streamedFiles, restoredFiles: session.restoredFiles, splitFiles: session.splitFiles)
         result.passedEarly = earlyChecker == nil ? nil : session.passedEarly
         return result
+    }
+}
+
+/// Where a load hands its accounts (``ConfigurationLoader/load(paths:unstreamed:handing:)``).
+/// Unchecked: only the thread that runs the load calls it (sessions reading runs of accounts
+/// on other threads are copies without it).
+final class AccountSink: @unchecked Sendable {
+    let take: (consuming Account) -> Void
+
+    init(take: @escaping (consuming Account) -> Void) {
+        self.take = take
     }
 }
 
@@ -122,6 +157,9 @@ struct LoadSession {
     var passedEarly: [Bool] = []
     /// See ``ConfigurationLoader/leavesOutPassedAccounts``.
     var leavesOutPassed = false
+    /// Where admitted accounts go instead of `configuration.accounts`, when set.
+    var sink: AccountSink?
+    var restoredFiles: [String] = []
     /// The key names of the last account left out, with its values to compare the next one's
     /// keys with.
     private var lastLeftOutKeys: (values: AccountValueTable, names: AccountKeyNames)?
@@ -276,7 +314,14 @@ struct LoadSession {
               contents.parsed.streamedItemCount == streamed,
               !root.entries[(before.count + 1)...].contains(where: { $0.key.value == TopLevelKey.defaults.rawValue })
         else {
+            guard sink == nil else {
+                // Its accounts were handed over: they cannot be read again. The file was read
+                // from its tree in the load before, or it would not be streamed.
+                diagnostics.error("the file changed while it was read; read it again", file: path)
+                return
+            }
             checkpoint.restore(&self, file: self.path(of: path))
+            restoredFiles.append(path)
             // The tree lacks the streamed items: a file that has them is parsed again.
             let whole = if case .success(let contents) = parsed.contents, contents.parsed.root != nil,
                            contents.parsed.streamedItemCount != nil {
@@ -348,6 +393,7 @@ struct LoadSession {
         copy.diagnostics = DiagnosticList()
         copy.accountServiceReferences = []
         copy.passedEarly = []
+        copy.sink = nil
         return copy
     }
 
@@ -784,7 +830,9 @@ struct LoadSession {
             return
         }
         // Not when most are left out: room for a million accounts would outweigh what is kept.
-        if !leavesOutPassed { configuration.accounts.reserveCapacity(configuration.accounts.count + sequence.items.count) }
+        if !leavesOutPassed && sink == nil {
+            configuration.accounts.reserveCapacity(configuration.accounts.count + sequence.items.count)
+        }
         accountOwners.reserveCapacity(accountOwners.count + sequence.items.count)
         readAccounts(sequence.items[...], file: file, defaults: defaults)
     }
@@ -824,7 +872,7 @@ struct LoadSession {
         // Grown once: the ids of a run of 50,000 accounts would otherwise be hashed again at
         // each of several doublings, on the one thread that admits every account.
         accountOwners.reserveCapacity(accountOwners.count + run.accounts.count)
-        let whole = !leavesOutPassed ? run.accounts.count : run.accounts.count {
+        let whole = sink != nil ? 0 : !leavesOutPassed ? run.accounts.count : run.accounts.count {
             if case .whole? = $0.account { true } else { false }
         }
         configuration.accounts.reserveCapacity(configuration.accounts.count + whole)
@@ -951,6 +999,10 @@ struct LoadSession {
     /// Adds `account` unless its id is taken, with whether it passed its check while loading.
     mutating func admit(_ account: consuming Account, passedEarly passed: Bool = false) {
         guard claim(account.id, path: account.path, at: account.position) else { return }
+        if let sink {
+            sink.take(account)
+            return
+        }
         configuration.accounts.append(consume account)
         if earlyCheckerFactory != nil { passedEarly.append(passed) }
     }
@@ -1319,7 +1371,7 @@ struct LoadSession {
                               + (configuration.services.isEmpty ? "; declare it under the top-level services: key" : ""),
                               file: reference.file, at: reference.position, account: reference.account)
         }
-        if configuration.accounts.isEmpty && configuration.accountsLeftOut.count == 0 && !diagnostics.hasErrors {
+        if configuration.accounts.isEmpty && configuration.accountsLeftOut.count == 0 && sink == nil && !diagnostics.hasErrors {
             diagnostics.warning("no account is configured, so there is nothing to report",
                                 file: configuration.files.first ?? "configuration")
         }

@@ -46,7 +46,7 @@ final class FileReader: @unchecked Sendable {
     private let ahead: Int
     private let shared: ConditionLock<Shared>
     /// Each file's `accounts:` items, as they are parsed (only with a reading thread).
-    private let streams: [SequenceStream]
+    private let streams: [SequenceStream?]
     /// Whether the reading thread runs: set once, in `init`, before anything reads it.
     private var threaded = false
     /// Whether each file's bytes are let go once it is parsed (``SourceText/releaseBytes()``).
@@ -54,13 +54,16 @@ final class FileReader: @unchecked Sendable {
 
     /// `splitAbove`: see ``SequenceStream/splitAbove``. `releasesBytes`: each file's bytes are
     /// let go once it is parsed, before the next is read, to be read again if needed.
-    init(paths: [String], ahead: Int, splitAbove: Int? = nil, releasesBytes: Bool = false) {
+    /// `unstreamed`: paths whose accounts are not streamed, only parsed into the tree.
+    init(paths: [String], ahead: Int, splitAbove: Int? = nil, releasesBytes: Bool = false, unstreamed: Set<String> = []) {
         self.paths = paths
         self.ahead = ahead
         self.releasesBytes = releasesBytes
         shared = ConditionLock(Shared(files: Array(repeating: nil, count: paths.count)))
         let reads = ahead > 0 && !paths.isEmpty
-        streams = reads ? paths.map { _ in SequenceStream(key: TopLevelKey.accounts.rawValue, splitAbove: splitAbove) } : []
+        streams = !reads ? [] : paths.map { path in
+            unstreamed.contains(path) ? nil : SequenceStream(key: TopLevelKey.accounts.rawValue, splitAbove: splitAbove)
+        }
         if reads { threaded = OwnThread(named: "pushrep-read", detached: true) { [self] in readAll() } != nil }
     }
 

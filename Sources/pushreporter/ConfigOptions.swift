@@ -60,6 +60,16 @@ struct LoadedConfiguration {
         }
     }
 
+    /// Loads the same configuration again, handing each account to `take` in file order instead
+    /// of keeping it (``ConfigurationLoader/load(paths:unstreamed:handing:)``); the load's
+    /// diagnostics, which have errors only when a file changed since.
+    func loadAgain(options: ConfigOptions, handing take: @escaping (consuming Account) -> Void) -> DiagnosticList {
+        var loader = ConfigurationLoader(environment: environment)
+        loader.releasesSourceBytes = true
+        return loader.load(paths: options.resolvedPaths(environment: environment), unstreamed: Set(result.restoredFiles),
+                           handing: take).diagnostics
+    }
+
     /// What backends render the configuration with; a nil `installID` shows `%installid%` as
     /// `<installid>`.
     func context(installID: String?) -> BackendContext {

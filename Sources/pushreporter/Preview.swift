@@ -39,7 +39,18 @@ struct Preview: ParsableCommand {
     var showSecrets = false
 
     func run() throws {
-        let loaded = LoadedConfiguration(options: config)
+        // Without --account, the accounts checked while they load and found without a problem
+        // are not kept: they are read again from the files when printed, so that memory does
+        // not grow with the number of accounts. --account needs every id at once.
+        let streaming = accounts.isEmpty
+        var loaded = LoadedConfiguration(options: config, checkingEarly: streaming, leavingOutPassed: streaming)
+        let installID = loaded.storedInstallID
+        if loaded.result.configuration.accountsLeftOut.count > 0,
+           AccountTemplates.builtinsHoldHeaderForbiddenBytes(installID: installID, hostname: loaded.environment.hostname) {
+            // They passed with `<installid>`, and this id can break a header: every account is
+            // rendered with it, so every one is kept.
+            loaded = LoadedConfiguration(options: config, checkingEarly: true)
+        }
         let configuration = loaded.result.configuration
         try stopOnErrors(loaded.diagnostics, files: configuration.files)
         let known = Set(configuration.accounts.map(\.id))
@@ -56,41 +67,74 @@ struct Preview: ParsableCommand {
         }
         let display: SecretDisplay = showSecrets ? .asSent : (format == .curl ? .shellVariables : .stars)
         let backends = Backends.standard
-        let context = loaded.context(installID: loaded.storedInstallID)
-        let selected = configuration.accounts.lazy.filter { accounts.isEmpty || accounts.contains($0.id) }
+        let context = loaded.context(installID: installID)
+        let named = Set(accounts)
+        let selected = configuration.accounts.lazy.filter { named.isEmpty || named.contains($0.id) }
 
-        // Twice: once to find every problem before anything is printed, then to print as each
-        // account is rendered, so that memory does not grow with the number of accounts.
+        // Twice: once to find every problem before anything is printed (of the accounts kept:
+        // the others have none), then to print as each account is rendered.
         var problems = DiagnosticList()
         var planners = backends.planners(context, diagnostics: &problems)
         for account in selected { _ = requests(for: account, planners: &planners, display: display, diagnostics: &problems) }
         try stopOnErrors(problems, files: configuration.files)
 
         planners = backends.planners(context, diagnostics: &problems)
+        var output = Output(format: format)
+        if configuration.accountsLeftOut.count == 0 {
+            for account in selected {
+                output.print(requests(for: account, planners: &planners, display: display, diagnostics: &problems), of: account)
+            }
+        } else {
+            let again = loaded.loadAgain(options: config) { account in
+                output.print(requests(for: account, planners: &planners, display: display, diagnostics: &problems), of: account)
+            }
+            // Only when a file changed since it was first read.
+            if again.hasErrors {
+                output.finish()
+                try stopOnErrors(again, files: configuration.files)
+            }
+        }
+        output.finish()
+        exitNow(.success)
+    }
+
+    /// Prints requests as they come, and what was not printed at the end.
+    private struct Output {
+        let format: Format
         var printed = 0
         var disabled = 0
-        for account in selected {
+        private var finished = false
+
+        init(format: Format) {
+            self.format = format
+        }
+
+        mutating func print(_ requests: [RenderedRequest], of account: Account) {
             guard account.isEnabled else {
                 disabled += 1
-                continue
+                return
             }
-            for request in requests(for: account, planners: &planners, display: display, diagnostics: &problems) {
+            for request in requests {
                 switch format {
                 case .json:
-                    print(printed == 0 ? "[" : ",", terminator: "\n")
-                    print("  " + RequestFormatter.json(request).replacing("\n", with: "\n  "), terminator: "")
+                    Swift.print(printed == 0 ? "[" : ",", terminator: "\n")
+                    Swift.print("  " + RequestFormatter.json(request).replacing("\n", with: "\n  "), terminator: "")
                 case .curl:
-                    print((printed == 0 ? "" : "\n") + RequestFormatter.curl(request))
+                    Swift.print((printed == 0 ? "" : "\n") + RequestFormatter.curl(request))
                 case .http:
-                    print((printed == 0 ? "" : "\n") + RequestFormatter.http(request))
+                    Swift.print((printed == 0 ? "" : "\n") + RequestFormatter.http(request))
                 }
                 printed += 1
             }
         }
-        if format == .json { print(printed == 0 ? "[]" : "\n]") }
-        if printed == 0 { printError("preview: no request to show") }
-        if disabled > 0 { printError("preview: skipped \(disabled) disabled \(plural(disabled, "account"))") }
-        exitNow(.success)
+
+        mutating func finish() {
+            guard !finished else { return }
+            finished = true
+            if format == .json { Swift.print(printed == 0 ? "[]" : "\n]") }
+            if printed == 0 { printError("preview: no request to show") }
+            if disabled > 0 { printError("preview: skipped \(disabled) disabled \(plural(disabled, "account"))") }
+        }
     }
 
     /// The requests of `account` that the options select, from every backend.

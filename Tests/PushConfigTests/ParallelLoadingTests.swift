@@ -88,14 +88,53 @@ struct ParallelLoadingTests {
         var diagnostics = result.diagnostics
         var builder = RequestBuilder(configuration: result.configuration, sources: result.sources, installID: installID, hostname: "h")
         builder.checkAll(into: &diagnostics, runs: checkingRuns, skipping: result.passedEarly)
-        let accounts = result.configuration.accounts.map { account in
-            "\(account.id) \(account.isEnabled) " + account.values.keys.sorted().map { "\($0)=\(account.values[$0]!.text)" }.joined(separator: ",")
-                + " services=\(account.services.keys.sorted()) unreadable=\(account.unreadableKeys.sorted())"
-        }
+        let accounts = result.configuration.accounts.map(describe)
         return Outcome(accounts: accounts,
                        diagnostics: diagnostics.all.map { $0.formatted.replacingOccurrences(of: directory.path, with: "DIR") },
                        passedEarly: (result.passedEarly?.count { $0 } ?? 0) + result.configuration.accountsLeftOut.count,
                        leftOut: result.configuration.accountsLeftOut.count, leftOutEnabled: result.configuration.accountsLeftOut.enabled)
+    }
+
+    /// An account as the comparisons see it: id, enabled, every value, services, unreadable keys.
+    static func describe(_ account: Account) -> String {
+        "\(account.id) \(account.isEnabled) " + account.values.keys.sorted().map { "\($0)=\(account.values[$0]!.text)" }.joined(separator: ",")
+            + " services=\(account.services.keys.sorted()) unreadable=\(account.unreadableKeys.sorted())"
+    }
+
+    @Test("handing accounts over as they are read gives the accounts and diagnostics of a load that keeps them",
+          arguments: [0, 2])
+    func handingOver(readAhead: Int) {
+        // Streamed files are read again from their tree in `awkward` (a `defaults:` last, a YAML
+        // error, a merge) and `lateDefaults`.
+        for (files, restored) in [(Self.files, 0), (Self.awkward, 3), (Self.checkedEarly, 0), (Self.long, 0), (Self.lateDefaults, 1)] {
+            let directory = TemporaryDirectory()
+            for (name, text) in files { directory.write(name, text) }
+            var loader = ConfigurationLoader(environment: LoaderEnvironment(variables: [:], templateSearchPath: [RepositoryPaths.templates]))
+            loader.readAhead = readAhead
+            loader.splitAbove = 0
+            loader.releasesSourceBytes = true
+            let kept = loader.load(paths: [directory.path])
+            #expect(kept.restoredFiles.count == (readAhead == 0 ? 0 : restored), "\(kept.restoredFiles)")
+            var handed: [String] = []
+            let second = loader.load(paths: [directory.path], unstreamed: Set(kept.restoredFiles)) { handed.append(Self.describe($0)) }
+            #expect(handed == kept.configuration.accounts.map(Self.describe))
+            #expect(second.configuration.accounts.isEmpty)
+            #expect(second.diagnostics.all.map(\.formatted) == kept.diagnostics.all.map(\.formatted))
+            #expect(second.restoredFiles.isEmpty)
+        }
+    }
+
+    @Test("a file that must be read again while its accounts are handed over is an error")
+    func handingOverAFileThatChanged() {
+        let directory = TemporaryDirectory()
+        for (name, text) in Self.lateDefaults { directory.write(name, text) }
+        var loader = ConfigurationLoader(environment: LoaderEnvironment(variables: [:], templateSearchPath: []))
+        loader.readAhead = 2
+        var handed = 0
+        // As if it had been streamed whole the first time: it is streamed, then must be read again.
+        let result = loader.load(paths: [directory.path], unstreamed: []) { _ in handed += 1 }
+        #expect(handed == 2)
+        #expect(result.diagnostics.all.map(\.formatted).contains { $0.hasSuffix("10-late-defaults.yaml: error: the file changed while it was read; read it again") })
     }
 
     @Test("accounts and diagnostics, in order, whatever the number of runs", arguments: [(2, 2), (7, 3), (64, 13), (500, 500)])

@@ -103,6 +103,56 @@ struct CommandLineTests {
         #expect(shown.stdout.contains("password=12345678&"))
     }
 
+    /// Without --account, preview keeps only the accounts it could not pass while they loaded,
+    /// and reads the files again to print; with it, every account is kept. Both print the same.
+    @Test("preview of every account prints what naming each account prints, in file order")
+    func previewReadsTheFilesAgain() throws {
+        let directory = TemporaryDirectory()
+        _ = directory.write("secrets/token", "tok-123\n")
+        var first = """
+            services:
+              journeys:
+                type: customer-insights-journeys
+                publicEndpoint: https://public-eur.mkt.dynamics.com
+                orgId: 0a1b2c3d-0000-0000-0000-000000000000
+                mobileAppId: 00000000-0000-0000-0000-000000000000
+                apiToken: !file \(directory.path)/secrets/token
+            defaults:
+              pushTokenReporterUrl: https://h.example/?s=%selector%&t=%pushTokenOther%
+            accounts:
+
+            """
+        for index in 0..<1_200 {
+            first += "  - {id: a\(index), selector: s\(index), pushTokenOther: t\(index)"
+            if index % 500 == 3 { first += ", enabled: no" }
+            if index % 700 == 5 { first += ", crmContactId: c\(index), services: {journeys: {userId: \"%account[crmContactId]%\", platform: ios}}" }
+            first += "}\n"
+        }
+        _ = directory.write("config/10-first.yaml", first)
+        // Read again from its tree at the first load (a defaults: after its accounts).
+        _ = directory.write("config/20-late.yaml", """
+            accounts:
+              - {id: late1, selector: L1}
+              - {id: late2, selector: L2}
+            defaults:
+              pushTokenReporterUrl: https://late.example/?s=%selector%
+            """)
+        let config = directory.path + "/config"
+        let all = try ProcessRunner.pushreporter(["preview", "--config", config, "--format", "json"])
+        #expect(all.status == 0, "\(all.stderr)")
+        #expect(all.stderr == "preview: skipped 3 disabled accounts\n")
+        let ids = (0..<1_200).map { "a\($0)" } + ["late1", "late2"]
+        let named = try ProcessRunner.pushreporter(["preview", "--config", config, "--format", "json"]
+                                                   + ids.flatMap { ["--account", $0] })
+        #expect(named.status == 0)
+        #expect(all.stdout == named.stdout)
+        let requests = try #require(try JSONSerialization.jsonObject(with: Data(all.stdout.utf8)) as? [[String: Any]])
+        // 1,197 enabled accounts and 2 late ones; 2 of them also register with Journeys (its
+        // registration and its cleanup).
+        #expect(requests.count == 1_197 + 2 + 2 * 2)
+        #expect((requests.last?["url"] as? String)?.hasPrefix("https://late.example/?s=L2") == true, "\(String(describing: requests.last))")
+    }
+
     @Test("preview --format http: the raw HTTP/1.1 request with Host and Content-Length")
     func previewHTTP() throws {
         let output = try ProcessRunner.pushreporter(["preview", "--config", "examples/03-form-get-templates.yaml", "--account", "desk-1001"],
