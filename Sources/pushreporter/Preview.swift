@@ -118,7 +118,7 @@ struct Preview: ParsableCommand {
                 switch format {
                 case .json:
                     Swift.print(printed == 0 ? "[" : ",", terminator: "\n")
-                    Swift.print("  " + RequestFormatter.json(request).replacing("\n", with: "\n  "), terminator: "")
+                    Swift.print("  " + RequestFormatter.json(request, indent: "  "), terminator: "")
                 case .curl:
                     Swift.print((printed == 0 ? "" : "\n") + RequestFormatter.curl(request))
                 case .http:

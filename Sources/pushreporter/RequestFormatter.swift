@@ -5,8 +5,9 @@ import PushConfig
 /// Renders requests as `preview` prints them.
 enum RequestFormatter {
     /// `{account, reporter, method, url, headers, body}` (SPEC §7).
-    static func json(_ request: RenderedRequest) -> String {
-        let headers = JSONText.object(request.headers.map { ($0.name, JSONText.string($0.value)) }, indent: "  ")
+    /// `indent` starts each line but the first (for an object inside an array).
+    static func json(_ request: RenderedRequest, indent: String = "") -> String {
+        let headers = JSONText.object(request.headers.map { ($0.name, JSONText.string($0.value)) }, indent: indent + "  ")
         return JSONText.object([
             ("account", JSONText.string(request.account)),
             ("service", JSONText.string(request.service)),
@@ -15,7 +16,7 @@ enum RequestFormatter {
             ("url", JSONText.string(request.url)),
             ("headers", headers),
             ("body", request.body.map { JSONText.string($0) } ?? "null"),
-        ])
+        ], indent: indent)
     }
 
     /// The raw HTTP/1.1 request, after a `###` separator line naming the account (as REST-client files do).
