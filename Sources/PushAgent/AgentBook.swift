@@ -327,7 +327,9 @@ struct AgentBook {
                 summary.unchanged += 1
                 entry.plan = plan
                 var changed = false
-                if entry.record.cleanup != plan.cleanup {
+                var rescheduled = false
+                let cleanupChanged = entry.record.cleanup != plan.cleanup
+                if cleanupChanged {
                     // The same delivery, with a cleanup written differently (a fixed URL, say).
                     entry.record.cleanup = plan.cleanup
                     changed = true
@@ -339,12 +341,23 @@ struct AgentBook {
                         entry.job = .delivery
                         entry.record.nextDueAt = now + due
                         actions.append(.submit(Self.submission(key, delivery, after: .milliseconds(due))))
+                        rescheduled = true
                     } else if reportInterval == nil, entry.job != nil {
                         entry.job = nil
                         entry.record.nextDueAt = nil
                         actions.append(.cancel(key))
+                        rescheduled = true
                     }
                     changed = true
+                }
+                if cleanupChanged, !rescheduled, entry.job != nil, let request = Self.request(of: entry) {
+                    // Its new cleanup is written before the job can send anything (SPEC §6): off
+                    // the scheduler until the reload's state is written, then submitted again
+                    // for when it was due (the agent submits a reload's jobs after writing).
+                    let due = entry.record.nextDueAt.map { Swift.max(0, $0 - now) } ?? 0
+                    actions.append(.cancel(key))
+                    actions.append(.submit(Self.submission(key, request, after: .milliseconds(due))))
+                    held.insert(key)
                 }
                 if changed { actions.append(.save(entry.record)) }
                 entries[key] = entry
@@ -378,6 +391,15 @@ struct AgentBook {
             entries[key] = nil
             beginCleanup(entry.record, actions: &actions)
             held.insert(key)
+        }
+        // Removals a stopped service held back (their jobs were cancelled, not dropped): the
+        // service is resumed, so they are submitted again.
+        if !wereStopped.isEmpty {
+            let resumed = entries.keys.filter { wereStopped[$0.service] != nil && !planned.contains($0) && isOwned($0) }
+            for key in resumed {
+                guard let entry = entries[key], entry.record.isRemoving, entry.job != nil else { continue }
+                schedule(entry, actions: &actions)
+            }
         }
         return (Self.savesFirst(actions), summary)
     }

@@ -156,6 +156,28 @@ import Testing
         #expect(book.beginAttempt(Self.k("alice"))?.rendered.url == "https://gone.example.com/alice?t=1")
     }
 
+    /// A cleanup written differently (a fixed removal URL) with the same report: a retry pending
+    /// then must not send before the new cleanup is written (SPEC §6).
+    @Test func aPendingRetryWaitsForAChangedCleanupToBeWritten() throws {
+        var book = Self.book(reportInterval: nil)
+        Self.send(&book, book.start(plans: [Self.plan("alice", token: "1")], records: []))
+        #expect(book.failed(Self.k("alice"), attempt: 1, reason: "HTTP 503", retryIn: .seconds(30), now: 1_000) != nil)
+        var fixed = Self.plan("alice", token: "1")
+        fixed.cleanup = StoredRequest(RenderedRequest(account: "alice", reporter: "accountRemovalReporter", method: "DELETE",
+                                                      url: "https://fixed.example.com/alice", headers: [], body: nil)).text
+        let (actions, summary) = book.reload(plans: [fixed], reportInterval: nil, now: 11_000)
+        #expect(summary.unchanged == 1)
+        #expect(Self.saved(actions).map(\.cleanup) == [fixed.cleanup])
+        #expect(actions.contains(.cancel(Self.k("alice"))))
+        #expect(actions.last == Self.submit("alice", host: "push.example.com:443", after: .seconds(20)))
+        // Held until the agent has written the state, as every job a reload submits.
+        #expect(book.beginAttempt(Self.k("alice")) == nil)
+        book.releaseHeld()
+        #expect(book.beginAttempt(Self.k("alice"))?.rendered.url == "https://push.example.com/r/alice?t=1")
+        // A cleanup unchanged leaves the pending retry where it is.
+        #expect(!Self.reload(&book, [fixed], reportInterval: nil, now: 12_000).0.contains(.cancel(Self.k("alice"))))
+    }
+
     @Test func aChangeReplacesAPendingRetry() throws {
         var book = Self.book(reportInterval: nil)
         let start = book.start(plans: [Self.plan("alice", token: "1")], records: [])
@@ -447,6 +469,31 @@ extension SubscriptionRequest {
                                                         Self.plan("carol", token: "1", service: "other")], reportInterval: nil, now: 2_000)
         #expect(Set(AgentBookTests.submitted(reload)) == ["alice@j.example.com:443", "bob@j.example.com:443"])
         #expect(book.stoppedServices.isEmpty)
+    }
+
+    /// A removal held back by a stopped service is sent once a reload resumes the service,
+    /// and until then the book is settled; after it, it is not, until the removal is done.
+    @Test func aRemovalHeldBackByAStoppedServiceIsSentOnceAReloadResumesIt() {
+        var book = Self.started([Self.plan("alice", token: "1"), Self.plan("bob", token: "1")])
+        for id in ["alice", "bob"] { #expect(book.settle(Self.key(id), .delivered, attempt: 1, now: 1_000) != nil) }
+        // bob leaves the configuration: its cleanup is owed, and refused with the service's credentials.
+        let (leave, _) = AgentBookTests.reload(&book, [Self.plan("alice", token: "1")], reportInterval: nil, now: 2_000)
+        #expect(AgentBookTests.submitted(leave) == ["bob@j.example.com:443"])
+        #expect(book.beginAttempt(Self.key("bob")) != nil)
+        let stoppedResult = book.settle(Self.key("bob"), .stopped("HTTP 401"), attempt: 1, now: 2_500)
+        #expect(stoppedResult?.settlement == .stopped("HTTP 401"))
+        #expect(book.entries[Self.key("bob")]?.record.state == .removing)
+        #expect(book.isSettled)
+        // The credentials are fixed and the configuration reloaded: the removal goes out again.
+        let (resume, _) = AgentBookTests.reload(&book, [Self.plan("alice", token: "1")], reportInterval: nil, now: 3_000)
+        #expect(AgentBookTests.submitted(resume) == ["bob@j.example.com:443"])
+        #expect(!book.isSettled)
+        let attempt = book.beginAttempt(Self.key("bob"))
+        #expect(attempt?.purpose == .cleanup)
+        let done = book.settle(Self.key("bob"), .delivered, attempt: 1, now: 3_500)
+        #expect(done?.settlement == .cleanedUp(forgotten: true))
+        #expect(book.isSettled)
+        #expect(book.entries[Self.key("bob")] == nil)
     }
 
     @Test func aChangedTokenCleansUpTheOldOneOnceTheNewOneIsDelivered() throws {
