@@ -97,10 +97,14 @@ public struct AcrobitsBackend: Backend {
 
 /// Renders the Acrobits subscriptions of one account at a time: its own web services, and
 /// those of each shared receiver (`type: acrobits` service) it names.
-struct AcrobitsPlanner: SubscriptionPlanner {
+struct AcrobitsPlanner: SubscriptionPlanner, Sendable {
     var builder: RequestBuilder
     /// The `type: acrobits` services, by name.
     var services: [String: ServiceDefinition]
+
+    /// Each account's requests are its own: copies plan runs of accounts at once (as
+    /// `validate` checks them, ``RequestBuilder/checkAll(into:skipping:)``).
+    var forRuns: (any SubscriptionPlanner & Sendable)? { self }
 
     /// `account` as the service `name` sees it.
     func sharedAccount(_ account: Account, service name: String) -> Account {

@@ -38,13 +38,45 @@ public struct Backends: Sendable {
     /// The subscriptions of every enabled account, rendered as sent; those that cannot be
     /// rendered add diagnostics and are left out.
     public func plans(_ context: BackendContext, diagnostics: inout DiagnosticList) -> [SubscriptionPlan] {
+        plans(context, runs: Processors.runs(accounts: context.configuration.accounts.count), diagnostics: &diagnostics)
+    }
+
+    /// `plans` in `runs` runs of accounts on every processor when every planner allows it
+    /// (``SubscriptionPlanner/forRuns``), else in one; the same plans and diagnostics, in the
+    /// same order (tests compare other numbers of runs with 1).
+    func plans(_ context: BackendContext, runs: Int, diagnostics: inout DiagnosticList) -> [SubscriptionPlan] {
         var planners = planners(context, diagnostics: &diagnostics)
-        var plans: [SubscriptionPlan] = []
-        plans.reserveCapacity(context.configuration.accounts.count)
-        for account in context.configuration.accounts where account.isEnabled {
-            for index in planners.indices {
-                plans += planners[index].plans(for: account, diagnostics: &diagnostics)
+        let accounts = context.configuration.accounts
+        let forRuns = planners.compactMap(\.forRuns)
+        guard runs > 1, accounts.count > 1, forRuns.count == planners.count else {
+            var plans: [SubscriptionPlan] = []
+            plans.reserveCapacity(accounts.count)
+            for account in accounts where account.isEnabled {
+                for index in planners.indices {
+                    plans += planners[index].plans(for: account, diagnostics: &diagnostics)
+                }
             }
+            return plans
+        }
+        var found = Processors.inRuns(count: accounts.count, runs: min(runs, accounts.count)) { range in
+            var copies = forRuns
+            var found = DiagnosticList()
+            var plans: [SubscriptionPlan] = []
+            plans.reserveCapacity(range.count)
+            for account in accounts[range] where account.isEnabled {
+                for index in copies.indices {
+                    plans += copies[index].plans(for: account, diagnostics: &found)
+                }
+            }
+            return (plans: plans, diagnostics: found)
+        }
+        var plans: [SubscriptionPlan] = []
+        plans.reserveCapacity(found.reduce(0) { $0 + $1.plans.count })
+        for index in found.indices {
+            plans += found[index].plans
+            // Let go run by run: the runs and the whole list are not all held at once.
+            found[index].plans = []
+            diagnostics.append(contentsOf: found[index].diagnostics.all)
         }
         return plans
     }

@@ -84,6 +84,25 @@ public protocol SubscriptionPlanner {
 
     /// The requests `preview` shows for `account`: each delivery, then its cleanup.
     mutating func preview(_ account: Account, display: SecretDisplay, diagnostics: inout DiagnosticList) -> [RenderedRequest]
+
+    /// This planner as one that copies of can plan runs of accounts on other threads at once;
+    /// nil (the default) when an account's plans depend on the accounts planned before it.
+    var forRuns: (any SubscriptionPlanner & Sendable)? { get }
+}
+
+extension SubscriptionPlanner {
+    public var forRuns: (any SubscriptionPlanner & Sendable)? { nil }
+}
+
+/// The planner of a backend with no service in the configuration: it plans nothing.
+public struct NoSubscriptions: SubscriptionPlanner, Sendable {
+    public init() {}
+
+    public func plans(for account: Account, diagnostics: inout DiagnosticList) -> [SubscriptionPlan] { [] }
+
+    public func preview(_ account: Account, display: SecretDisplay, diagnostics: inout DiagnosticList) -> [RenderedRequest] { [] }
+
+    public var forRuns: (any SubscriptionPlanner & Sendable)? { self }
 }
 
 /// Asks a receiver what became of accepted subscriptions (SPEC §9.2's status endpoint).

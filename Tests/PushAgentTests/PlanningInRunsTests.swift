@@ -1,0 +1,78 @@
+@testable import PushAgent
+import PushBackend
+import PushConfig
+import PushTestSupport
+import Testing
+
+/// The agent plans a large configuration's accounts in runs on every processor when every
+/// backend allows it: the plans and diagnostics must be those of one account after another.
+@Suite struct PlanningInRunsTests {
+    /// Accounts with and without problems, removals, a shared receiver and disabled ones,
+    /// spread so that runs split them.
+    static func configuration(services: String = "", count: Int = 600) -> String {
+        var text = """
+            services:
+              shared: {type: acrobits, pushTokenReporterUrl: "https://shared.example/%account[id]%?t=%pushTokenOther%"}
+            \(services)
+            defaults:
+              pushTokenReporterUrl: https://h.example/r?s=%selector%&t=%pushTokenOther%
+            accounts:
+
+            """
+        for index in 0..<count {
+            text += "  - id: a\(index)\n    selector: S\(index)\n    pushTokenOther: t\(index)\n"
+            switch index % 7 {
+            case 0: text += "    accountRemovalReporterUrl: https://gone.example/\(index)\n"
+            case 1: text += "    enabled: false\n"
+            case 2: text += "    pushTokenReporterUrl: https://h.example/%nosuch%/\(index)\n"
+            case 3: text += "    services: {shared: {}}\n"
+            case 4: text += "    pushTokenReporterUrl: https://h.example/?n=%account[note]%\n"
+            case 5: text += "    note: n\(index)\n    pushTokenReporterUrl: https://h.example/?n=%account[note]%\n"
+            default: break
+            }
+        }
+        return text
+    }
+
+    static func planned(_ path: String, runs: Int) -> (plans: [String], diagnostics: [String]) {
+        let result = ConfigurationLoader(environment: LoaderEnvironment(variables: [:], templateSearchPath: [])).load(paths: [path])
+        var diagnostics = result.diagnostics
+        let context = BackendContext(configuration: result.configuration, sources: result.sources, installID: "i", hostname: "h")
+        let plans = Backends.standard.plans(context, runs: runs, diagnostics: &diagnostics)
+        return (plans.map { "\($0.key) \($0.fingerprint) \($0.delivery?.host ?? "-") \($0.cleanup ?? "-") \($0.refusal ?? "-")" },
+                diagnostics.all.map(\.formatted))
+    }
+
+    @Test("plans and diagnostics, in order, whatever the number of runs", arguments: [2, 7, 64])
+    func sameAsOneRun(runs: Int) {
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", Self.configuration())
+        let one = Self.planned(path, runs: 1)
+        #expect(one.plans.count > 500)
+        #expect(one.plans.contains { $0.hasPrefix("a3/shared ") })
+        #expect(one.plans.contains { $0.contains("gone.example/0") })
+        #expect(one.diagnostics.contains { $0.contains("'nosuch'") })
+        #expect(one.diagnostics.contains { $0.contains("the account has no key 'note'") })
+        let many = Self.planned(path, runs: runs)
+        #expect(many.plans == one.plans)
+        #expect(many.diagnostics == one.diagnostics)
+    }
+
+    @Test("a backend whose plans depend on other accounts is planned in one run")
+    func journeysInOneRun() {
+        let journeys = """
+              journeys:
+                type: customer-insights-journeys
+                publicEndpoint: https://public-eur.mkt.dynamics.com
+                orgId: 0a1b2c3d-0000-0000-0000-000000000000
+                mobileAppId: 00000000-0000-0000-0000-000000000000
+                apiToken: secret-token
+            """
+        let text = Self.configuration(services: journeys).replacingOccurrences(of: "services: {shared: {}}", with: "services: {shared: {}, journeys: {userId: u, platform: ios}}")
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", text)
+        let one = Self.planned(path, runs: 1)
+        #expect(one.plans.contains { $0.hasPrefix("a3/journeys ") })
+        #expect(Self.planned(path, runs: 7) == one)
+    }
+}
