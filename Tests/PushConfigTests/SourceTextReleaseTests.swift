@@ -12,7 +12,7 @@ struct SourceTextReleaseTests {
         let directory = TemporaryDirectory()
         let path = directory.write("c.yaml", "accounts:\n  - id: a\n    selector: s\n")
         let parsed = ParsedFile(path: path)
-        let source = try #require(try parsed.contents.get().source)
+        let source = try parsed.contents.get().source
         source.releaseBytes()
         #expect(source.bytes == Array("accounts:\n  - id: a\n    selector: s\n".utf8))
         #expect(source.byteOffset(of: SourcePosition(line: 3, column: 5)) == 24)
@@ -22,7 +22,7 @@ struct SourceTextReleaseTests {
     func changedFile() throws {
         let directory = TemporaryDirectory()
         let path = directory.write("c.yaml", "accounts:\n  - id: a\n    selector: s\n")
-        let source = try #require(try ParsedFile(path: path).contents.get().source)
+        let source = try ParsedFile(path: path).contents.get().source
         source.releaseBytes()
         // Another file renamed over it, as editors and config management write.
         _ = directory.write("c.yaml.new", "accounts:\n  - id: b\n    selector: t\n")
