@@ -153,6 +153,27 @@ struct CommandLineTests {
         #expect((requests.last?["url"] as? String)?.hasPrefix("https://late.example/?s=L2") == true, "\(String(describing: requests.last))")
     }
 
+    @Test("preview renders every account with an installid that breaks a header, though they passed with <installid>")
+    func previewInstallIDWithALineBreak() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.path + "/state"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        _ = directory.write("state/installid", "id\nwith-a-break\n")
+        let path = directory.write("c.yaml", """
+            agent: {stateDirectory: \(state)}
+            defaults:
+              pushTokenReporterUrl: https://h.example/?s=%selector%
+              pushTokenReporterCustomHeaders: "X-Install: %installid%"
+            accounts:
+              - {id: a1, selector: s1}
+              - {id: a2, selector: s2}
+            """)
+        let output = try ProcessRunner.pushreporter(["preview", "--config", path])
+        #expect(output.status == 78)
+        #expect(output.stdout.isEmpty)
+        #expect(output.stderr.components(separatedBy: "line feed").count - 1 == 2, "\(output.stderr)")
+    }
+
     @Test("preview --format http: the raw HTTP/1.1 request with Host and Content-Length")
     func previewHTTP() throws {
         let output = try ProcessRunner.pushreporter(["preview", "--config", "examples/03-form-get-templates.yaml", "--account", "desk-1001"],
