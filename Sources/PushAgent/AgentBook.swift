@@ -327,7 +327,8 @@ struct AgentBook {
                 summary.unchanged += 1
                 entry.plan = plan
                 var changed = false
-                var rescheduled = false
+                var (submitted, cancelled) = (false, false)
+                let hadJob = entry.job != nil
                 let cleanupChanged = entry.record.cleanup != plan.cleanup
                 if cleanupChanged {
                     // The same delivery, with a cleanup written differently (a fixed URL, say).
@@ -341,22 +342,24 @@ struct AgentBook {
                         entry.job = .delivery
                         entry.record.nextDueAt = now + due
                         actions.append(.submit(Self.submission(key, delivery, after: .milliseconds(due))))
-                        rescheduled = true
+                        submitted = true
                     } else if reportInterval == nil, entry.job != nil {
                         entry.job = nil
                         entry.record.nextDueAt = nil
                         actions.append(.cancel(key))
-                        rescheduled = true
+                        cancelled = true
                     }
                     changed = true
                 }
-                if cleanupChanged, !rescheduled, entry.job != nil, let request = Self.request(of: entry) {
+                if cleanupChanged, hadJob {
                     // Its new cleanup is written before the job can send anything (SPEC §6): off
                     // the scheduler until the reload's state is written, then submitted again
-                    // for when it was due (the agent submits a reload's jobs after writing).
-                    let due = entry.record.nextDueAt.map { Swift.max(0, $0 - now) } ?? 0
-                    actions.append(.cancel(key))
-                    actions.append(.submit(Self.submission(key, request, after: .milliseconds(due))))
+                    // for when it is due (the agent submits a reload's jobs after writing).
+                    if !cancelled { actions.append(.cancel(key)) }
+                    if !submitted, entry.job != nil, let request = Self.request(of: entry) {
+                        let due = entry.record.nextDueAt.map { Swift.max(0, $0 - now) } ?? 0
+                        actions.append(.submit(Self.submission(key, request, after: .milliseconds(due))))
+                    }
                     held.insert(key)
                 }
                 if changed { actions.append(.save(entry.record)) }
@@ -378,6 +381,16 @@ struct AgentBook {
             schedule(entry, actions: &actions)
             held.insert(key)
         }
+        // Removals a stopped service held back (their jobs were cancelled, not dropped): the
+        // service is resumed, so they are submitted again (before the subscriptions leaving now
+        // begin theirs, which are submitted once).
+        if !wereStopped.isEmpty {
+            let resumed = entries.keys.filter { wereStopped[$0.service] != nil && !planned.contains($0) && isOwned($0) }
+            for key in resumed {
+                guard let entry = entries[key], entry.record.isRemoving, entry.job != nil else { continue }
+                schedule(entry, actions: &actions)
+            }
+        }
         // Taken out first: changing `entries` while iterating it would copy the whole book.
         let leaving = entries.filter { !planned.contains($0.key) && !$0.value.record.isRemoving }
         for (key, entry) in leaving {
@@ -391,15 +404,6 @@ struct AgentBook {
             entries[key] = nil
             beginCleanup(entry.record, actions: &actions)
             held.insert(key)
-        }
-        // Removals a stopped service held back (their jobs were cancelled, not dropped): the
-        // service is resumed, so they are submitted again.
-        if !wereStopped.isEmpty {
-            let resumed = entries.keys.filter { wereStopped[$0.service] != nil && !planned.contains($0) && isOwned($0) }
-            for key in resumed {
-                guard let entry = entries[key], entry.record.isRemoving, entry.job != nil else { continue }
-                schedule(entry, actions: &actions)
-            }
         }
         return (Self.savesFirst(actions), summary)
     }

@@ -174,6 +174,14 @@ import Testing
         #expect(book.beginAttempt(Self.k("alice")) == nil)
         book.releaseHeld()
         #expect(book.beginAttempt(Self.k("alice"))?.rendered.url == "https://push.example.com/r/alice?t=1")
+        // With the report interval changed in the same reload, the job it had is held too.
+        var periodic = Self.book(reportInterval: .seconds(3600))
+        Self.send(&periodic, periodic.start(plans: [Self.plan("alice", token: "1")], records: []))
+        #expect(periodic.settle(Self.k("alice"), .delivered, attempt: 1, now: 1_000) != nil)
+        let (both, _) = periodic.reload(plans: [fixed], reportInterval: .seconds(7200), now: 2_000)
+        #expect(both.contains(.cancel(Self.k("alice"))))
+        #expect(Self.submitted(both) == ["alice@push.example.com:443"])
+        #expect(periodic.beginAttempt(Self.k("alice")) == nil)
         // A cleanup unchanged leaves the pending retry where it is.
         #expect(!Self.reload(&book, [fixed], reportInterval: nil, now: 12_000).0.contains(.cancel(Self.k("alice"))))
     }
@@ -494,6 +502,17 @@ extension SubscriptionRequest {
         #expect(done?.settlement == .cleanedUp(forgotten: true))
         #expect(book.isSettled)
         #expect(book.entries[Self.key("bob")] == nil)
+    }
+
+    /// A subscription of a stopped service that leaves in the reload that resumes the service
+    /// gets its cleanup submitted once.
+    @Test func aSubscriptionLeavingAsItsServiceResumesIsCleanedUpOnce() {
+        var book = Self.started([Self.plan("alice", token: "1"), Self.plan("bob", token: "1")])
+        #expect(book.settle(Self.key("alice"), .delivered, attempt: 1, now: 1_000) != nil)
+        #expect(book.settle(Self.key("bob"), .stopped("HTTP 401"), attempt: 1, now: 1_000)?.settlement == .stopped("HTTP 401"))
+        let (reload, _) = AgentBookTests.reload(&book, [Self.plan("alice", token: "1")], reportInterval: nil, now: 2_000)
+        #expect(AgentBookTests.submitted(reload) == ["bob@j.example.com:443"])
+        #expect(book.entries[Self.key("bob")]?.record.state == .removing)
     }
 
     @Test func aChangedTokenCleansUpTheOldOneOnceTheNewOneIsDelivered() throws {
