@@ -71,6 +71,18 @@ public struct ConfigurationLoader: Sendable {
         self.environment = environment
     }
 
+    /// Whether the files `paths` name can be read again as they were: each is a regular file, or
+    /// a directory of them (not a pipe such as `--config <(…)`, read once). A load that leaves
+    /// accounts out and reads the files again later (`preview`) needs it.
+    public static func canReadAgain(paths: [String]) -> Bool {
+        var session = LoadSession(environment: LoaderEnvironment(variables: [:], templateSearchPath: []))
+        return paths.allSatisfy { path in
+            session.files(at: path).allSatisfy { file in
+                if case .success(.other) = FileSystem.kind(of: file) { false } else { true }
+            }
+        }
+    }
+
     /// Loads every file named by `paths` (files, or directories of `*.yaml` and `*.yml`).
     public func load(paths: [String]) -> LoadResult {
         load(paths: paths, unstreamed: [], sink: nil)

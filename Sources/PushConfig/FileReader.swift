@@ -23,9 +23,14 @@ struct ParsedFile: Sendable {
         }
     }
 
-    /// `contents` parsed again, without streaming, for the whole tree.
+    /// `contents` parsed again, without streaming, for the whole tree; a failure when its bytes
+    /// were let go and the file has changed since.
     init(reparsing contents: Contents) {
-        self.contents = .success(Contents(parsed: YAMLParser.parse(contents.source.bytes), source: contents.source))
+        guard let bytes = contents.source.bytesIfAvailable else {
+            self.contents = .failure(FileError(message: "it changed while it was read; read it again"))
+            return
+        }
+        self.contents = .success(Contents(parsed: YAMLParser.parse(bytes), source: contents.source))
     }
 }
 

@@ -40,13 +40,14 @@ struct LoadedConfiguration {
 
     /// Loads the configuration `options` name; `checkingEarly` also checks each account as it
     /// loads (for `validate`, see ``ConfigurationLoader/earlyChecker``), and `leavingOutPassed`
-    /// then keeps only those it could not pass (``ConfigurationLoader/leavesOutPassedAccounts``).
+    /// then keeps only those it could not pass (``ConfigurationLoader/leavesOutPassedAccounts``),
+    /// when the files can be read again (``loadAgain(options:handing:)``; not a pipe).
     init(options: ConfigOptions, checkingEarly: Bool = false, leavingOutPassed: Bool = false) {
         environment = LoaderEnvironment.current()
         let paths = options.resolvedPaths(environment: environment)
         var loader = ConfigurationLoader(environment: environment)
         if checkingEarly { loader.earlyChecker = RequestBuilder.earlyChecker(hostname: environment.hostname) }
-        loader.leavesOutPassedAccounts = leavingOutPassed
+        loader.leavesOutPassedAccounts = leavingOutPassed && ConfigurationLoader.canReadAgain(paths: paths)
         // Read again if a diagnostic needs them: kept, they would be a large part of what a
         // command holds (391 MB of validate's 618 for a million accounts).
         loader.releasesSourceBytes = true
@@ -61,13 +62,21 @@ struct LoadedConfiguration {
     }
 
     /// Loads the same configuration again, handing each account to `take` in file order instead
-    /// of keeping it (``ConfigurationLoader/load(paths:unstreamed:handing:)``); the load's
-    /// diagnostics, which have errors only when a file changed since.
-    func loadAgain(options: ConfigOptions, handing take: @escaping (consuming Account) -> Void) -> DiagnosticList {
+    /// of keeping it (``ConfigurationLoader/load(paths:unstreamed:handing:)``): the load's
+    /// diagnostics, and the files that are not the ones read the first time (changed, added or
+    /// gone since).
+    func loadAgain(options: ConfigOptions, handing take: @escaping (consuming Account) -> Void)
+        -> (diagnostics: DiagnosticList, changed: [String]) {
         var loader = ConfigurationLoader(environment: environment)
         loader.releasesSourceBytes = true
-        return loader.load(paths: options.resolvedPaths(environment: environment), unstreamed: Set(result.restoredFiles),
-                           handing: take).diagnostics
+        let again = loader.load(paths: options.resolvedPaths(environment: environment), unstreamed: Set(result.restoredFiles),
+                                handing: take)
+        let first = result.configuration.files
+        let changed = (first + again.configuration.files.filter { !first.contains($0) }).filter { file in
+            guard let before = result.sources[file], let after = again.sources[file] else { return true }
+            return !before.isSameFile(as: after)
+        }
+        return (again.diagnostics, changed)
     }
 
     /// What backends render the configuration with; a nil `installID` shows `%installid%` as

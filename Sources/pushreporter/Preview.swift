@@ -88,13 +88,18 @@ struct Preview: ParsableCommand {
             let again = loaded.loadAgain(options: config) { account in
                 output.print(requests(for: account, planners: &planners, display: display, diagnostics: &problems), of: account)
             }
-            // Only when a file changed since it was first read.
-            if again.hasErrors {
+            // What was printed came from files other than those checked.
+            if !again.changed.isEmpty {
                 output.finish()
-                try stopOnErrors(again, files: configuration.files)
+                for file in again.changed { printError("\(file): error: the file changed while preview read it") }
+                try stopOnErrors(again.diagnostics, files: configuration.files)
+                printError("preview: the configuration changed while it was read; run preview again")
+                throw Exit.configuration
             }
         }
         output.finish()
+        // Only a configuration that changed between the two readings has problems here.
+        try stopOnErrors(problems, files: configuration.files)
         exitNow(.success)
     }
 

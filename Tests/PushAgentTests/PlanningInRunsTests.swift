@@ -74,5 +74,13 @@ import Testing
         let one = Self.planned(path, runs: 1)
         #expect(one.plans.contains { $0.hasPrefix("a3/journeys ") })
         #expect(Self.planned(path, runs: 7) == one)
+        // The Journeys planner with a service says no to runs; without one, every planner says yes.
+        for (file, runnable) in [(path, false), (directory.write("plain.yaml", Self.configuration()), true)] {
+            let result = ConfigurationLoader(environment: LoaderEnvironment(variables: [:], templateSearchPath: [])).load(paths: [file])
+            let context = BackendContext(configuration: result.configuration, sources: result.sources, installID: "i", hostname: "h")
+            var ignored = DiagnosticList()
+            let planners = Backends.standard.planners(context, diagnostics: &ignored)
+            #expect((planners.compactMap(\.forRuns).count == planners.count) == runnable)
+        }
     }
 }

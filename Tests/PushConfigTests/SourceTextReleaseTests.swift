@@ -31,6 +31,36 @@ struct SourceTextReleaseTests {
         #expect(source.byteOffset(of: SourcePosition(line: 3, column: 5)) == nil)
     }
 
+    @Test("a file parsed again after its bytes were let go and it changed is an error, not an empty file")
+    func reparsingAChangedFile() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", "accounts:\n  - id: a\n")
+        let contents = try ParsedFile(path: path).contents.get()
+        contents.source.releaseBytes()
+        _ = directory.write("c.yaml.new", "accounts:\n  - id: b\n")
+        #expect(rename(path + ".new", path) == 0)
+        let again = ParsedFile(reparsing: contents)
+        guard case .failure(let error) = again.contents else {
+            Issue.record("parsed a file that changed as if it had not")
+            return
+        }
+        #expect(error.message == "it changed while it was read; read it again")
+    }
+
+    @Test("two readings of one file are the same file until it changes")
+    func sameFile() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", "accounts:\n  - id: a\n")
+        let first = try ParsedFile(path: path).contents.get().source
+        let second = try ParsedFile(path: path).contents.get().source
+        #expect(first.isSameFile(as: second))
+        _ = directory.write("c.yaml.new", "accounts:\n  - id: b\n")
+        #expect(rename(path + ".new", path) == 0)
+        let third = try ParsedFile(path: path).contents.get().source
+        #expect(!first.isSameFile(as: third))
+        #expect(!SourceText(bytes: []).isSameFile(as: SourceText(bytes: [])))
+    }
+
     @Test("bytes read from what cannot be read again are never let go")
     func notAFile() {
         let source = SourceText(bytes: Array("a: 1\n".utf8))

@@ -174,6 +174,33 @@ struct CommandLineTests {
         #expect(output.stderr.components(separatedBy: "line feed").count - 1 == 2, "\(output.stderr)")
     }
 
+    /// A pipe is read once: preview and validate keep every account then, instead of reading
+    /// the configuration again.
+    @Test("preview and validate of a configuration on a pipe (--config /dev/stdin)")
+    func configurationOnAPipe() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.path + "/state"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        let config = """
+            agent: {stateDirectory: \(state)}
+            defaults:
+              pushTokenReporterUrl: https://h.example/?s=%selector%
+              pushTokenReporterCustomHeaders: "X-Install: %installid%"
+            accounts:
+              - {id: a1, selector: s1}
+              - {id: a2, selector: s2}
+              - {id: a3, selector: s3}
+            """
+        let preview = try ProcessRunner.pushreporter(["preview", "--config", "/dev/stdin", "--format", "json"], stdin: config)
+        #expect(preview.status == 0, "\(preview.stderr)")
+        #expect(preview.stdout.components(separatedBy: "\"url\": \"https://h.example/?s=").count - 1 == 3)
+        // An installid that breaks a header: every account is checked again, from what was read.
+        _ = directory.write("state/installid", "id\nwith-a-break\n")
+        let validate = try ProcessRunner.pushreporter(["validate", "--config", "/dev/stdin"], stdin: config)
+        #expect(validate.status == 78)
+        #expect(validate.stderr.hasSuffix("1 file, 3 enabled accounts: 3 errors, 0 warnings\n"), "\(validate.stderr)")
+    }
+
     @Test("preview --format http: the raw HTTP/1.1 request with Host and Content-Length")
     func previewHTTP() throws {
         let output = try ProcessRunner.pushreporter(["preview", "--config", "examples/03-form-get-templates.yaml", "--account", "desk-1001"],

@@ -44,32 +44,63 @@ public struct SourceText: Sendable {
         storage.release()
     }
 
+    /// The bytes, or nil when they were let go and the file has changed since.
+    var bytesIfAvailable: [UInt8]? { storage.bytesIfAvailable }
+
+    /// Whether `other` was read from the same file as it was then (device, inode, size and
+    /// modification time); false when either was not read from a regular file.
+    public func isSameFile(as other: SourceText) -> Bool {
+        guard let mine = storage.identity, let theirs = other.storage.identity else { return false }
+        return mine == theirs
+    }
+
     private final class Storage: Sendable {
-        private let state: Mutex<[UInt8]?>
+        private enum State {
+            case held([UInt8])
+            /// Let go, to be read back.
+            case released
+            /// Let go, and the file changed since.
+            case lost
+        }
+
+        private let state: Mutex<State>
         private let file: (path: String, identity: FileIdentity)?
 
         init(bytes: [UInt8], file: (path: String, identity: FileIdentity)?) {
-            state = Mutex(bytes)
+            state = Mutex(.held(bytes))
             self.file = file
         }
 
-        var bytes: [UInt8] {
-            state.withLock { bytes in
-                if let bytes { return bytes }
-                var identity: FileIdentity?
-                guard let file, case .success(let read) = FileSystem.read(file.path, identity: &identity),
-                      identity == file.identity else {
-                    bytes = []
-                    return []
+        var bytes: [UInt8] { bytesIfAvailable ?? [] }
+
+        var identity: FileIdentity? { file?.identity }
+
+        /// The bytes, read back if they were let go; nil (from then on) when the file changed.
+        var bytesIfAvailable: [UInt8]? {
+            state.withLock { state in
+                switch state {
+                case .held(let bytes):
+                    return bytes
+                case .lost:
+                    return nil
+                case .released:
+                    var identity: FileIdentity?
+                    guard let file, case .success(let read) = FileSystem.read(file.path, identity: &identity),
+                          identity == file.identity else {
+                        state = .lost
+                        return nil
+                    }
+                    state = .held(read)
+                    return read
                 }
-                bytes = read
-                return read
             }
         }
 
         func release() {
             guard file != nil else { return }
-            state.withLock { $0 = nil }
+            state.withLock { state in
+                if case .held = state { state = .released }
+            }
         }
     }
 
