@@ -41,7 +41,8 @@ struct LoadedConfiguration {
     /// Loads the configuration `options` name; `checkingEarly` also checks each account as it
     /// loads (for `validate`, see ``ConfigurationLoader/earlyChecker``), and `leavingOutPassed`
     /// then keeps only those it could not pass (``ConfigurationLoader/leavesOutPassedAccounts``),
-    /// when the files can be read again (``loadAgain(options:handing:)``; not a pipe).
+    /// when the files can be read again (``loadAgain(options:handing:)``; not a pipe) and the
+    /// installation id is one they passed with.
     init(options: ConfigOptions, checkingEarly: Bool = false, leavingOutPassed: Bool = false) {
         environment = LoaderEnvironment.current()
         let paths = options.resolvedPaths(environment: environment)
@@ -52,6 +53,13 @@ struct LoadedConfiguration {
         // command holds (391 MB of validate's 618 for a million accounts).
         loader.releasesSourceBytes = true
         result = loader.load(paths: paths)
+        if loader.leavesOutPassedAccounts, result.configuration.accountsLeftOut.count > 0,
+           AccountTemplates.builtinsHoldHeaderForbiddenBytes(installID: storedInstallID, hostname: environment.hostname) {
+            // They passed with `<installid>`, and this installation's id can break a header: every
+            // account is checked again with it, so every one is kept.
+            loader.leavesOutPassedAccounts = false
+            result = loader.load(paths: paths)
+        }
         if options.paths.isEmpty, environment.variables["PUSHREPORTER_CONFIG"] ?? "" == "",
            access(paths[0], F_OK) != 0 {
             // The default place is empty: say how to name a configuration instead.
@@ -62,11 +70,10 @@ struct LoadedConfiguration {
     }
 
     /// Loads the same configuration again, handing each account to `take` in file order instead
-    /// of keeping it (``ConfigurationLoader/load(paths:unstreamed:handing:)``): the load's
-    /// diagnostics, and the files that are not the ones read the first time (changed, added or
-    /// gone since).
-    func loadAgain(options: ConfigOptions, handing take: @escaping (consuming Account) -> Void)
-        -> (diagnostics: DiagnosticList, changed: [String]) {
+    /// of keeping it (``ConfigurationLoader/load(paths:unstreamed:handing:)``): the files that
+    /// are not the ones read the first time (changed, added or gone since). Its diagnostics
+    /// are those of the first load, unless one of those files changed.
+    func loadAgain(options: ConfigOptions, handing take: @escaping (consuming Account) -> Void) -> [String] {
         var loader = ConfigurationLoader(environment: environment)
         loader.releasesSourceBytes = true
         let again = loader.load(paths: options.resolvedPaths(environment: environment), unstreamed: Set(result.restoredFiles),
@@ -76,7 +83,7 @@ struct LoadedConfiguration {
             guard let before = result.sources[file], let after = again.sources[file] else { return true }
             return !before.isSameFile(as: after)
         }
-        return (again.diagnostics, changed)
+        return changed
     }
 
     /// What backends render the configuration with; a nil `installID` shows `%installid%` as

@@ -43,14 +43,8 @@ struct Preview: ParsableCommand {
         // are not kept: they are read again from the files when printed, so that memory does
         // not grow with the number of accounts. --account needs every id at once.
         let streaming = accounts.isEmpty
-        var loaded = LoadedConfiguration(options: config, checkingEarly: streaming, leavingOutPassed: streaming)
+        let loaded = LoadedConfiguration(options: config, checkingEarly: streaming, leavingOutPassed: streaming)
         let installID = loaded.storedInstallID
-        if loaded.result.configuration.accountsLeftOut.count > 0,
-           AccountTemplates.builtinsHoldHeaderForbiddenBytes(installID: installID, hostname: loaded.environment.hostname) {
-            // They passed with `<installid>`, and this id can break a header: every account is
-            // rendered with it, so every one is kept.
-            loaded = LoadedConfiguration(options: config, checkingEarly: true)
-        }
         let configuration = loaded.result.configuration
         try stopOnErrors(loaded.diagnostics, files: configuration.files)
         let known = Set(configuration.accounts.map(\.id))
@@ -85,15 +79,13 @@ struct Preview: ParsableCommand {
                 output.print(requests(for: account, planners: &planners, display: display, diagnostics: &problems), of: account)
             }
         } else {
-            let again = loaded.loadAgain(options: config) { account in
+            let changed = loaded.loadAgain(options: config) { account in
                 output.print(requests(for: account, planners: &planners, display: display, diagnostics: &problems), of: account)
             }
             // What was printed came from files other than those checked.
-            if !again.changed.isEmpty {
+            if !changed.isEmpty {
                 output.finish()
-                for file in again.changed { printError("\(file): error: the file changed while preview read it") }
-                try stopOnErrors(again.diagnostics, files: configuration.files)
-                printError("preview: the configuration changed while it was read; run preview again")
+                for file in changed { printError("\(file): error: the file changed while preview read it; run preview again") }
                 throw Exit.configuration
             }
         }

@@ -31,12 +31,6 @@ struct Validate: ParsableCommand {
         // kept, to be checked after.
         var loaded = LoadedConfiguration(options: config, checkingEarly: true, leavingOutPassed: true)
         let installID = loaded.storedInstallID
-        if loaded.result.configuration.accountsLeftOut.count > 0,
-           AccountTemplates.builtinsHoldHeaderForbiddenBytes(installID: installID, hostname: loaded.environment.hostname) {
-            // They passed with `<installid>`; this id can break a header, so every account is
-            // checked again with it, and must be kept.
-            loaded = LoadedConfiguration(options: config, checkingEarly: true)
-        }
         Backends.standard.check(loaded.context(installID: installID), skipping: loaded.result.passedEarly,
                                 diagnostics: &loaded.diagnostics)
         let diagnostics = loaded.diagnostics.sorted(fileOrder: loaded.result.configuration.files)
