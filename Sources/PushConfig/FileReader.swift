@@ -17,9 +17,9 @@ struct ParsedFile: Sendable {
     /// `stream` as they are parsed; `stream` is always ended on return.
     init(path: String, streaming stream: SequenceStream? = nil) {
         defer { stream?.end() }
-        var identity: FileIdentity?
-        contents = FileSystem.read(path, identity: &identity).map { bytes in
-            Contents(parsed: YAMLParser.parse(bytes, streaming: stream), source: SourceText(bytes: bytes, path: path, identity: identity))
+        contents = FileSystem.readIdentified(path).map { read in
+            Contents(parsed: YAMLParser.parse(read.bytes, streaming: stream),
+                     source: SourceText(bytes: read.bytes, path: path, identity: read.identity))
         }
     }
 

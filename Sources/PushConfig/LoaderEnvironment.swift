@@ -85,26 +85,23 @@ package enum FileSystem {
 
     /// The whole file as bytes, refusing more than `limit` bytes (so `/dev/zero` cannot exhaust memory).
     package static func read(_ path: String, limit: Int = maximumConfigurationSize) -> Result<[UInt8], FileError> {
-        read(path, limit: limit, identity: nil)
+        readIdentified(path, limit: limit).map(\.bytes)
     }
 
-    /// The whole file as bytes, as ``read(_:limit:)``, and `identity` set to the file's when
-    /// it is a regular file read whole at the size it had when opened (nil otherwise).
-    static func read(_ path: String, limit: Int = maximumConfigurationSize,
-                     identity: UnsafeMutablePointer<FileIdentity?>?) -> Result<[UInt8], FileError> {
+    /// The whole file as bytes, as ``read(_:limit:)``, with the file's identity when it is a
+    /// regular file read whole at the size it had when opened (nil otherwise: it cannot be told
+    /// from another when read again).
+    static func readIdentified(_ path: String, limit: Int = maximumConfigurationSize)
+        -> Result<(bytes: [UInt8], identity: FileIdentity?), FileError> {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { return .failure(FileError(errno: errno)) }
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else { return .failure(FileError(errno: errno)) }
-        let result = read(fd, info, limit: limit)
-        if let identity {
-            identity.pointee = nil
-            if case .success(let bytes) = result, info.st_mode & S_IFMT == S_IFREG, bytes.count == Int(info.st_size) {
-                identity.pointee = FileIdentity(info)
-            }
+        return read(fd, info, limit: limit).map { bytes in
+            let whole = info.st_mode & S_IFMT == S_IFREG && bytes.count == Int(info.st_size)
+            return (bytes, whole ? FileIdentity(info) : nil)
         }
-        return result
     }
 
     private static func read(_ fd: Int32, _ info: stat, limit: Int) -> Result<[UInt8], FileError> {

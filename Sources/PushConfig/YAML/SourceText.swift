@@ -84,14 +84,13 @@ public struct SourceText: Sendable {
                 case .lost:
                     return nil
                 case .released:
-                    var identity: FileIdentity?
-                    guard let file, case .success(let read) = FileSystem.read(file.path, identity: &identity),
-                          identity == file.identity else {
+                    guard let file, case .success(let read) = FileSystem.readIdentified(file.path),
+                          read.identity == file.identity else {
                         state = .lost
                         return nil
                     }
-                    state = .held(read)
-                    return read
+                    state = .held(read.bytes)
+                    return read.bytes
                 }
             }
         }
