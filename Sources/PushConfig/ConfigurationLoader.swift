@@ -171,6 +171,9 @@ struct LoadSession {
     var leavesOutPassed = false
     /// Where admitted accounts go instead of `configuration.accounts`, when set.
     var sink: AccountSink?
+    /// Whether every account admitted goes into `configuration.accounts` (room can be made for
+    /// all of them at once).
+    var keepsEveryAccount: Bool { !leavesOutPassed && sink == nil }
     var restoredFiles: [String] = []
     /// The key names of the last account left out, with its values to compare the next one's
     /// keys with.
@@ -842,9 +845,7 @@ struct LoadSession {
             return
         }
         // Not when most are left out: room for a million accounts would outweigh what is kept.
-        if !leavesOutPassed && sink == nil {
-            configuration.accounts.reserveCapacity(configuration.accounts.count + sequence.items.count)
-        }
+        if keepsEveryAccount { configuration.accounts.reserveCapacity(configuration.accounts.count + sequence.items.count) }
         accountOwners.reserveCapacity(accountOwners.count + sequence.items.count)
         readAccounts(sequence.items[...], file: file, defaults: defaults)
     }
@@ -884,10 +885,12 @@ struct LoadSession {
         // Grown once: the ids of a run of 50,000 accounts would otherwise be hashed again at
         // each of several doublings, on the one thread that admits every account.
         accountOwners.reserveCapacity(accountOwners.count + run.accounts.count)
-        let whole = sink != nil ? 0 : !leavesOutPassed ? run.accounts.count : run.accounts.count {
-            if case .whole? = $0.account { true } else { false }
+        if keepsEveryAccount {
+            configuration.accounts.reserveCapacity(configuration.accounts.count + run.accounts.count)
+        } else if sink == nil {
+            let kept = run.accounts.count { if case .whole? = $0.account { true } else { false } }
+            configuration.accounts.reserveCapacity(configuration.accounts.count + kept)
         }
-        configuration.accounts.reserveCapacity(configuration.accounts.count + whole)
         for index in run.accounts.indices {
             let (diagnosticCount, referenceCount) = (run.accounts[index].diagnostics, run.accounts[index].references)
             diagnostics.append(contentsOf: run.session.diagnostics.all[diagnosticsTaken..<diagnosticCount])
