@@ -49,25 +49,12 @@ public struct Backends: Sendable {
         let accounts = context.configuration.accounts
         let forRuns = planners.compactMap(\.forRuns)
         guard runs > 1, accounts.count > 1, forRuns.count == planners.count else {
-            var plans: [SubscriptionPlan] = []
-            plans.reserveCapacity(accounts.count)
-            for account in accounts where account.isEnabled {
-                for index in planners.indices {
-                    plans += planners[index].plans(for: account, diagnostics: &diagnostics)
-                }
-            }
-            return plans
+            return Self.plans(of: accounts[...], planners: &planners, diagnostics: &diagnostics)
         }
         var found = Processors.inRuns(count: accounts.count, runs: min(runs, accounts.count)) { range in
-            var copies = forRuns
+            var copies: [any SubscriptionPlanner] = forRuns
             var found = DiagnosticList()
-            var plans: [SubscriptionPlan] = []
-            plans.reserveCapacity(range.count)
-            for account in accounts[range] where account.isEnabled {
-                for index in copies.indices {
-                    plans += copies[index].plans(for: account, diagnostics: &found)
-                }
-            }
+            let plans = Self.plans(of: accounts[range], planners: &copies, diagnostics: &found)
             return (plans: plans, diagnostics: found)
         }
         var plans: [SubscriptionPlan] = []
@@ -77,6 +64,19 @@ public struct Backends: Sendable {
             // Let go run by run: the runs and the whole list are not all held at once.
             found[index].plans = []
             diagnostics.append(contentsOf: found[index].diagnostics.all)
+        }
+        return plans
+    }
+
+    /// The subscriptions of the enabled accounts of `accounts`, in order, from every planner.
+    private static func plans(of accounts: ArraySlice<Account>, planners: inout [any SubscriptionPlanner],
+                              diagnostics: inout DiagnosticList) -> [SubscriptionPlan] {
+        var plans: [SubscriptionPlan] = []
+        plans.reserveCapacity(accounts.count)
+        for account in accounts where account.isEnabled {
+            for index in planners.indices {
+                plans += planners[index].plans(for: account, diagnostics: &diagnostics)
+            }
         }
         return plans
     }
