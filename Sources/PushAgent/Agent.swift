@@ -146,8 +146,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     /// Starts the book and writes what it decided before anything is sent; `written` is false
     /// when the state cannot be written. A large start keeps all but its first run for
-    /// ``feed(_:scheduler:)``.
-    private func begin(_ scheduler: ReportScheduler<SubscriptionKey, C>) -> Beginning {
+    /// ``feed(_:scheduler:)``. `keepingJobs`: whether the keys given a job are wanted (`run --once`
+    /// sums them up; the long-running agent would hold them for nothing).
+    private func begin(_ scheduler: ReportScheduler<SubscriptionKey, C>, keepingJobs: Bool) -> Beginning {
         guard let start = startup.withLock({ startup in defer { startup = nil }; return startup }) else {
             return Beginning(written: true, jobs: [])
         }
@@ -186,10 +187,13 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 claimedAll.withLock { $0 = true }
             }
             var first = actions
-            jobs.reserveCapacity(actions.count / 2)
-            for case .submit(let submission) in actions { jobs.insert(submission.key) }
+            let submissions = actions.count { if case .submit = $0 { true } else { false } }
+            if keepingJobs {
+                jobs.reserveCapacity(submissions)
+                for case .submit(let submission) in actions { jobs.insert(submission.key) }
+            }
             // Split only when there is more than a run to feed after the first one.
-            if jobs.count > 2 * startRunSize {
+            if submissions > 2 * startRunSize {
                 let laterKeys: Set<SubscriptionKey>
                 (first, later, laterKeys) = Self.split(actions, runSize: startRunSize, book: book)
                 unfed.withLock { $0 = laterKeys }
@@ -212,7 +216,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         } else {
             logger.debug("started: cleaning up \(subscriptions) \(subscriptions == 1 ? "subscription" : "subscriptions")")
         }
-        return Beginning(written: true, jobs: jobs, later: later)
+        return Beginning(written: true, jobs: jobs, later: Feed(later))
     }
 
     /// What ``begin(_:)`` did: whether the state was written, the subscriptions it gave a job,
@@ -220,7 +224,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     private struct Beginning {
         var written: Bool
         var jobs: Set<SubscriptionKey>
-        var later: [Unsent] = []
+        var later = Feed([])
     }
 
     /// The runs still to feed, taken once by the feeder, so that they go when it is done.
@@ -272,6 +276,16 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         return (first, later, laterKeys)
     }
 
+    /// Adds the task that feeds the runs of `later` to the scheduler, when there are any; the
+    /// runs are taken, so that they go as they are fed.
+    private func addFeeder(_ later: Feed, to group: inout TaskGroup<Ending>, scheduler: ReportScheduler<SubscriptionKey, C>) {
+        guard !later.isEmpty else { return }
+        group.addTask {
+            await self.feed(later.take(), scheduler: scheduler)
+            return .other
+        }
+    }
+
     /// Hands `later` to the scheduler a run at a time: each run's records as they stand now are
     /// written first, then what is still the start's job is submitted (a reload or a stopped
     /// service may have moved some on meanwhile; ``AgentBook/unsent(_:generation:)``).
@@ -288,32 +302,32 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             next = run.endIndex
             size *= 2
             book.withLock { book in
-                for item in run where unfed.withLock({ $0.contains(item.submission.key) }) {
+                for item in stillUnfed(run) {
                     if let record = book.unsent(item.submission, generation: item.generation) { recorder.save(record) }
                 }
             }
             guard await flushUntilWritten() else { return }
             book.withLock { book in
-                let submits = run.compactMap { item -> AgentBook.Action? in
-                    guard unfed.withLock({ $0.contains(item.submission.key) }),
-                          book.unsent(item.submission, generation: item.generation) != nil else { return nil }
-                    return .submit(item.submission)
+                let submits = stillUnfed(run).compactMap { item -> AgentBook.Action? in
+                    book.unsent(item.submission, generation: item.generation) == nil ? nil : .submit(item.submission)
                 }
                 apply(submits, to: scheduler)
             }
         }
     }
 
+    /// The items of `run` that nothing else submitted meanwhile (a reload's submissions take
+    /// theirs out of `unfed`).
+    private func stillUnfed(_ run: ArraySlice<Unsent>) -> [Unsent] {
+        unfed.withLock { unfed in run.filter { unfed.contains($0.submission.key) } }
+    }
+
     /// Runs until graceful shutdown. Throws when the state cannot be written at start: the
     /// cleanups must be in the state before any delivery is sent.
     public func run() async throws {
         let scheduler = makeScheduler()
-        // Neither the jobs nor the runs to feed are kept for the agent's life.
-        let (written, later) = { () -> (Bool, Feed) in
-            let beginning = begin(scheduler)
-            return (beginning.written, Feed(beginning.later))
-        }()
-        guard written else {
+        let beginning = begin(scheduler, keepingJobs: false)
+        guard beginning.written else {
             throw StateRecorder<C>.Failure(description: "the state cannot be written, so nothing is sent; see the error above")
         }
         notifier.notify("READY=1\nSTATUS=\(statusText())")
@@ -327,12 +341,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 await scheduler.run()
                 return .schedulerEnded
             }
-            if !later.isEmpty {
-                group.addTask {
-                    await self.feed(later.take(), scheduler: scheduler)
-                    return .other
-                }
-            }
+            addFeeder(beginning.later, to: &group, scheduler: scheduler)
             for source in reloadSources {
                 group.addTask {
                     await source(reloadContinuation)
@@ -402,11 +411,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         let scheduler = makeScheduler()
         // One round: nothing is scheduled for later (`reportInterval` is the agent's business).
         book.withLock { $0.reportInterval = nil }
-        let (written, jobs, later) = { () -> (Bool, Set<SubscriptionKey>, Feed) in
-            let beginning = begin(scheduler)
-            return (beginning.written, beginning.jobs, Feed(beginning.later))
-        }()
-        guard written else {
+        let beginning = begin(scheduler, keepingJobs: true)
+        let jobs = beginning.jobs
+        guard beginning.written else {
             return OnceOutcome(total: jobs.count, delivered: 0, undelivered: [], counts: book.withLock { $0.counts },
                                elapsed: .zero, deadline: deadline, stateWritten: false)
         }
@@ -419,12 +426,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 await scheduler.run()
                 return .schedulerEnded
             }
-            if !later.isEmpty {
-                group.addTask {
-                    await self.feed(later.take(), scheduler: scheduler)
-                    return .other
-                }
-            }
+            addFeeder(beginning.later, to: &group, scheduler: scheduler)
             group.addTask {
                 for await _ in settled where self.book.withLock({ $0.isSettled }) && (self.shared == nil || self.claimedAll.withLock { $0 }) {
                     // Everything sent: one more question about what awaits confirmation.
