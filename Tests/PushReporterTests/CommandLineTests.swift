@@ -38,24 +38,31 @@ struct CommandLineTests {
         #expect(array.first?["message"] as? String == "unknown variable 'selectr'; did you mean 'selector'?")
     }
 
-    /// validate keeps only the accounts it could not pass while they loaded; what it says of the
-    /// others (their number, the duplicate ids among them) must not change.
-    @Test("validate counts and checks the accounts it passed while they loaded, and checks them again with an installid that breaks a header")
-    func validateAccountsPassedWhileLoading() throws {
-        let directory = TemporaryDirectory()
+    /// A configuration whose accounts send the installation id in a header, with a state
+    /// directory in `directory` (`state/`, where `state/installid` is read), and `accounts`
+    /// (lines of `accounts:`) after its defaults.
+    static func installIDConfiguration(in directory: TemporaryDirectory, accounts: String) throws -> String {
         let state = directory.path + "/state"
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        var text = """
+        return """
             agent: {stateDirectory: \(state)}
             defaults:
               pushTokenReporterUrl: https://h.example/?s=%selector%
               pushTokenReporterCustomHeaders: "X-Install: %installid%"
             accounts:
 
-            """
-        for index in 0..<3_000 { text += "  - {id: a\(index), selector: s\(index)\(index % 1_000 == 7 ? ", enabled: no" : "")}\n" }
-        text += "  - {id: a2999, selector: again}\n"
-        let path = directory.write("c.yaml", text)
+            """ + accounts
+    }
+
+    /// validate keeps only the accounts it could not pass while they loaded; what it says of the
+    /// others (their number, the duplicate ids among them) must not change.
+    @Test("validate counts and checks the accounts it passed while they loaded, and checks them again with an installid that breaks a header")
+    func validateAccountsPassedWhileLoading() throws {
+        let directory = TemporaryDirectory()
+        var accounts = ""
+        for index in 0..<3_000 { accounts += "  - {id: a\(index), selector: s\(index)\(index % 1_000 == 7 ? ", enabled: no" : "")}\n" }
+        accounts += "  - {id: a2999, selector: again}\n"
+        let path = directory.write("c.yaml", try Self.installIDConfiguration(in: directory, accounts: accounts))
         let clean = try ProcessRunner.pushreporter(["validate", "--config", path])
         #expect(clean.status == 78)
         #expect(clean.stderr.contains("c.yaml:3006:5: error: account id 'a2999' is already used at \(path):3005:5"))
@@ -156,18 +163,11 @@ struct CommandLineTests {
     @Test("preview renders every account with an installid that breaks a header, though they passed with <installid>")
     func previewInstallIDWithALineBreak() throws {
         let directory = TemporaryDirectory()
-        let state = directory.path + "/state"
-        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        _ = directory.write("state/installid", "id\nwith-a-break\n")
-        let path = directory.write("c.yaml", """
-            agent: {stateDirectory: \(state)}
-            defaults:
-              pushTokenReporterUrl: https://h.example/?s=%selector%
-              pushTokenReporterCustomHeaders: "X-Install: %installid%"
-            accounts:
+        let path = directory.write("c.yaml", try Self.installIDConfiguration(in: directory, accounts: """
               - {id: a1, selector: s1}
               - {id: a2, selector: s2}
-            """)
+            """))
+        _ = directory.write("state/installid", "id\nwith-a-break\n")
         let output = try ProcessRunner.pushreporter(["preview", "--config", path])
         #expect(output.status == 78)
         #expect(output.stdout.isEmpty)
@@ -179,18 +179,11 @@ struct CommandLineTests {
     @Test("preview and validate of a configuration on a pipe (--config /dev/stdin)")
     func configurationOnAPipe() throws {
         let directory = TemporaryDirectory()
-        let state = directory.path + "/state"
-        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        let config = """
-            agent: {stateDirectory: \(state)}
-            defaults:
-              pushTokenReporterUrl: https://h.example/?s=%selector%
-              pushTokenReporterCustomHeaders: "X-Install: %installid%"
-            accounts:
+        let config = try Self.installIDConfiguration(in: directory, accounts: """
               - {id: a1, selector: s1}
               - {id: a2, selector: s2}
               - {id: a3, selector: s3}
-            """
+            """)
         let preview = try ProcessRunner.pushreporter(["preview", "--config", "/dev/stdin", "--format", "json"], stdin: config)
         #expect(preview.status == 0, "\(preview.stderr)")
         #expect(preview.stdout.components(separatedBy: "\"url\": \"https://h.example/?s=").count - 1 == 3)
