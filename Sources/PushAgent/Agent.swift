@@ -166,39 +166,30 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         }
         // The scheduler does not run yet, so nothing is sent before the flush.
         var jobs = Set<SubscriptionKey>()
-        var later: [Unsent] = []
+        var later: [AgentBook.Unsent] = []
         let (subscriptions, owedCleanups) = book.withLock { book -> (Int, Int) in
-            let actions: [AgentBook.Action]
+            let started: AgentBook.Start
             switch start {
             case .configuration(let plans, let records, let pollers):
                 backends.restore(records)
                 if membership != nil {
                     // Nothing is this agent's before it claims it (see keepLeases).
                     book.startShared(plans: plans)
-                    actions = []
+                    started = AgentBook.Start(firstRun: 0)
                 } else {
-                    actions = book.start(plans: plans, records: records)
+                    started = book.start(plans: plans, records: records, firstRun: firstRun(plans.count + records.count))
                 }
                 replacePollers(pollers)
             case .removal(let records):
                 backends.restore(records)
-                actions = book.startCleanup(of: records)
+                started = book.startCleanup(of: records, firstRun: firstRun(records.count))
                 // Nothing to claim: `remove` took its subscriptions before it started.
                 claimedAll.withLock { $0 = true }
             }
-            var first = actions
-            let submissions = actions.count { if case .submit = $0 { true } else { false } }
-            if keepingJobs {
-                jobs.reserveCapacity(submissions)
-                for case .submit(let submission) in actions { jobs.insert(submission.key) }
-            }
-            // Split only when there is more than a run to feed after the first one.
-            if submissions > 2 * startRunSize {
-                let laterKeys: Set<SubscriptionKey>
-                (first, later, laterKeys) = Self.split(actions, runSize: startRunSize, book: book)
-                unfed.withLock { $0 = laterKeys }
-            }
-            apply(first, to: scheduler)
+            if keepingJobs { jobs = Set(started.submittedKeys) }
+            later = started.later
+            if !later.isEmpty { unfed.withLock { $0 = Set(later.lazy.map(\.submission.key)) } }
+            apply(started.actions, to: scheduler)
             return (book.entries.count, book.counts[.removing])
         }
         guard recorder.flush() else { return Beginning(written: false, jobs: jobs) }
@@ -229,15 +220,15 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     /// The runs still to feed, taken once by the feeder, so that they go when it is done.
     private final class Feed: Sendable {
-        private let items: Mutex<[Unsent]>
+        private let items: Mutex<[AgentBook.Unsent]>
         let isEmpty: Bool
 
-        init(_ items: [Unsent]) {
+        init(_ items: [AgentBook.Unsent]) {
             isEmpty = items.isEmpty
             self.items = Mutex(items)
         }
 
-        func take() -> [Unsent] {
+        func take() -> [AgentBook.Unsent] {
             items.withLock { items in
                 defer { items = [] }
                 return items
@@ -245,35 +236,12 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         }
     }
 
-    /// A submission of the start not given to the scheduler yet, and its job's generation then.
-    private struct Unsent: Sendable {
-        var submission: AgentBook.Submission
-        var generation: UInt64
-    }
-
-    /// A large start goes to the scheduler in runs (SPEC §6 still holds: each run is written
-    /// before it is submitted): the first run leaves before the rest is written. Keeps in
-    /// `actions` what the first run needs (every other write, the first `runSize` submissions and
-    /// their writes) and returns the rest's submissions.
-    private static func split(_ actions: [AgentBook.Action], runSize: Int, book: AgentBook)
-        -> ([AgentBook.Action], [Unsent], Set<SubscriptionKey>) {
-        var later: [Unsent] = []
-        var laterKeys = Set<SubscriptionKey>()
-        var submitted = 0
-        for case .submit(let submission) in actions {
-            submitted += 1
-            guard submitted > runSize, let generation = book.generation(of: submission.key) else { continue }
-            later.append(Unsent(submission: submission, generation: generation))
-            laterKeys.insert(submission.key)
-        }
-        let first = actions.filter { action in
-            switch action {
-            case .save(let record): !laterKeys.contains(record.key)
-            case .submit(let submission): !laterKeys.contains(submission.key)
-            case .cancel, .forget: true
-            }
-        }
-        return (first, later, laterKeys)
+    /// How many submissions of a start of `count` subscriptions go to the scheduler at once: a
+    /// large start goes in runs (SPEC §6 still holds: each run is written before it is
+    /// submitted), so that the first run leaves before the rest is written. Only when there is
+    /// more than a run to feed after the first one.
+    private func firstRun(_ count: Int) -> Int {
+        count > 2 * startRunSize ? startRunSize : .max
     }
 
     /// Adds the task that feeds the runs of `later` to the scheduler, when there are any; the
@@ -289,7 +257,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// Hands `later` to the scheduler a run at a time: each run's records as they stand now are
     /// written first, then what is still the start's job is submitted (a reload or a stopped
     /// service may have moved some on meanwhile; ``AgentBook/unsent(_:generation:)``).
-    private func feed(_ later: [Unsent], scheduler: ReportScheduler<SubscriptionKey, C>) async {
+    private func feed(_ later: [AgentBook.Unsent], scheduler: ReportScheduler<SubscriptionKey, C>) async {
         // Done or given up: the set's room goes too.
         defer { unfed.withLock { $0 = [] } }
         var next = later.startIndex
@@ -318,7 +286,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     /// The items of `run` that nothing else submitted meanwhile (a reload's submissions take
     /// theirs out of `unfed`).
-    private func stillUnfed(_ run: ArraySlice<Unsent>) -> [Unsent] {
+    private func stillUnfed(_ run: ArraySlice<AgentBook.Unsent>) -> [AgentBook.Unsent] {
         unfed.withLock { unfed in run.filter { unfed.contains($0.submission.key) } }
     }
 

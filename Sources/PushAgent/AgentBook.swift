@@ -118,33 +118,90 @@ struct AgentBook {
     /// The first configuration after a start: every planned subscription is delivered (changed
     /// or not), and every stored one that left the configuration gets its cleanup.
     mutating func start(plans: [SubscriptionPlan], records: [SubscriptionRecord]) -> [Action] {
-        var actions: [Action] = []
-        actions.reserveCapacity(2 * plans.count + records.count)
+        start(plans: plans, records: records, firstRun: .max).actions
+    }
+
+    /// ``start(plans:records:)`` for a start the agent hands to the scheduler in runs: the
+    /// first `firstRun` submissions come in ``Start/actions`` with their writes (and every other
+    /// write), the others in ``Start/later`` without theirs, which are written as they are fed
+    /// (``unsent(_:generation:)``). The book has every entry either way.
+    mutating func start(plans: [SubscriptionPlan], records: [SubscriptionRecord], firstRun: Int) -> Start {
+        var start = Start(firstRun: firstRun)
+        // A first start stores nothing yet: no set of the planned keys to build.
         var planned = Set<SubscriptionKey>()
-        planned.reserveCapacity(plans.count)
-        for plan in plans { planned.insert(plan.key) }
+        var stored: [SubscriptionKey: SubscriptionRecord] = [:]
+        if !records.isEmpty {
+            planned.reserveCapacity(plans.count)
+            for plan in plans { planned.insert(plan.key) }
+            stored.reserveCapacity(records.count)
+        }
         // Room for every subscription once: the stored ones are mostly the planned ones again.
         entries.reserveCapacity(plans.count + records.lazy.filter { !planned.contains($0.key) }.count)
-        var stored: [SubscriptionKey: SubscriptionRecord] = [:]
-        stored.reserveCapacity(records.count)
+        start.actions.reserveCapacity(min(firstRun, plans.count) * 2 + records.count)
         for record in records {
             if planned.contains(record.key) {
                 stored[record.key] = record
+            } else if let entry = cleanupEntry(of: record) {
+                book(entry, written: entry.record != record, into: &start)
             } else {
-                beginCleanup(record, actions: &actions)
+                start.actions.append(.forget(record.key))
             }
         }
         for plan in plans {
             let old = stored[plan.key]
             var record = old ?? SubscriptionRecord(key: plan.key)
             plan.apply(to: &record)
-            if record != old { actions.append(.save(record)) }
-            schedule(Entry(record: record, plan: plan, job: plan.delivery == nil ? nil : .delivery), actions: &actions)
+            book(Entry(record: record, plan: plan, job: plan.delivery == nil ? nil : .delivery), written: record != old, into: &start)
         }
-        return Self.savesFirst(actions)
+        start.actions = Self.savesFirst(start.actions)
+        return start
     }
 
-    /// A submission of ``start(plans:records:)`` the scheduler has not been given yet (the agent
+    /// What a start gives the agent: what to apply before the scheduler runs, and the
+    /// submissions it hands over in runs after that.
+    struct Start {
+        /// The writes to make and the submissions of the first run, to apply at once.
+        var actions: [Action] = []
+        /// The submissions after the first run, each with its job's generation: their records
+        /// are written when they are fed (``AgentBook/unsent(_:generation:)``).
+        var later: [Unsent] = []
+        /// How many submissions `actions` takes.
+        let firstRun: Int
+        private var submitted = 0
+
+        init(firstRun: Int) {
+            self.firstRun = firstRun
+        }
+
+        /// `record` is written first when `written`; `submission` goes in the first run while
+        /// there is room.
+        mutating func add(_ record: SubscriptionRecord, written: Bool, submission: Submission?, generation: UInt64) {
+            if let submission, submitted >= firstRun {
+                later.append(Unsent(submission: submission, generation: generation))
+                return
+            }
+            if written { actions.append(.save(record)) }
+            if let submission {
+                actions.append(.submit(submission))
+                submitted += 1
+            }
+        }
+
+        /// Every submission, the first run's and the later ones.
+        var submittedKeys: [SubscriptionKey] {
+            actions.compactMap { action in
+                if case .submit(let submission) = action { submission.key } else { nil }
+            } + later.map(\.submission.key)
+        }
+    }
+
+    /// A submission of a start not given to the scheduler yet, and its job's generation then.
+    struct Unsent: Sendable {
+        var submission: Submission
+        var generation: UInt64
+    }
+
+    /// A submission of ``start(plans:records:firstRun:)`` the scheduler has not been given yet (the agent
     /// hands a large start over in runs): its key's record as it stands now, to be written before
     /// it is submitted. Nil when the book has moved on since: a reload replaced or removed the job
     /// (and submitted its own), its service stopped (a reload brings it back), or an attempt began.
@@ -274,9 +331,21 @@ struct AgentBook {
     /// The removal of stored subscriptions (`pushreporter remove`): each gets its cleanups, then
     /// is forgotten.
     mutating func startCleanup(of records: [SubscriptionRecord]) -> [Action] {
-        var actions: [Action] = []
-        for record in records { beginCleanup(record, actions: &actions) }
-        return Self.savesFirst(actions)
+        startCleanup(of: records, firstRun: .max).actions
+    }
+
+    /// ``startCleanup(of:)`` handed to the scheduler in runs, as ``start(plans:records:firstRun:)``.
+    mutating func startCleanup(of records: [SubscriptionRecord], firstRun: Int) -> Start {
+        var start = Start(firstRun: firstRun)
+        for record in records {
+            if let entry = cleanupEntry(of: record) {
+                book(entry, written: entry.record != record, into: &start)
+            } else {
+                start.actions.append(.forget(record.key))
+            }
+        }
+        start.actions = Self.savesFirst(start.actions)
+        return start
     }
 
     /// A new configuration while running: new and changed subscriptions are delivered now
@@ -677,12 +746,22 @@ struct AgentBook {
     /// Starts the cleanup of a stored subscription that left the configuration, or forgets it
     /// when it has no cleanup to send.
     private mutating func beginCleanup(_ stored: SubscriptionRecord, actions: inout [Action]) {
+        guard let entry = cleanupEntry(of: stored) else {
+            actions.append(.forget(stored.key))
+            return
+        }
+        if entry.record != stored { actions.append(.save(entry.record)) }
+        schedule(entry, actions: &actions)
+    }
+
+    /// The entry of a stored subscription that left, sending its owed cleanups; nil when it owes
+    /// none (it is forgotten, and no longer this agent's).
+    private mutating func cleanupEntry(of stored: SubscriptionRecord) -> Entry? {
         let (owed, unreadable) = cleanups(of: stored)
         if unreadable > 0 { unreadableCleanups.append(stored.key) }
         guard !owed.isEmpty else {
-            actions.append(.forget(stored.key))
             owned?.remove(stored.key)
-            return
+            return nil
         }
         var record = stored
         if !record.isRemoving { record.attempts = 0 }
@@ -690,8 +769,7 @@ struct AgentBook {
         record.fingerprint = ""
         record.nextDueAt = nil
         record.backendData = nil
-        if record != stored { actions.append(.save(record)) }
-        schedule(Entry(record: record, plan: nil, job: .cleanup, cleanups: owed), actions: &actions)
+        return Entry(record: record, plan: nil, job: .cleanup, cleanups: owed)
     }
 
     /// Takes the list of unreadable cleanups, for the log.
@@ -701,6 +779,16 @@ struct AgentBook {
     }
 
     // MARK: Helpers
+
+    /// ``schedule(_:actions:)`` for a start: `entry`'s record is written first when `written`.
+    private mutating func book(_ entry: Entry, written: Bool, into start: inout Start) {
+        var entry = entry
+        entry.generation = nextGeneration()
+        let key = entry.record.key
+        let submission = Self.request(of: entry).map { Self.submission(key, $0, after: .zero) }
+        start.add(entry.record, written: written, submission: submission, generation: entry.generation)
+        entries[key] = entry
+    }
 
     /// Gives `entry` a new generation, stores it and submits its job now.
     private mutating func schedule(_ entry: Entry, actions: inout [Action]) {

@@ -78,6 +78,50 @@ import Testing
         #expect(book.counts.statusText == "3 accounts: 1 reported, 0 retrying, 1 waiting, 1 removal pending")
     }
 
+    @Test func aStartInRunsBooksWhatAWholeStartDoesAndWritesTheLaterRunsWhenFed() throws {
+        // Two removals owed, one forgotten, six plans of which one waits for a token: the first
+        // run takes three submissions (the removals first), the later ones come without their writes.
+        func records() -> [SubscriptionRecord] {
+            ["gone1", "gone2"].map { id in
+                SubscriptionRecord(key: Self.k(id), fingerprint: "\(id)-1", deliveredFingerprint: "\(id)-1",
+                                   state: .delivered, cleanup: Self.plan(id, token: "1").cleanup)
+            } + [SubscriptionRecord(key: Self.k("bare"), fingerprint: "bare-1", state: .delivered)]
+        }
+        func plans() -> [SubscriptionPlan] {
+            var waiting = Self.plan("waits", token: "1")
+            waiting.delivery = nil
+            waiting.waiting = "no device token yet"
+            return ["a", "b", "c"].map { Self.plan($0, token: "1") } + [waiting] + ["d", "e"].map { Self.plan($0, token: "1") }
+        }
+        var whole = Self.book(reportInterval: nil)
+        let all = whole.start(plans: plans(), records: records())
+        var inRuns = Self.book(reportInterval: nil)
+        let started = inRuns.start(plans: plans(), records: records(), firstRun: 3)
+
+        #expect(Self.submitted(started.actions) == ["gone1@gone.example.com:443", "gone2@gone.example.com:443",
+                                                    "a@push.example.com:443"])
+        #expect(started.later.map(\.submission.key.account) == ["b", "c", "d", "e"])
+        #expect(started.submittedKeys.map(\.account) == ["gone1", "gone2", "a", "b", "c", "d", "e"])
+        #expect(all.compactMap { if case .submit(let submission) = $0 { submission.key } else { nil } } == started.submittedKeys)
+        // The first run writes its own records and every record that is not submitted later.
+        #expect(Self.saved(started.actions).map(\.key.account) == ["gone1", "gone2", "a", "waits"])
+        #expect(started.actions.contains(.forget(Self.k("bare"))))
+        let lastSave = try #require(started.actions.lastIndex { if case .save = $0 { true } else { false } })
+        let firstSubmit = try #require(started.actions.firstIndex { if case .submit = $0 { true } else { false } })
+        #expect(lastSave < firstSubmit)
+        // The book has every entry, as a whole start's, and the later runs' records as it would write them.
+        #expect(inRuns.counts.statusText == whole.counts.statusText)
+        let wholeSaves = Dictionary(uniqueKeysWithValues: Self.saved(all).map { ($0.key, $0) })
+        for item in started.later {
+            let record = try #require(inRuns.unsent(item.submission, generation: item.generation))
+            #expect(record == wholeSaves[item.submission.key])
+        }
+        // Once its attempt began, a later submission is no longer the start's to feed.
+        let first = try #require(started.later.first)
+        _ = inRuns.beginAttempt(first.submission.key)
+        #expect(inRuns.unsent(first.submission, generation: first.generation) == nil)
+    }
+
     @Test func theRemovalIsSavedBeforeAnyRequestIsSubmitted() throws {
         var book = Self.book(reportInterval: nil)
         let actions = book.start(plans: [Self.plan("alice", token: "1"), Self.plan("bob", token: "1")], records: [])
