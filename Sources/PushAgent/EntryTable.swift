@@ -40,28 +40,40 @@ struct EntryTable: Sequence {
     subscript(key: SubscriptionKey) -> Entry? {
         get { positions[key].map { values[$0] } }
         set {
-            let position = positions[key]
-            recount(key, from: position.map { Standing(values[$0]) }, to: newValue.map(Standing.init))
-            if let newValue {
-                if let position {
-                    values[position] = newValue
-                } else {
-                    positions[key] = values.count
-                    keys.append(key)
-                    values.append(newValue)
-                }
-            } else if let position {
-                positions[key] = nil
-                let last = values.count - 1
-                if position != last {
-                    values.swapAt(position, last)
-                    keys.swapAt(position, last)
-                    positions[keys[position]] = position
-                }
-                values.removeLast()
-                keys.removeLast()
+            guard let newValue else { return remove(key) }
+            // One lookup that also makes room for a new key (a start inserts 100,000).
+            let end = values.count
+            // Every position taken is below `end`.
+            let position = Self.read(&positions[key, default: end])
+            let isNew = position == end
+            recount(key, from: isNew ? nil : Standing(values[position]), to: Standing(newValue))
+            if isNew {
+                keys.append(key)
+                values.append(newValue)
+            } else {
+                values[position] = newValue
             }
         }
+    }
+
+    /// Reads `value` through its modify accessor: `&dictionary[key, default: value]` inserts the
+    /// default when the key is missing, in the same lookup.
+    private static func read<Value>(_ value: inout Value) -> Value {
+        value
+    }
+
+    private mutating func remove(_ key: SubscriptionKey) {
+        guard let position = positions[key] else { return }
+        recount(key, from: Standing(values[position]), to: nil)
+        positions[key] = nil
+        let last = values.count - 1
+        if position != last {
+            values.swapAt(position, last)
+            keys.swapAt(position, last)
+            positions[keys[position]] = position
+        }
+        values.removeLast()
+        keys.removeLast()
     }
 
     /// Changes the entry of `key` where it lies, without copying it out and back (a reload does
@@ -107,6 +119,7 @@ struct EntryTable: Sequence {
 
     mutating func reserveCapacity(_ count: Int) {
         positions.reserveCapacity(count)
+        subscriptionsByAccount.reserveCapacity(count)
         keys.reserveCapacity(count)
         values.reserveCapacity(count)
     }
