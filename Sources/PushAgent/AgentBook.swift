@@ -781,13 +781,12 @@ struct AgentBook {
     // MARK: Helpers
 
     /// ``schedule(_:actions:)`` for a start: `entry`'s record is written first when `written`.
-    private mutating func book(_ entry: Entry, written: Bool, into start: inout Start) {
-        var entry = entry
+    private mutating func book(_ entry: consuming Entry, written: Bool, into start: inout Start) {
         entry.generation = nextGeneration()
         let key = entry.record.key
         let submission = Self.request(of: entry).map { Self.submission(key, $0, after: .zero) }
         start.add(entry.record, written: written, submission: submission, generation: entry.generation)
-        entries[key] = entry
+        entries.set(entry, for: key)
     }
 
     /// Gives `entry` a new generation, stores it and submits its job now.

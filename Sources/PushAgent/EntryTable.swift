@@ -40,19 +40,23 @@ struct EntryTable: Sequence {
     subscript(key: SubscriptionKey) -> Entry? {
         get { positions[key].map { values[$0] } }
         set {
-            guard let newValue else { return remove(key) }
-            // One lookup that also makes room for a new key (a start inserts 100,000).
-            let end = values.count
-            // Every position taken is below `end`.
-            let position = Self.read(&positions[key, default: end])
-            let isNew = position == end
-            recount(key, from: isNew ? nil : Standing(values[position]), to: Standing(newValue))
-            if isNew {
-                keys.append(key)
-                values.append(newValue)
-            } else {
-                values[position] = newValue
-            }
+            if let newValue { set(newValue, for: key) } else { remove(key) }
+        }
+    }
+
+    /// Sets `key`'s entry, moving `entry` in: an entry is some twenty references, each copy
+    /// retains them all (a start sets 100,000).
+    mutating func set(_ entry: consuming Entry, for key: SubscriptionKey) {
+        // One lookup that also makes room for a new key; every position taken is below `end`.
+        let end = values.count
+        let position = Self.read(&positions[key, default: end])
+        let isNew = position == end
+        recount(key, from: isNew ? nil : Standing(values[position]), to: Standing(entry))
+        if isNew {
+            keys.append(key)
+            values.append(entry)
+        } else {
+            values[position] = entry
         }
     }
 
@@ -91,7 +95,7 @@ struct EntryTable: Sequence {
         var hasJob: Bool
         var state: SubscriptionState
 
-        init(_ entry: Entry) {
+        init(_ entry: borrowing Entry) {
             hasJob = entry.job != nil
             state = entry.record.state
         }
