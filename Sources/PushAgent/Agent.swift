@@ -195,9 +195,10 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         guard recorder.flush() else { return Beginning(written: false, jobs: jobs) }
         for key in book.withLock({ $0.takeUnreadableCleanups() }) { logger.unreadableCleanup(of: key) }
         if case .configuration(let plans, _, _) = start {
-            // Not `plans.map(\.account)`: a key path copies each plan out (20 ms at 100,000).
+            // By index: `plans.map(\.account)` and `for plan in plans` copy each plan out (20 ms
+            // at 100,000, perf).
             var accountIDs = Set<String>(minimumCapacity: plans.count)
-            for plan in plans { accountIDs.insert(plan.account) }
+            for index in plans.indices { accountIDs.insert(plans[index].account) }
             let accounts = accountIDs.count
             let removals = owedCleanups > 0 ? ", sending \(owedCleanups) owed \(owedCleanups == 1 ? "removal" : "removals")" : ""
             let services = plans.count != accounts ? " (\(plans.count) subscriptions)" : ""

@@ -132,7 +132,7 @@ struct AgentBook {
         var stored: [SubscriptionKey: SubscriptionRecord] = [:]
         if !records.isEmpty {
             planned.reserveCapacity(plans.count)
-            for plan in plans { planned.insert(plan.key) }
+            for index in plans.indices { planned.insert(plans[index].key) }
             stored.reserveCapacity(records.count)
         }
         // Room for every subscription once: the stored ones are mostly the planned ones again.
