@@ -449,18 +449,21 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             var undelivered: [OnceOutcome.Undelivered] = []
             var delivered = 0
             // What was to be sent, and what the configuration itself refuses to send (SPEC §12).
-            let refused = book.entries.lazy.filter { $0.value.job == nil && $0.value.record.state == .rejected }.map(\.key)
+            // Entries are read where they lie: copying 100,000 of them out twice took a quarter
+            // of a second after the last answer (perf).
+            let refused = book.entries.compactMapBorrowing { key, entry in
+                entry.job == nil && entry.record.state == .rejected ? key : nil
+            }
             for key in jobs.union(refused) {
-                guard let entry = book.entries[key] else {
-                    delivered += 1   // Cleaned up and forgotten.
-                    continue
+                // Nil: cleaned up and forgotten.
+                let failed = book.entries.read(key) { entry in
+                    entry.job != nil || entry.record.state == .rejected || entry.record.state == .stopped
                 }
-                let state = entry.record.state
-                let failed = entry.job != nil || state == .rejected || state == .stopped
-                guard failed else {
+                guard failed == true, let entry = book.entries[key] else {
                     delivered += 1
                     continue
                 }
+                let state = entry.record.state
                 let request = book.currentRequest(key) ?? entry.plan?.delivery
                 undelivered.append(.init(key: key, label: request.map { "\(key.account.displayEscaped): \($0.label.displayEscaped)" } ?? key.description.displayEscaped,
                                          host: request?.host ?? "", state: state, attempts: entry.record.attempts,

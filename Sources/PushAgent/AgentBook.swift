@@ -207,15 +207,10 @@ struct AgentBook {
     /// (and submitted its own), its service stopped (a reload brings it back), or an attempt began.
     /// The agent also skips a key that anything else submitted meanwhile.
     func unsent(_ submission: Submission, generation: UInt64) -> SubscriptionRecord? {
-        guard let entry = entries[submission.key], entry.job != nil, entry.generation == generation,
-              entry.sentGeneration == nil, !held.contains(submission.key), isOwned(submission.key),
-              stoppedServices[submission.key.service] == nil else { return nil }
-        return entry.record
-    }
-
-    /// The generation of `key`'s job (for ``unsent(_:generation:)``).
-    func generation(of key: SubscriptionKey) -> UInt64? {
-        entries[key]?.generation
+        guard !held.contains(submission.key), isOwned(submission.key), stoppedServices[submission.key.service] == nil else { return nil }
+        return entries.read(submission.key) { entry in
+            entry.job != nil && entry.generation == generation && entry.sentGeneration == nil ? entry.record : nil
+        } ?? nil
     }
 
     /// The first configuration of an agent that shares its state (SPEC §11): every planned
@@ -461,7 +456,9 @@ struct AgentBook {
             }
         }
         // Taken out first: changing `entries` while iterating it would copy the whole book.
-        let leaving = entries.filter { !planned.contains($0.key) && !$0.value.record.isRemoving }
+        let leaving = entries.compactMapBorrowing { key, entry in
+            !planned.contains(key) && !entry.record.isRemoving ? (key, copy entry) : nil
+        }
         for (key, entry) in leaving {
             summary.removed += 1
             guard isOwned(key) else {
@@ -487,16 +484,17 @@ struct AgentBook {
     /// The scheduler starts an attempt of `key`: the request to send (nil when there is nothing
     /// to send any more), noted as sent with the job's current generation.
     mutating func beginAttempt(_ key: SubscriptionKey) -> SubscriptionRequest? {
-        guard !held.contains(key), isOwned(key), var entry = entries[key], stoppedServices[key.service] == nil,
-              let request = Self.request(of: entry) else { return nil }
-        entry.sentGeneration = entry.generation
-        entries[key] = entry
-        return request
+        guard !held.contains(key), isOwned(key), stoppedServices[key.service] == nil else { return nil }
+        return entries.update(key) { entry in
+            guard let request = Self.request(of: entry) else { return nil }
+            entry.sentGeneration = entry.generation
+            return request
+        } ?? nil
     }
 
     /// The request the current job of `key` sends, without starting an attempt.
     func currentRequest(_ key: SubscriptionKey) -> SubscriptionRequest? {
-        entries[key].flatMap(Self.request(of:))
+        entries.read(key) { Self.request(of: $0) } ?? nil
     }
 
     /// The last attempt of `key` ended with a final outcome (anything but a retry) at `now`
@@ -624,7 +622,7 @@ struct AgentBook {
 
     /// The accepted subscriptions of `service`: their keys, backend data and when they were accepted.
     func awaitingConfirmation(service: String) -> [(key: SubscriptionKey, data: String, acceptedAt: Int64)] {
-        entries.compactMap { key, entry in
+        entries.compactMapBorrowing { key, entry -> (key: SubscriptionKey, data: String, acceptedAt: Int64)? in
             guard key.service == service, entry.record.state == .accepted, let data = entry.record.backendData,
                   isOwned(key) else { return nil }
             return (key, data, entry.record.lastAttemptAt ?? 0)

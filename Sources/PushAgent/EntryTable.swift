@@ -51,7 +51,7 @@ struct EntryTable: Sequence {
         let end = values.count
         let position = Self.read(&positions[key, default: end])
         let isNew = position == end
-        recount(key, from: isNew ? nil : Standing(values[position]), to: Standing(entry))
+        recount(key, from: isNew ? nil : standing(at: position), to: Standing(entry))
         if isNew {
             keys.append(key)
             values.append(entry)
@@ -68,7 +68,7 @@ struct EntryTable: Sequence {
 
     private mutating func remove(_ key: SubscriptionKey) {
         guard let position = positions[key] else { return }
-        recount(key, from: Standing(values[position]), to: nil)
+        recount(key, from: standing(at: position), to: nil)
         positions[key] = nil
         let last = values.count - 1
         if position != last {
@@ -80,14 +80,40 @@ struct EntryTable: Sequence {
         keys.removeLast()
     }
 
+    /// Reads the entry of `key` where it lies; nil when there is none. The subscript's getter
+    /// copies the entry out, retaining its twenty-odd references and releasing them after: the
+    /// agent reads entries several times per request.
+    func read<Result>(_ key: SubscriptionKey, _ body: (borrowing Entry) -> Result) -> Result? {
+        guard let position = positions[key] else { return nil }
+        // Through the buffer: an array's subscript returns a copy.
+        return values.withUnsafeBufferPointer { body($0[position]) }
+    }
+
+    /// What `transform` gives of each entry, read where it lies (iterating the table as a
+    /// sequence copies each entry out).
+    func compactMapBorrowing<Result>(_ transform: (SubscriptionKey, borrowing Entry) -> Result?) -> [Result] {
+        var results: [Result] = []
+        values.withUnsafeBufferPointer { values in
+            for position in values.indices {
+                if let result = transform(keys[position], values[position]) { results.append(result) }
+            }
+        }
+        return results
+    }
+
     /// Changes the entry of `key` where it lies, without copying it out and back (a reload does
     /// this for each of 100,000 unchanged subscriptions); nil when there is none.
     mutating func update<Result>(_ key: SubscriptionKey, _ body: (inout Entry) -> Result) -> Result? {
         guard let position = positions[key] else { return nil }
-        let before = Standing(values[position])
+        let before = standing(at: position)
         let result = body(&values[position])
-        recount(key, from: before, to: Standing(values[position]))
+        recount(key, from: before, to: standing(at: position))
         return result
+    }
+
+    /// What the counts know of the entry at `position`, read where it lies.
+    private func standing(at position: Int) -> Standing {
+        values.withUnsafeBufferPointer { Standing($0[position]) }
     }
 
     /// What the counts know of an entry.

@@ -48,7 +48,12 @@ import Testing
         for (key, entry) in table {
             #expect(entry.record.key == key, "each entry is found under its own key after the swaps of removals")
             #expect(table[key]?.job == reference[key]!)
+            #expect(table.read(key) { $0.job } == .some(reference[key]!), "read in place, as the getter")
         }
+        #expect(table.read(Self.key("never")) { $0.job } == nil)
+        let withCleanup = table.compactMapBorrowing { key, entry in entry.job == .cleanup ? key : nil }
+        #expect(Set(withCleanup) == Set(reference.filter { $0.value == .cleanup }.keys))
+        #expect(withCleanup.count == Set(withCleanup).count)
         let withJobs = reference.filter { $0.value != nil }
         #expect(table.jobCount == withJobs.count)
         for service in services {
