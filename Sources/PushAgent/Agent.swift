@@ -401,6 +401,10 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
             addFeeder(beginning.later, to: &group, scheduler: scheduler)
             group.addTask {
+                await self.recorder.writeInBatches()
+                return .other
+            }
+            group.addTask {
                 for await _ in settled where self.book.withLock({ $0.isSettled }) && (self.shared == nil || self.claimedAll.withLock { $0 }) {
                     // Everything sent: one more question about what awaits confirmation.
                     await self.pollOnce(scheduler: scheduler, before: end)

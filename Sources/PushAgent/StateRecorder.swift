@@ -33,9 +33,15 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
     private let releaseAfterWrite = Mutex(false)
     private let signal: AsyncStream<Void>
     private let signalContinuation: AsyncStream<Void>.Continuation
+    /// Yielded when `batchSize` records are pending (``writeInBatches()``).
+    private let fullBatch: AsyncStream<Void>
+    private let fullBatchContinuation: AsyncStream<Void>.Continuation
+    private let batchSize: Int
 
-    public init(store: any StateStore, logger: Logger, clock: C, batchInterval: Duration = .milliseconds(100)) {
+    public init(store: any StateStore, logger: Logger, clock: C, batchInterval: Duration = .milliseconds(100), batchSize: Int = 8_192) {
         self.store = store
+        self.batchSize = max(1, batchSize)
+        (fullBatch, fullBatchContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
         self.logger = logger
         self.clock = clock
         self.batchInterval = batchInterval
@@ -60,12 +66,13 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
 
     /// Applies `edit` to the pending changes and wakes the flush loop if they were empty.
     private func change(_ edit: (inout Pending) -> Void) {
-        let wasEmpty = pending.withLock { pending in
+        let (wasEmpty, isFull) = pending.withLock { pending in
             let wasEmpty = pending.isEmpty
             edit(&pending)
-            return wasEmpty
+            return (wasEmpty, pending.records.count == batchSize)
         }
         if wasEmpty { signalContinuation.yield() }
+        if isFull { fullBatchContinuation.yield() }
     }
 
     /// Writes everything recorded so far in one transaction, and returns whether it was
@@ -104,6 +111,17 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
     public func releaseMemoryOnceWritten() {
         releaseAfterWrite.withLock { $0 = true }
         signalContinuation.yield()
+    }
+
+    /// Writes what is recorded in batches of `batchSize` while it comes, until the task is
+    /// cancelled; for `run --once`, whose answers all come in one burst and whose caller writes
+    /// the rest at the end. Without it the outcomes waited in memory for that last flush: at
+    /// 100,000 accounts, 0.9 s of writing after the last answer. A batch that cannot be written
+    /// stays pending for the next one.
+    public func writeInBatches() async {
+        for await _ in fullBatch {
+            _ = await offPool { self.flush() }
+        }
     }
 
     /// Flushes a batch shortly after each change, until graceful shutdown; then flushes once

@@ -103,6 +103,36 @@ final class ScriptedTransport: HTTPTransport {
         #expect(records.count == 25 && records.allSatisfy { $0.state == .delivered && $0.cleanup == "cleanup-\($0.key.account)" })
     }
 
+    @Test func outcomesAreWrittenWhileTheRestIsSentNotOnlyAtTheEnd() async throws {
+        // Batches of one: b is answered once a's delivery is in the state. Were outcomes written
+        // only after the last answer, b would wait out its bound (and the expectation below would fail).
+        final class WaitsForTheFirstOutcome: HTTPTransport {
+            let store: MemoryStateStore
+            let sawItWritten = Mutex<Bool?>(nil)
+            init(store: MemoryStateStore) { self.store = store }
+
+            func send(_ request: TransportRequest) async throws -> TransportResponse {
+                if request.url.hasSuffix("/b") {
+                    let written = await Polling.until(timeout: .seconds(20)) {
+                        (try? self.store.records())?.contains { $0.key.account == "a" && $0.state == .delivered } == true
+                    }
+                    sawItWritten.withLock { $0 = written }
+                }
+                return TransportResponse(status: 204)
+            }
+        }
+        let store = MemoryStateStore()
+        let transport = WaitsForTheFirstOutcome(store: store)
+        let plans = [Self.plan("a", url: "http://h.example/a"), Self.plan("b", url: "http://h.example/b")]
+        let agent = Agent(start: .configuration(plans: plans, records: [], pollers: []), settings: Self.settings(),
+                          transport: transport, recorder: StateRecorder(store: store, logger: Self.quiet, clock: ManualClock(), batchSize: 1),
+                          logger: Self.quiet, clock: ManualClock(), wallClock: { 0 })
+        let outcome = await agent.runOnce(deadline: .seconds(60))
+        #expect(transport.sawItWritten.withLock { $0 } == true, "a's delivery was not in the state while b was being sent")
+        #expect(outcome.delivered == 2 && outcome.succeeded)
+        #expect(try store.records().map(\.state) == [.delivered, .delivered])
+    }
+
     @Test func failuresAreRetriedAfterTheBackoffAndReportedAtTheDeadline() async throws {
         // b always fails; a fails once.
         let transport = ScriptedTransport { request, earlier in
