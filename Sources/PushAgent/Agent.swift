@@ -177,12 +177,12 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                     book.startShared(plans: plans)
                     started = AgentBook.Start(firstRun: 0)
                 } else {
-                    started = book.start(plans: plans, records: records, firstRun: firstRun(plans.count + records.count))
+                    started = book.start(plans: plans, records: records, firstRun: startRunSize)
                 }
                 replacePollers(pollers)
             case .removal(let records):
                 backends.restore(records)
-                started = book.startCleanup(of: records, firstRun: firstRun(records.count))
+                started = book.startCleanup(of: records, firstRun: startRunSize)
                 // Nothing to claim: `remove` took its subscriptions before it started.
                 claimedAll.withLock { $0 = true }
             }
@@ -239,14 +239,6 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 return items
             }
         }
-    }
-
-    /// How many submissions of a start of `count` subscriptions go to the scheduler at once: a
-    /// large start goes in runs (SPEC §6 still holds: each run is written before it is
-    /// submitted), so that the first run leaves before the rest is written. Only when there is
-    /// more than a run to feed after the first one.
-    private func firstRun(_ count: Int) -> Int {
-        count > 2 * startRunSize ? startRunSize : .max
     }
 
     /// Adds the task that feeds the runs of `later` to the scheduler, when there are any; the

@@ -121,10 +121,13 @@ struct AgentBook {
         start(plans: plans, records: records, firstRun: .max).actions
     }
 
-    /// ``start(plans:records:)`` for a start the agent hands to the scheduler in runs: the
-    /// first `firstRun` submissions come in ``Start/actions`` with their writes (and every other
-    /// write), the others in ``Start/later`` without theirs, which are written as they are fed
-    /// (``unsent(_:generation:)``). The book has every entry either way.
+    /// ``start(plans:records:)`` for a start the agent hands to the scheduler in runs (SPEC §6
+    /// still holds: each run is written before it is submitted), so that the first run leaves
+    /// before the rest is written: the first `firstRun` submissions come in ``Start/actions``
+    /// with their writes (and every other write), the others in ``Start/later`` without theirs,
+    /// which are written as they are fed (``unsent(_:generation:)``). Only when there is more
+    /// than a run after the first one: a smaller rest goes in the first run too. The book has
+    /// every entry either way.
     mutating func start(plans: [SubscriptionPlan], records: [SubscriptionRecord], firstRun: Int) -> Start {
         var start = Start(firstRun: firstRun)
         // A first start stores nothing yet: no set of the planned keys to build.
@@ -153,6 +156,20 @@ struct AgentBook {
             plan.apply(to: &record)
             book(Entry(record: record, plan: plan, job: plan.delivery == nil ? nil : .delivery), written: record != old, into: &start)
         }
+        return finished(start)
+    }
+
+    /// `start` with a rest of no more than a run taken into its first run (the feeder's second
+    /// transaction would buy nothing), and its actions in the order they are applied.
+    private func finished(_ start: Start) -> Start {
+        var start = start
+        if !start.later.isEmpty && start.later.count <= start.firstRun {
+            for item in start.later {
+                if item.written, let record = entries.read(item.submission.key, { $0.record }) { start.actions.append(.save(record)) }
+                start.actions.append(.submit(item.submission))
+            }
+            start.later = []
+        }
         start.actions = Self.savesFirst(start.actions)
         return start
     }
@@ -177,7 +194,7 @@ struct AgentBook {
         /// there is room.
         mutating func add(_ record: SubscriptionRecord, written: Bool, submission: Submission?, generation: UInt64) {
             if let submission, submitted >= firstRun {
-                later.append(Unsent(submission: submission, generation: generation))
+                later.append(Unsent(submission: submission, generation: generation, written: written))
                 return
             }
             if written { actions.append(.save(record)) }
@@ -199,6 +216,8 @@ struct AgentBook {
     struct Unsent: Sendable {
         var submission: Submission
         var generation: UInt64
+        /// Whether the start changed its record (the feeder writes it whichever).
+        var written: Bool
     }
 
     /// A submission of ``start(plans:records:firstRun:)`` the scheduler has not been given yet (the agent
@@ -339,8 +358,7 @@ struct AgentBook {
                 start.actions.append(.forget(record.key))
             }
         }
-        start.actions = Self.savesFirst(start.actions)
-        return start
+        return finished(start)
     }
 
     /// A new configuration while running: new and changed subscriptions are delivered now

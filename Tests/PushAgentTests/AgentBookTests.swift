@@ -120,6 +120,16 @@ import Testing
         let first = try #require(started.later.first)
         _ = inRuns.beginAttempt(first.submission.key)
         #expect(inRuns.unsent(first.submission, generation: first.generation) == nil)
+
+        // No more than a run after the first one: it all goes at once, written as a whole start's.
+        var small = Self.book(reportInterval: nil)
+        let once = small.start(plans: plans(), records: records(), firstRun: 4)
+        #expect(once.later.isEmpty)
+        #expect(Self.submitted(once.actions) == Self.submitted(all))
+        #expect(Set(Self.saved(once.actions).map(\.key)) == Set(Self.saved(all).map(\.key)))
+        let lastSmallSave = try #require(once.actions.lastIndex { if case .save = $0 { true } else { false } })
+        let firstSmallSubmit = try #require(once.actions.firstIndex { if case .submit = $0 { true } else { false } })
+        #expect(lastSmallSave < firstSmallSubmit)
     }
 
     @Test func theRemovalIsSavedBeforeAnyRequestIsSubmitted() throws {
