@@ -33,7 +33,7 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
     private let releaseAfterWrite = Mutex(false)
     private let signal: AsyncStream<Void>
     private let signalContinuation: AsyncStream<Void>.Continuation
-    /// Yielded when `batchSize` records are pending (``writeInBatches()``).
+    /// Yielded while `batchSize` changes or more are pending (``writeInBatches()``).
     private let fullBatch: AsyncStream<Void>
     private let fullBatchContinuation: AsyncStream<Void>.Continuation
     private let batchSize: Int
@@ -69,7 +69,9 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
         let (wasEmpty, isFull) = pending.withLock { pending in
             let wasEmpty = pending.isEmpty
             edit(&pending)
-            return (wasEmpty, pending.records.count == batchSize)
+            // At or above (a batch that could not be written is back in `pending`): the stream
+            // keeps one signal, however many changes yield it.
+            return (wasEmpty, pending.records.count + pending.forgotten.count >= batchSize)
         }
         if wasEmpty { signalContinuation.yield() }
         if isFull { fullBatchContinuation.yield() }
@@ -121,10 +123,13 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
     /// cancelled; for `run --once`, whose answers all come in one burst and whose caller writes
     /// the rest at the end. Without it the outcomes waited in memory for that last flush: at
     /// 100,000 accounts, 0.9 s of writing after the last answer. A batch that cannot be written
-    /// stays pending for the next one.
+    /// stays pending, and is tried again with the next change a second later (real time: the
+    /// agent's clock may be a test's).
     public func writeInBatches() async {
         for await _ in fullBatch {
-            _ = await offPool { self.flush() }
+            if !(await offPool { self.flush() }) {
+                try? await Task.sleep(for: .seconds(1))
+            }
         }
     }
 

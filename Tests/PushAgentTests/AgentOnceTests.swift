@@ -133,6 +133,25 @@ final class ScriptedTransport: HTTPTransport {
         #expect(try store.records().map(\.state) == [.delivered, .delivered])
     }
 
+    @Test func aBatchThatCouldNotBeWrittenIsWrittenWithALaterChange() async throws {
+        let store = MemoryStateStore()
+        store.failsWrites = true
+        let recorder = StateRecorder(store: store, logger: Self.quiet, clock: ManualClock(), batchSize: 2)
+        let writer = Task { await recorder.writeInBatches() }
+        defer { writer.cancel() }
+        func record(_ account: String) -> SubscriptionRecord {
+            SubscriptionRecord(key: SubscriptionKey(account: account, service: SubscriptionKey.acrobits), state: .delivered)
+        }
+        recorder.save(record("a"))
+        recorder.save(record("b"))
+        #expect(await Polling.until { store.failedSaveCount == 1 }, "a full batch is written at once")
+        store.failsWrites = false
+        // Three pending now: more than a batch, and the failed one is written with them.
+        recorder.save(record("c"))
+        #expect(await Polling.until(timeout: .seconds(20)) { (try? store.records())?.count == 3 })
+        #expect(try store.records().map(\.key.account) == ["a", "b", "c"])
+    }
+
     @Test func failuresAreRetriedAfterTheBackoffAndReportedAtTheDeadline() async throws {
         // b always fails; a fails once.
         let transport = ScriptedTransport { request, earlier in
