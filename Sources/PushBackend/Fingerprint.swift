@@ -30,15 +30,16 @@ public enum Fingerprint {
     /// Lower-case hex of a digest, read in place: iterating it as a sequence into an array was
     /// a sixth of a fingerprint (perf, planning 100,000 subscriptions).
     public static func hex(_ digest: some Digest) -> String {
-        digest.withUnsafeBytes { hexDigits(UnsafeBufferPointer(start: $0.baseAddress?.assumingMemoryBound(to: UInt8.self), count: $0.count)) }
+        digest.withUnsafeBytes { hexDigits($0) }
     }
 
     /// Lower-case hex of `bytes`.
     public static func hex(_ bytes: some Sequence<UInt8>) -> String {
-        Array(bytes).withUnsafeBufferPointer { hexDigits($0) }
+        Array(bytes).withUnsafeBytes { hexDigits($0) }
     }
 
-    private static func hexDigits(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+    /// Read as raw bytes: a digest's memory is bound to its own type, not to `UInt8`.
+    private static func hexDigits(_ bytes: UnsafeRawBufferPointer) -> String {
         // Written as bytes into the string's own storage: appending scalars one at a time was
         // 13 % of planning 100,000 Journeys registrations (perf).
         let digits: StaticString = "0123456789abcdef"
