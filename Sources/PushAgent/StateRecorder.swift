@@ -9,7 +9,8 @@ import Synchronization
 /// most every `batchInterval`, and once more when the agent stops.
 ///
 /// Run it as a ``Service`` listed before the services that record into it: the service group
-/// stops services in reverse order, so the final flush comes after the last change.
+/// stops services in reverse order, so the final flush comes after the last change. `run --once`
+/// runs ``writeInBatches()`` instead, and flushes itself at the end.
 public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration == Duration {
     /// The state could not be written when it had to be.
     public struct Failure: Error, CustomStringConvertible {
