@@ -124,12 +124,13 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
     /// cancelled; for `run --once`, whose answers all come in one burst and whose caller writes
     /// the rest at the end. Without it the outcomes waited in memory for that last flush: at
     /// 100,000 accounts, 0.9 s of writing after the last answer. A batch that cannot be written
-    /// stays pending, and is tried again with the next change a second later (real time: the
+    /// stays pending and is tried again a second later, as ``run()`` does (real time: the
     /// agent's clock may be a test's).
     public func writeInBatches() async {
         for await _ in fullBatch {
             if !(await offPool { self.flush() }) {
                 try? await Task.sleep(for: .seconds(1))
+                fullBatchContinuation.yield()
             }
         }
     }
