@@ -13,6 +13,7 @@ import PushTransport
 public struct AcrobitsBackend: Backend {
     public static let type = "acrobits"
     public var type: String { Self.type }
+    public var plansWithoutServices: Bool { true }
 
     public init() {}
 

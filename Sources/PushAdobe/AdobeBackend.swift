@@ -73,9 +73,6 @@ struct AdobePlanner: SubscriptionPlanner {
     private var templates: AccountTemplates
     let services: [String: AdobeSettings]
 
-    /// Without a service, it plans nothing, anywhere.
-    var forRuns: (any SubscriptionPlanner & Sendable)? { services.isEmpty ? NoSubscriptions() : nil }
-
     /// The per-account keys.
     static let keys = ["ecid"]
 

@@ -30,9 +30,12 @@ public struct Backends: Sendable {
         for backend in all { backend.check(context, skipping: passedEarly, diagnostics: &diagnostics) }
     }
 
-    /// A planner of each backend, for rendering one account at a time.
+    /// A planner of each backend that has something to plan, for rendering one account at a
+    /// time: a backend with no service of its type in the configuration has none
+    /// (``Backend/plansWithoutServices``), and is not asked about each account.
     public func planners(_ context: BackendContext, diagnostics: inout DiagnosticList) -> [any SubscriptionPlanner] {
-        all.map { $0.planner(context, diagnostics: &diagnostics) }
+        let types = Set(context.configuration.services.values.map(\.type))
+        return all.filter { $0.plansWithoutServices || types.contains($0.type) }.map { $0.planner(context, diagnostics: &diagnostics) }
     }
 
     /// The subscriptions of every enabled account, rendered as sent; those that cannot be

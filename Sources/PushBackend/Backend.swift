@@ -20,6 +20,11 @@ public protocol Backend: Sendable {
     /// `preview`, `remove`); problems of the services' settings go to `diagnostics`.
     func planner(_ context: BackendContext, diagnostics: inout DiagnosticList) -> any SubscriptionPlanner
 
+    /// Whether accounts have subscriptions of this backend without a `services:` entry of its
+    /// type (the Acrobits web services of the account itself); else, with no such entry, it
+    /// plans nothing and is not asked to.
+    var plansWithoutServices: Bool { get }
+
     /// Sends `requests` (one, or a batch of one `Batching`, all of this backend) and says
     /// what became of each, in order.
     func send(_ requests: [SubscriptionRequest], transport: any HTTPTransport, defaultTimeout: Duration) async -> [Outcome]
@@ -46,6 +51,7 @@ extension Backend {
     public func pollers(_ context: BackendContext) -> [any ConfirmationPoller] { [] }
     public func restore(_ kept: [KeptData]) {}
     public func statusTable(_ kept: [KeptData]) -> StatusTable? { nil }
+    public var plansWithoutServices: Bool { false }
 }
 
 /// What the state keeps of one subscription for its backend: ``Outcome/deliveredKeeping(_:)``'s text.
@@ -92,17 +98,6 @@ public protocol SubscriptionPlanner {
 
 extension SubscriptionPlanner {
     public var forRuns: (any SubscriptionPlanner & Sendable)? { nil }
-}
-
-/// The planner of a backend with no service in the configuration: it plans nothing.
-public struct NoSubscriptions: SubscriptionPlanner, Sendable {
-    public init() {}
-
-    public func plans(for account: Account, diagnostics: inout DiagnosticList) -> [SubscriptionPlan] { [] }
-
-    public func preview(_ account: Account, display: SecretDisplay, diagnostics: inout DiagnosticList) -> [RenderedRequest] { [] }
-
-    public var forRuns: (any SubscriptionPlanner & Sendable)? { self }
 }
 
 /// Asks a receiver what became of accepted subscriptions (SPEC §9.2's status endpoint).

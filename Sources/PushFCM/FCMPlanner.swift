@@ -18,9 +18,6 @@ struct FCMPlanner: SubscriptionPlanner {
 
     private var templates: AccountTemplates
     private let services: [String: FCMSettings]
-
-    /// Without a service, it plans nothing, anywhere.
-    var forRuns: (any SubscriptionPlanner & Sendable)? { services.isEmpty ? NoSubscriptions() : nil }
     /// Every subscription of an enabled account, rendered as sent: by account id, then service.
     private var members: [String: [String: Member]] = [:]
     /// The groups with more members than FCM allows.

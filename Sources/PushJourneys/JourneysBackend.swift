@@ -84,9 +84,6 @@ struct JourneysPlanner: SubscriptionPlanner {
     private var templates: AccountTemplates
     private let services: [String: JourneysSettings]
 
-    /// Without a service, it plans nothing, anywhere.
-    var forRuns: (any SubscriptionPlanner & Sendable)? { services.isEmpty ? NoSubscriptions() : nil }
-
     /// The per-account keys, and what each is.
     static let keys = ["userId", "platform", "deviceToken"]
     /// The most one registration may hold: a full batch of them stays under SPEC §12's 1 MiB.
