@@ -144,10 +144,8 @@ struct AgentBook {
         for record in records {
             if planned.contains(record.key) {
                 stored[record.key] = record
-            } else if let entry = cleanupEntry(of: record) {
-                book(entry, written: entry.record != record, into: &start)
             } else {
-                start.actions.append(.forget(record.key))
+                bookCleanup(of: record, into: &start)
             }
         }
         for plan in plans {
@@ -161,8 +159,7 @@ struct AgentBook {
 
     /// `start` with a rest of no more than a run taken into its first run (the feeder's second
     /// transaction would buy nothing), and its actions in the order they are applied.
-    private func finished(_ start: Start) -> Start {
-        var start = start
+    private func finished(_ start: consuming Start) -> Start {
         if !start.later.isEmpty && start.later.count <= start.firstRun {
             for item in start.later {
                 if item.written, let record = entries.read(item.submission.key, { $0.record }) { start.actions.append(.save(record)) }
@@ -351,13 +348,7 @@ struct AgentBook {
     /// ``startCleanup(of:)`` handed to the scheduler in runs, as ``start(plans:records:firstRun:)``.
     mutating func startCleanup(of records: [SubscriptionRecord], firstRun: Int) -> Start {
         var start = Start(firstRun: firstRun)
-        for record in records {
-            if let entry = cleanupEntry(of: record) {
-                book(entry, written: entry.record != record, into: &start)
-            } else {
-                start.actions.append(.forget(record.key))
-            }
-        }
+        for record in records { bookCleanup(of: record, into: &start) }
         return finished(start)
     }
 
@@ -803,6 +794,15 @@ struct AgentBook {
         let submission = Self.request(of: entry).map { Self.submission(key, $0, after: .zero) }
         start.add(entry.record, written: written, submission: submission, generation: entry.generation)
         entries.set(entry, for: key)
+    }
+
+    /// ``beginCleanup(_:actions:)`` for a start.
+    private mutating func bookCleanup(of stored: SubscriptionRecord, into start: inout Start) {
+        if let entry = cleanupEntry(of: stored) {
+            book(entry, written: entry.record != stored, into: &start)
+        } else {
+            start.actions.append(.forget(stored.key))
+        }
     }
 
     /// Gives `entry` a new generation, stores it and submits its job now.
