@@ -174,7 +174,7 @@ struct FCMPlanner: SubscriptionPlanner {
     private mutating func render(_ account: Account, settings: FCMSettings, values: ServiceValues, display: SecretDisplay,
                                  diagnostics: inout DiagnosticList) -> Rendered? {
         let usable = values.checkKeys(Self.keys, service: settings.service, type: FCMBackend.type,
-                                                     account: account.id, diagnostics: &diagnostics)
+                                      account: account.id, diagnostics: &diagnostics)
         let origin = ValueOrigin(file: values.file, position: values.position)
         let groupValue = values.values["group"] ?? ConfigValue(text: "%account[username]%", origin: origin)
         let tokenValue = values.values["deviceToken"] ?? ConfigValue(text: "%pushTokenOther%", origin: origin)

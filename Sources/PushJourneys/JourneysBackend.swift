@@ -149,7 +149,7 @@ struct JourneysPlanner: SubscriptionPlanner {
                                  diagnostics: inout DiagnosticList) -> Rendered? {
         let service = settings.service
         var usable = values.checkKeys(Self.keys, service: service, type: JourneysBackend.type,
-                                                     account: account.id, diagnostics: &diagnostics)
+                                      account: account.id, diagnostics: &diagnostics)
         func required(_ key: String) -> ConfigValue? {
             guard let value = values.values[key] else {
                 diagnostics.error("the service '\(service)' needs '\(key)' for each account (userId and platform)",
