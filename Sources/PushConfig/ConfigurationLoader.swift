@@ -1232,7 +1232,12 @@ struct LoadSession {
                 return names.filter { $0.hasSuffix(".yaml") || $0.hasSuffix(".yml") }.map { String($0.prefix { $0 != "." }) }
             })
             var message = "no template named '\(name)' in \(folders.joined(separator: ", "))"
-            if let nearest = NameSuggester.nearest(to: name, among: known) { message += "; did you mean '\(nearest)'?" }
+            if let nearest = NameSuggester.nearest(to: name, among: known) {
+                message += "; did you mean '\(nearest)'?"
+            } else if known.isEmpty {
+                // No template anywhere: the shipped ones are not installed, or not on the path.
+                message += "; none of these folders holds a template: run 'make install', or set PUSHREPORTER_TEMPLATES to the templates folder of the source tree"
+            }
             diagnostics.error(message, file: file, at: position, account: account)
             return nil
         }

@@ -82,6 +82,17 @@ struct LoaderTests {
         #expect(error?.hasSuffix("; did you mean 'acrobits-json'? [account a]") == true)
     }
 
+    @Test("with no template in any folder searched, the message says how to make them found")
+    func noTemplateAnywhere() {
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", "accounts:\n  - id: a\n    use: acrobits-json\n")
+        let result = ConfigurationLoader(environment: LoaderEnvironment(variables: [:], templateSearchPath: [directory.path + "/none"]))
+            .load(paths: [path])
+        let message = result.diagnostics.all.first { $0.severity == .error }?.message ?? ""
+        #expect(message.hasPrefix("no template named 'acrobits-json' in "))
+        #expect(message.hasSuffix("; none of these folders holds a template: run 'make install', or set PUSHREPORTER_TEMPLATES to the templates folder of the source tree"))
+    }
+
     @Test("a template's ${KEY} parameter comes from the account, and a missing one is an error")
     func templateParameters() throws {
         let loaded = Loaded("""
