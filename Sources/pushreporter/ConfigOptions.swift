@@ -79,11 +79,10 @@ struct LoadedConfiguration {
         let again = loader.load(paths: options.resolvedPaths(environment: environment), unstreamed: Set(result.restoredFiles),
                                 handing: take)
         let first = result.configuration.files
-        let changed = (first + again.configuration.files.filter { !first.contains($0) }).filter { file in
+        return (first + again.configuration.files.filter { !first.contains($0) }).filter { file in
             guard let before = result.sources[file], let after = again.sources[file] else { return true }
             return !before.isSameFile(as: after)
         }
-        return changed
     }
 
     /// What backends render the configuration with; a nil `installID` shows `%installid%` as

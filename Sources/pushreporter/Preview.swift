@@ -100,7 +100,6 @@ struct Preview: ParsableCommand {
         let format: Format
         var printed = 0
         var disabled = 0
-        private var finished = false
 
         init(format: Format) {
             self.format = format
@@ -125,9 +124,8 @@ struct Preview: ParsableCommand {
             }
         }
 
-        mutating func finish() {
-            guard !finished else { return }
-            finished = true
+        /// Once, after the last request.
+        func finish() {
             if format == .json { Swift.print(printed == 0 ? "[]" : "\n]") }
             if printed == 0 { printError("preview: no request to show") }
             if disabled > 0 { printError("preview: skipped \(disabled) disabled \(plural(disabled, "account"))") }
