@@ -53,21 +53,22 @@ public struct AcrobitsBackend: Backend {
     public func send(_ requests: [SubscriptionRequest], transport: any HTTPTransport, defaultTimeout: Duration) async -> [Outcome] {
         var outcomes: [Outcome] = []
         for request in requests {
-            guard let rendered = request.payload as? RenderedRequest else {
+            guard let payload = request.payload as? AcrobitsPayload else {
                 outcomes.append(.rejected("the request was not prepared by the Acrobits backend"))
                 continue
             }
-            outcomes.append(await Self.send(rendered, transport: transport, defaultTimeout: defaultTimeout))
+            var sent = payload.request
+            sent.timeout = request.timeout ?? defaultTimeout
+            outcomes.append(await Self.send(sent, transport: transport))
         }
         return outcomes
     }
 
     /// One attempt: send the request, then judge the response by SPEC §4's success rule.
-    static func send(_ rendered: RenderedRequest, transport: any HTTPTransport, defaultTimeout: Duration) async -> Outcome {
+    static func send(_ request: TransportRequest, transport: any HTTPTransport) async -> Outcome {
         let result: AttemptResult
         do {
-            result = ResponseJudge.judge(try await transport.send(rendered.transportRequest(defaultTimeout: defaultTimeout)),
-                                         method: rendered.method)
+            result = ResponseJudge.judge(try await transport.send(request), method: request.method)
         } catch let error as TransportError where error.isPermanent {
             // Refused before it left (too large, not a URL): the same request fails every time.
             return .rejected(error.message)
@@ -88,11 +89,31 @@ public struct AcrobitsBackend: Backend {
     }
 
     /// A rendered request as the agent schedules it; `host` is its ``RenderedRequest/host``, when
-    /// the caller has it already.
+    /// the caller has it already, and `shapes` the caller's shapes, when it makes many requests.
     static func request(_ rendered: RenderedRequest, service: String, purpose: SubscriptionRequest.Purpose,
-                        host: String? = nil) -> SubscriptionRequest {
-        SubscriptionRequest(account: rendered.account, service: service, family: type, purpose: purpose,
-                            label: rendered.reporter, host: host ?? rendered.host, timeout: rendered.timeout, payload: rendered)
+                        host: String? = nil, shapes: inout ShapeCache) -> SubscriptionRequest {
+        SubscriptionRequest(account: rendered.account, service: service,
+                            shape: shapes.shape(family: type, purpose: purpose, label: rendered.reporter,
+                                                host: host ?? rendered.host, timeout: rendered.timeout),
+                            payload: AcrobitsPayload(rendered))
+    }
+
+    /// A rendered request as the agent schedules it, with a shape of its own.
+    static func request(_ rendered: RenderedRequest, service: String, purpose: SubscriptionRequest.Purpose) -> SubscriptionRequest {
+        var shapes = ShapeCache()
+        return request(rendered, service: service, purpose: purpose, shapes: &shapes)
+    }
+}
+
+/// What an Acrobits request sends, as the transport takes it, and nothing more: the agent
+/// keeps one for every subscription. (It kept the whole ``RenderedRequest``: 224 bytes, with
+/// the account, the names and the fingerprint its subscription holds already, and converted it
+/// for the transport at every attempt.) The timeout is the request's, set when it is sent.
+final class AcrobitsPayload: Sendable {
+    let request: TransportRequest
+
+    init(_ rendered: RenderedRequest) {
+        request = rendered.transportRequest(defaultTimeout: .zero)
     }
 }
 
@@ -102,6 +123,8 @@ struct AcrobitsPlanner: SubscriptionPlanner, Sendable {
     var builder: RequestBuilder
     /// The `type: acrobits` services, by name.
     var services: [String: ServiceDefinition]
+    /// What the requests have in common, shared.
+    var shapes = ShapeCache()
 
     /// Each account's requests are its own: copies plan runs of accounts at once (as
     /// `validate` checks them, ``RequestBuilder/checkAll(into:skipping:)``).
@@ -136,7 +159,7 @@ struct AcrobitsPlanner: SubscriptionPlanner, Sendable {
         }
         var plan = SubscriptionPlan(account: account.id, service: service, fingerprint: report.fingerprint,
                                     delivery: AcrobitsBackend.request(report, service: service, purpose: .delivery,
-                                                                      host: builder.hostAndPort(of: report.url)),
+                                                                      host: builder.hostAndPort(of: report.url), shapes: &shapes),
                                     cleanup: removal)
         plan.secretsWithheld = report.secretsWithheld
         if let refusal = report.refusal {

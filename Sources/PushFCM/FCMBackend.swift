@@ -108,12 +108,18 @@ public struct FCMBackend: Backend {
     /// kind to the same group (FCM takes up to 20 tokens a request), paused with its service on
     /// a 429 or 503.
     static func request(_ item: FCMItem, account: String, service: String) -> SubscriptionRequest {
+        var shapes = ShapeCache()
+        return request(item, account: account, service: service, shapes: &shapes)
+    }
+
+    /// As ``request(_:account:service:)``, sharing the shapes of `shapes`.
+    static func request(_ item: FCMItem, account: String, service: String, shapes: inout ShapeCache) -> SubscriptionRequest {
         let group = Fingerprint.sha256([item.target.fingerprint, item.group]).prefix(16)
-        return SubscriptionRequest(account: account, service: service, family: type,
-                                   purpose: item.operation == .add ? .delivery : .cleanup,
-                                   label: "\(service) group \(item.operation == .add ? "membership" : "removal")",
-                                   host: URLText.hostAndPort(of: item.target.endpoint),
-                                   batch: Batching(group: "\(service)/\(item.operation.rawValue)/\(group)", limit: FCMPlanner.memberLimit),
-                                   pauseLabel: service, payload: item)
+        let shape = shapes.shape(family: type, purpose: item.operation == .add ? .delivery : .cleanup,
+                                 label: "\(service) group \(item.operation == .add ? "membership" : "removal")",
+                                 host: URLText.hostAndPort(of: item.target.endpoint),
+                                 batch: Batching(group: "\(service)/\(item.operation.rawValue)/\(group)", limit: FCMPlanner.memberLimit),
+                                 pauseLabel: service)
+        return SubscriptionRequest(account: account, service: service, shape: shape, payload: item)
     }
 }

@@ -18,6 +18,8 @@ struct FCMPlanner: SubscriptionPlanner {
 
     private var templates: AccountTemplates
     private let services: [String: FCMSettings]
+    /// What the requests have in common, shared.
+    private var shapes = ShapeCache()
     /// Every subscription of an enabled account, rendered as sent: by account id, then service.
     private var members: [String: [String: Member]] = [:]
     /// The groups with more members than FCM allows.
@@ -122,7 +124,7 @@ struct FCMPlanner: SubscriptionPlanner {
                 var removal = add
                 removal.operation = .remove
                 plans.append(SubscriptionPlan(account: account.id, service: service, fingerprint: fingerprint,
-                                              delivery: FCMBackend.request(add, account: account.id, service: service),
+                                              delivery: FCMBackend.request(add, account: account.id, service: service, shapes: &shapes),
                                               cleanup: StoredRemoval(removal).text, cleansUpReplaced: true))
             }
         }

@@ -68,13 +68,20 @@ public struct JourneysBackend: Backend {
     /// A Journeys item as the agent schedules it: batched with the items that share its
     /// endpoint and headers, paused with its service on a 429 or 503.
     static func request(_ item: JourneysItem, account: String, service: String, batchSize: Int) -> SubscriptionRequest {
+        var shapes = ShapeCache()
+        return request(item, account: account, service: service, batchSize: batchSize, shapes: &shapes)
+    }
+
+    /// As ``request(_:account:service:batchSize:)``, sharing the shapes of `shapes`.
+    static func request(_ item: JourneysItem, account: String, service: String, batchSize: Int,
+                        shapes: inout ShapeCache) -> SubscriptionRequest {
         var group = SHA256()
         group.update(data: Array((item.batchURL + "\u{0}" + item.headers.map { $0.name + ":" + $0.value }.joined(separator: "\n")).utf8))
         let batching = batchSize > 1 ? Batching(group: "\(service)/\(item.kind.rawValue)/" + Fingerprint.hex(group.finalize()).prefix(16), limit: batchSize) : nil
-        return SubscriptionRequest(account: account, service: service, family: type,
-                                   purpose: item.kind == .registration ? .delivery : .cleanup,
-                                   label: "\(service) \(item.kind.rawValue)", host: URLText.hostAndPort(of: item.url),
-                                   batch: batching, pauseLabel: service, payload: item)
+        let shape = shapes.shape(family: type, purpose: item.kind == .registration ? .delivery : .cleanup,
+                                 label: "\(service) \(item.kind.rawValue)", host: URLText.hostAndPort(of: item.url),
+                                 batch: batching, pauseLabel: service)
+        return SubscriptionRequest(account: account, service: service, shape: shape, payload: item)
     }
 }
 
@@ -83,6 +90,8 @@ public struct JourneysBackend: Backend {
 struct JourneysPlanner: SubscriptionPlanner {
     private var templates: AccountTemplates
     private let services: [String: JourneysSettings]
+    /// What the requests have in common, shared.
+    private var shapes = ShapeCache()
 
     /// The per-account keys, and what each is.
     static let keys = ["userId", "platform", "deviceToken"]
@@ -111,7 +120,8 @@ struct JourneysPlanner: SubscriptionPlanner {
                   let sent = render(account, settings: settings, values: values, display: .asSent, diagnostics: &diagnostics)
             else { continue }
             let fingerprint = Self.fingerprint(sent.registration)
-            let request = JourneysBackend.request(sent.registration, account: account.id, service: name, batchSize: settings.batchSize)
+            let request = JourneysBackend.request(sent.registration, account: account.id, service: name, batchSize: settings.batchSize,
+                                                  shapes: &shapes)
             if sent.deviceToken.isEmpty {
                 plans.append(SubscriptionPlan(account: account.id, service: name, fingerprint: fingerprint, delivery: nil,
                                               waiting: "no device token yet (deviceToken renders empty)", cleanup: nil))

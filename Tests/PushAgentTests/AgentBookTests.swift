@@ -4,6 +4,7 @@ import PushBackend
 import PushConfig
 import PushConfig
 import PushState
+import PushTransport
 import Testing
 
 /// The agent's decisions, driven synchronously: no tasks, no clock, no server.
@@ -331,8 +332,8 @@ import Testing
 
 
 extension SubscriptionRequest {
-    /// The Acrobits request it carries.
-    var rendered: RenderedRequest { payload as! RenderedRequest }
+    /// What the Acrobits request it carries sends.
+    var rendered: TransportRequest { (payload as! AcrobitsPayload).request }
 }
 @Suite struct StatusReportTests {
     static let records = [
