@@ -3,10 +3,13 @@ import PushState
 /// The book's entries by subscription: the entries side by side in one array, and an index of
 /// where each is.
 ///
-/// A `Dictionary` of entries keeps each entry (about 500 bytes: the record, the plan and its
+/// A `Dictionary` of entries keeps each entry (about 400 bytes: the record, the plan and its
 /// request) inline in its buckets, and a dictionary leaves 25 to 62 % of them empty: 140 MB
-/// for 100,000 subscriptions, most of the idle agent. Here only the index (a key and a position,
-/// 40 bytes a bucket) has empty buckets, and the entries take what they use.
+/// for 100,000 subscriptions, most of the idle agent. Here the entries take what they use, and
+/// the index holds only positions (4 bytes a slot): each key is read from its entry. (A
+/// `[SubscriptionKey: Int]` index, with the keys in an array beside it, and the accounts counted
+/// in a `[String: Int]`, were 20 MB for 100,000 subscriptions: 100,000 is just above what
+/// 131,072 buckets hold, so each had 262,144.)
 ///
 /// Removing swaps the last entry into the hole, so the order of iteration is not kept (as a
 /// dictionary does not keep it either).
@@ -14,9 +17,9 @@ struct EntryTable: Sequence {
     typealias Entry = AgentBook.Entry
     typealias Element = (key: SubscriptionKey, value: Entry)
 
-    private var positions: [SubscriptionKey: Int] = [:]
-    /// The keys of `values`, position for position.
-    private(set) var keys: [SubscriptionKey] = []
+    /// Open addressing with linear probing: each slot holds the position of an entry in
+    /// `values`, or -1. Its size is a power of two, at least twice the entries.
+    private var slots: [Int32] = []
     private(set) var values: [Entry] = []
     /// How many entries have a job, by service: whether the book is settled is asked after
     /// every outcome, and walking 100,000 entries each time made sending quadratic.
@@ -27,10 +30,17 @@ struct EntryTable: Sequence {
     /// `STATUS=` and the log ask after changes, and counting 100,000 entries each time cost a
     /// reload 0.23 s.
     private(set) var stateCounts: [SubscriptionState: Int] = [:]
-    private var subscriptionsByAccount: [String: Int] = [:]
+    /// How many entries each service has: the services an account may have other entries of.
+    private var entriesByService: [String: Int] = [:]
+    /// How many entries share their account with an entry before them: the entries less the
+    /// accounts.
+    private var sharingAnAccount = 0
 
     /// How many accounts the entries are of.
-    var accountCount: Int { subscriptionsByAccount.count }
+    var accountCount: Int { values.count - sharingAnAccount }
+
+    /// The keys of the entries, in the order of iteration.
+    var keys: [SubscriptionKey] { values.map(\.record.key) }
 
     init() {}
 
@@ -38,7 +48,7 @@ struct EntryTable: Sequence {
     var isEmpty: Bool { values.isEmpty }
 
     subscript(key: SubscriptionKey) -> Entry? {
-        get { positions[key].map { values[$0] } }
+        get { position(of: key).map { values[$0] } }
         set {
             if let newValue { set(newValue, for: key) } else { remove(key) }
         }
@@ -47,44 +57,100 @@ struct EntryTable: Sequence {
     /// Sets `key`'s entry, moving `entry` in: an entry is some twenty references, each copy
     /// retains them all (a start sets 100,000).
     mutating func set(_ entry: consuming Entry, for key: SubscriptionKey) {
-        // One lookup that also makes room for a new key; every position taken is below `end`.
-        let end = values.count
-        let position = Self.read(&positions[key, default: end])
-        let isNew = position == end
-        recount(key, from: isNew ? nil : standing(at: position), to: Standing(entry))
-        if isNew {
-            keys.append(key)
-            values.append(entry)
-        } else {
+        assert(entry.record.key == key, "an entry is kept under its own key")
+        let (slot, found) = find(key)
+        if let position = found {
+            recount(key, from: standing(at: position), to: Standing(entry))
             values[position] = entry
+            return
+        }
+        recount(key, from: nil, to: Standing(entry))
+        if (values.count + 1) * 2 > slots.count {
+            values.append(entry)
+            rebuildIndex(capacity: values.count)
+        } else {
+            slots[slot] = Int32(values.count)
+            values.append(entry)
         }
     }
 
-    /// Reads `value` through its modify accessor: `&dictionary[key, default: value]` inserts the
-    /// default when the key is missing, in the same lookup.
-    private static func read<Value>(_ value: inout Value) -> Value {
-        value
+    /// The slot where `key` is, or where it would go, and its entry's position when it is there.
+    private func find(_ key: SubscriptionKey) -> (slot: Int, position: Int?) {
+        guard !slots.isEmpty else { return (0, nil) }
+        let mask = slots.count - 1
+        return values.withUnsafeBufferPointer { values in
+            slots.withUnsafeBufferPointer { slots in
+                var slot = key.hashValue & mask
+                while true {
+                    let position = Int(slots[slot])
+                    if position < 0 { return (slot, nil) }
+                    if values[position].record.key == key { return (slot, position) }
+                    slot = (slot + 1) & mask
+                }
+            }
+        }
+    }
+
+    private func position(of key: SubscriptionKey) -> Int? {
+        find(key).position
+    }
+
+    /// Makes the index again, with room for `capacity` entries at most half full.
+    private mutating func rebuildIndex(capacity: Int) {
+        var size = 8
+        while size < capacity * 2 { size *= 2 }
+        precondition(size <= Int(Int32.max), "too many subscriptions for the book's index")
+        var slots = [Int32](repeating: -1, count: size)
+        let mask = size - 1
+        values.withUnsafeBufferPointer { values in
+            for position in values.indices {
+                var slot = values[position].record.key.hashValue & mask
+                while slots[slot] >= 0 { slot = (slot + 1) & mask }
+                slots[slot] = Int32(position)
+            }
+        }
+        self.slots = slots
     }
 
     private mutating func remove(_ key: SubscriptionKey) {
-        guard let position = positions[key] else { return }
+        let (slot, found) = find(key)
+        guard let position = found else { return }
         recount(key, from: standing(at: position), to: nil)
-        positions[key] = nil
+        emptySlot(slot)
         let last = values.count - 1
         if position != last {
+            // The last entry moves into the hole: its slot follows.
+            let moved = find(values[last].record.key).slot
+            slots[moved] = Int32(position)
             values.swapAt(position, last)
-            keys.swapAt(position, last)
-            positions[keys[position]] = position
         }
         values.removeLast()
-        keys.removeLast()
+    }
+
+    /// Empties `slot`, moving back the entries after it that it kept from their own slot
+    /// (linear probing leaves no gap in a run of slots).
+    private mutating func emptySlot(_ slot: Int) {
+        let mask = slots.count - 1
+        var hole = slot
+        var next = (slot + 1) & mask
+        while slots[next] >= 0 {
+            let home = values[Int(slots[next])].record.key.hashValue & mask
+            // Whether `home` lies cyclically in (hole, next]: then the entry stays where it is.
+            let stays = hole <= next ? (hole < home && home <= next) : (hole < home || home <= next)
+            if !stays {
+                slots[hole] = slots[next]
+                hole = next
+            }
+            next = (next + 1) & mask
+        }
+        slots[hole] = -1
     }
 
     /// Reads the entry of `key` where it lies; nil when there is none. The subscript's getter
     /// copies the entry out, retaining its twenty-odd references and releasing them after: the
     /// agent reads entries several times per request.
     func read<Result>(_ key: SubscriptionKey, _ body: (borrowing Entry) -> Result) -> Result? {
-        guard let position = positions[key] else { return nil }
+        guard let position = position(of: key) else { return nil }
         // Through the buffer: an array's subscript returns a copy.
         return values.withUnsafeBufferPointer { body($0[position]) }
     }
@@ -95,7 +161,7 @@ struct EntryTable: Sequence {
         var results: [Result] = []
         values.withUnsafeBufferPointer { values in
             for position in values.indices {
-                if let result = transform(keys[position], values[position]) { results.append(result) }
+                if let result = transform(values[position].record.key, values[position]) { results.append(result) }
             }
         }
         return results
@@ -104,7 +170,7 @@ struct EntryTable: Sequence {
     /// Changes the entry of `key` where it lies, without copying it out and back (a reload does
     /// this for each of 100,000 unchanged subscriptions); nil when there is none.
     mutating func update<Result>(_ key: SubscriptionKey, _ body: (inout Entry) -> Result) -> Result? {
-        guard let position = positions[key] else { return nil }
+        guard let position = position(of: key) else { return nil }
         let before = standing(at: position)
         let result = body(&values[position])
         recount(key, from: before, to: standing(at: position))
@@ -137,35 +203,37 @@ struct EntryTable: Sequence {
             if let state = new?.state { stateCounts[state, default: 0] += 1 }
         }
         if old == nil {
-            subscriptionsByAccount[key.account, default: 0] += 1
+            if sharesAccount(key) { sharingAnAccount += 1 }
+            entriesByService[key.service, default: 0] += 1
         } else if new == nil {
-            if subscriptionsByAccount[key.account] == 1 {
-                subscriptionsByAccount[key.account] = nil
-            } else {
-                subscriptionsByAccount[key.account, default: 0] -= 1
-            }
+            if sharesAccount(key) { sharingAnAccount -= 1 }
+            entriesByService[key.service, default: 0] -= 1
+            if entriesByService[key.service] == 0 { entriesByService[key.service] = nil }
+        }
+    }
+
+    /// Whether another entry is of `key`'s account (one lookup per other service).
+    private func sharesAccount(_ key: SubscriptionKey) -> Bool {
+        entriesByService.keys.contains { service in
+            service != key.service && position(of: SubscriptionKey(account: key.account, service: service)) != nil
         }
     }
 
     mutating func reserveCapacity(_ count: Int) {
-        positions.reserveCapacity(count)
-        subscriptionsByAccount.reserveCapacity(count)
-        keys.reserveCapacity(count)
         values.reserveCapacity(count)
+        if count * 2 > slots.count { rebuildIndex(capacity: count) }
     }
 
     struct Iterator: IteratorProtocol {
-        fileprivate var keys: IndexingIterator<[SubscriptionKey]>
         fileprivate var values: IndexingIterator<[Entry]>
 
         mutating func next() -> Element? {
-            guard let key = keys.next(), let value = values.next() else { return nil }
-            return (key, value)
+            values.next().map { ($0.record.key, $0) }
         }
     }
 
     func makeIterator() -> Iterator {
-        Iterator(keys: keys.makeIterator(), values: values.makeIterator())
+        Iterator(values: values.makeIterator())
     }
 
     var underestimatedCount: Int { values.count }

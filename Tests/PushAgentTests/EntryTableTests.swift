@@ -42,6 +42,10 @@ import Testing
                                         state: SubscriptionState.allCases.randomElement(using: &generator)!)
                 reference[key] = .some(job)
             }
+            if table.accountCount != Set(reference.keys.map(\.account)).count {
+                Issue.record("the accounts counted drifted from the accounts held")
+                break
+            }
         }
         #expect(table.count == reference.count)
         #expect(Set(table.keys) == Set(reference.keys))
@@ -79,5 +83,34 @@ import Testing
         #expect(table.jobsByService[SubscriptionKey.acrobits] == 0)
         #expect(table.accountCount == 0)
         #expect(SubscriptionCounts(accounts: 0, subscriptions: 0, byState: table.stateCounts) == SubscriptionCounts([]))
+    }
+
+    @Test func everyEntryIsFoundThroughGrowthAndRemovalsInAnyOrder() {
+        var table = EntryTable()
+        var generator = SystemRandomNumberGenerator()
+        var held = Set<SubscriptionKey>()
+        // No room made first: the index grows from nothing, rebuilt at each doubling.
+        for number in 0..<6_000 {
+            let key = Self.key("user\(number)", number % 3 == 0 ? "journeys" : SubscriptionKey.acrobits)
+            table[key] = Self.entry(key.account, service: key.service, job: .delivery)
+            held.insert(key)
+        }
+        for key in held.shuffled(using: &generator).prefix(4_000) {
+            table[key] = nil
+            held.remove(key)
+        }
+        #expect(table.count == held.count)
+        for number in 0..<6_000 {
+            for service in [SubscriptionKey.acrobits, "journeys"] {
+                let key = Self.key("user\(number)", service)
+                let found = table.read(key) { $0.record.key }
+                if found != (held.contains(key) ? key : nil) {
+                    Issue.record("\(key) is \(found == nil ? "not found" : "found") after removals")
+                    return
+                }
+            }
+        }
+        #expect(table.accountCount == Set(held.map(\.account)).count)
+        #expect(table.jobCount == held.count)
     }
 }
