@@ -376,6 +376,7 @@ struct AgentBook {
                 guard Self.keepsDelivery(entry, plan, serviceWasStopped: wereStopped[key.service] != nil),
                       entry.record.cleanup == plan.cleanup else { return false }
                 entry.plan = plan
+                entry.record.shareTexts(with: plan)
                 return true
             }) == true {
                 summary.unchanged += 1
@@ -399,6 +400,7 @@ struct AgentBook {
             if Self.keepsDelivery(entry, plan, serviceWasStopped: wereStopped[key.service] != nil) {
                 summary.unchanged += 1
                 entry.plan = plan
+                entry.record.shareTexts(with: plan)
                 var changed = false
                 var (submitted, cancelled) = (false, false)
                 let hadJob = entry.job != nil
@@ -893,6 +895,7 @@ extension SubscriptionPlan {
         // What the backend keeps for a delivery made again unchanged (a group's key) stays
         // while it is made again: `status` shows it, and a restart finds it.
         if !staysDelivered || record.state != .delivered { record.backendData = nil }
+        record.shareTexts(with: self)
         if let refusal {
             // Never sent as it stands: rejected until it changes.
             record.state = .rejected
@@ -910,5 +913,16 @@ extension SubscriptionPlan {
             record.state = .pending
             record.nextDueAt = nil
         }
+    }
+}
+
+extension SubscriptionRecord {
+    /// Holds `plan`'s own copy of each text equal to one of the plan's. A reload makes every
+    /// plan again, and an unchanged record kept its older copies beside the plan's new ones: a
+    /// fingerprint is 112 bytes, 11 MB more for each of 100,000 subscriptions after a reload.
+    mutating func shareTexts(with plan: SubscriptionPlan) {
+        if fingerprint == plan.fingerprint { fingerprint = plan.fingerprint }
+        if deliveredFingerprint == plan.fingerprint { deliveredFingerprint = plan.fingerprint }
+        if let cleanup, cleanup == plan.cleanup { self.cleanup = plan.cleanup }
     }
 }

@@ -57,6 +57,42 @@ import Testing
         for case .submit(let submission) in actions { _ = book.beginAttempt(submission.key) }
     }
 
+    /// Where a text's bytes are: texts longer than 15 bytes have storage of their own.
+    static func storage(_ text: String?) -> UnsafeRawPointer? {
+        guard var text else { return nil }
+        return text.withUTF8 { UnsafeRawPointer($0.baseAddress) }
+    }
+
+    /// A text equal to `text`, in storage of its own (as read from the state).
+    static func copied(_ text: String) -> String { String(decoding: Array(text.utf8), as: UTF8.self) }
+
+    @Test func anUnchangedSubscriptionHoldsOneCopyOfItsTextsAfterARestartAndAReload() throws {
+        // Each call makes the plan's texts again, as loading the configuration does.
+        func plan() -> SubscriptionPlan { Self.plan("alice", token: String(repeating: "7", count: 40)) }
+        let first = plan()
+        let cleanup = try #require(first.cleanup)
+        let stored = SubscriptionRecord(key: Self.k("alice"), fingerprint: Self.copied(first.fingerprint),
+                                        deliveredFingerprint: Self.copied(first.fingerprint), state: .delivered,
+                                        cleanup: Self.copied(cleanup))
+        var book = Self.book()
+        Self.send(&book, book.start(plans: [first], records: [stored]))
+        #expect(book.settle(Self.k("alice"), .delivered, attempt: 1, now: 1_000) != nil)
+
+        func expectShared(with plan: SubscriptionPlan, _ when: Comment) throws {
+            let entry = try #require(book.entries[Self.k("alice")])
+            #expect(Self.storage(entry.plan?.fingerprint) == Self.storage(plan.fingerprint), when)
+            #expect(Self.storage(entry.record.fingerprint) == Self.storage(plan.fingerprint), when)
+            #expect(Self.storage(entry.record.deliveredFingerprint) == Self.storage(plan.fingerprint), when)
+            #expect(Self.storage(entry.record.cleanup) == Self.storage(plan.cleanup), when)
+        }
+        try expectShared(with: first, "after a restart")
+        let again = plan()
+        #expect(Self.storage(again.fingerprint) != Self.storage(first.fingerprint), "the reload's plan has texts of its own")
+        let (_, summary) = Self.reload(&book, [again], reportInterval: nil, now: 2_000)
+        #expect(summary.unchanged == 1)
+        try expectShared(with: again, "after a reload")
+    }
+
     @Test func startReportsEveryAccountAndOwesRemovalsOfTheOnesThatLeft() throws {
         var book = Self.book(reportInterval: nil)
         let gone = SubscriptionRecord(key: Self.k("gone"), fingerprint: "gone-1", deliveredFingerprint: "gone-1",
