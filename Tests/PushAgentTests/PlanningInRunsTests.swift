@@ -58,8 +58,15 @@ import Testing
         #expect(many.diagnostics == one.diagnostics)
     }
 
-    @Test("a backend whose plans depend on other accounts is planned in one run")
-    func journeysInOneRun() {
+    static func planners(_ file: String) -> [any SubscriptionPlanner] {
+        let result = ConfigurationLoader(environment: LoaderEnvironment(variables: [:], templateSearchPath: [])).load(paths: [file])
+        let context = BackendContext(configuration: result.configuration, sources: result.sources, installID: "i", hostname: "h")
+        var ignored = DiagnosticList()
+        return Backends.standard.planners(context, diagnostics: &ignored)
+    }
+
+    @Test("Journeys registrations, each an account's own, are planned in runs as in one")
+    func journeysInRuns() {
         let journeys = """
               journeys:
                 type: customer-insights-journeys
@@ -68,18 +75,43 @@ import Testing
                 mobileAppId: 00000000-0000-0000-0000-000000000000
                 apiToken: secret-token
             """
-        let text = Self.configuration(services: journeys).replacingOccurrences(of: "services: {shared: {}}", with: "services: {shared: {}, journeys: {userId: u, platform: ios}}")
+        // Some accounts render a registration, some lack a key it needs, some wait for a token.
+        let text = Self.configuration(services: journeys)
+            .replacingOccurrences(of: "services: {shared: {}}", with: "services: {shared: {}, journeys: {userId: u, platform: ios}}")
+            .replacingOccurrences(of: "    enabled: false\n", with: "    services: {journeys: {userId: '%selector%'}}\n")
+            .replacingOccurrences(of: "    note: n", with: "    services: {journeys: {userId: u, platform: android, deviceToken: ''}}\n    note: n")
         let directory = TemporaryDirectory()
         let path = directory.write("c.yaml", text)
         let one = Self.planned(path, runs: 1)
         #expect(one.plans.contains { $0.hasPrefix("a3/journeys ") })
+        #expect(one.plans.contains { $0.hasPrefix("a5/journeys ") && $0.hasSuffix(" - - -") }, "waiting for its token")
+        #expect(one.diagnostics.contains { $0.contains("needs 'platform'") })
+        let planners = Self.planners(path)
+        #expect(planners.count == 2 && planners.compactMap(\.forRuns).count == planners.count)
+        for runs in [2, 7, 64] {
+            #expect(Self.planned(path, runs: runs) == one, "in \(runs) runs")
+        }
+    }
+
+    @Test("a backend whose plans depend on other accounts (FCM device groups) is planned in one run")
+    func fcmInOneRun() {
+        let fcm = """
+              fcm:
+                type: fcm-device-group
+                endpoint: "https://fcm.example.com/fcm/notification/"
+                projectId: p-1
+                serverKey: key
+            """
+        let text = Self.configuration(services: fcm)
+            .replacingOccurrences(of: "services: {shared: {}}", with: "services: {shared: {}, fcm: {group: g}}")
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", text)
+        let one = Self.planned(path, runs: 1)
+        #expect(one.plans.contains { $0.hasPrefix("a3/fcm ") })
         #expect(Self.planned(path, runs: 7) == one)
-        // The Journeys planner with a service says no to runs; without one, every planner says yes.
+        // The FCM planner with a service says no to runs; without one, every planner says yes.
         for (file, runnable) in [(path, false), (directory.write("plain.yaml", Self.configuration()), true)] {
-            let result = ConfigurationLoader(environment: LoaderEnvironment(variables: [:], templateSearchPath: [])).load(paths: [file])
-            let context = BackendContext(configuration: result.configuration, sources: result.sources, installID: "i", hostname: "h")
-            var ignored = DiagnosticList()
-            let planners = Backends.standard.planners(context, diagnostics: &ignored)
+            let planners = Self.planners(file)
             #expect((planners.compactMap(\.forRuns).count == planners.count) == runnable)
         }
     }
