@@ -189,12 +189,15 @@ public struct RequestBuilder: Sendable {
         let contentType = contentTypeValue?.text ?? "application/x-www-form-urlencoded"
         let bodyFormat = BodyFormat(contentType: contentType)
 
-        let url = templates.compile(urlValue, kind: .url, diagnostics: &diagnostics)
-        if url == nil { failed = true }
-        if !URLText.hasHTTPPrefix(urlValue.text) {
+        let hasScheme = URLText.hasHTTPPrefix(urlValue.text)
+        if !hasScheme {
             templates.report(.error, "\(reporter.key(.url)) must start with http:// or https://", at: urlValue, diagnostics: &diagnostics)
             failed = true
         }
+        // Without its scheme the URL's parts cannot be told apart: its placeholders are checked
+        // as text, not reported as standing in a scheme or host they are not in.
+        let url = templates.compile(urlValue, kind: hasScheme ? .url : .plain, diagnostics: &diagnostics)
+        if url == nil { failed = true }
 
         var body: Template?
         let postDataValue = account.values[reporter.tableKey(.postData)]

@@ -447,4 +447,14 @@ struct RequestBuildingTests {
         let l = loaded("pushTokenReporterUrl: ftp://h.example/t")
         #expect(l.lines.contains("config.yaml:7:27: error: pushTokenReporterUrl must start with http:// or https://"))
     }
+
+    @Test("a URL without its scheme is told so once, its placeholders not said to stand in a host")
+    func noScheme() {
+        let l = loaded("pushTokenReporterUrl: push.example.com/t?token=%pushTokenOther%&u=%nosuch%")
+        let errors = l.lines.filter { $0.contains("error") }
+        #expect(errors.contains("config.yaml:7:27: error: pushTokenReporterUrl must start with http:// or https://"))
+        #expect(!errors.contains { $0.contains("scheme or host") }, "the placeholders are in the path and the query: \(errors)")
+        #expect(errors.contains { $0.contains("'nosuch'") }, "an unknown variable is still reported: \(errors)")
+        #expect(errors.count == 2, "\(errors)")
+    }
 }
