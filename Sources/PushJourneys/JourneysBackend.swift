@@ -103,10 +103,33 @@ struct JourneysPlanner: SubscriptionPlanner, Sendable {
     static let maximumObjectSize = (1 << 20) / JourneysSettings.batchLimit - 64
     static let maximumHeaderLineSize = 8 << 10
 
+    /// What every registration and cleanup of a service sends to, made once: each kept
+    /// registration held its own copies of these texts (some 350 bytes for each subscription).
+    private struct Endpoints: Sendable {
+        var registration: String
+        var registrationBatch: String
+        var cleanup: String
+        var cleanupBatch: String
+        var secrets: [String]
+
+        init(_ settings: JourneysSettings) {
+            let base = settings.baseURL + "/devices"
+            registration = base
+            registrationBatch = base + "/batch"
+            cleanup = base + "/cleanup"
+            cleanupBatch = base + "/cleanup/batch"
+            secrets = [settings.apiToken.text]
+        }
+    }
+
+    /// By service name.
+    private let endpoints: [String: Endpoints]
+
     init(_ context: BackendContext, diagnostics: inout DiagnosticList) {
         templates = AccountTemplates(configuration: context.configuration, sources: context.sources,
                                      installID: context.installID, hostname: context.hostname)
         services = JourneysBackend.services(context, diagnostics: &diagnostics)
+        endpoints = services.mapValues(Endpoints.init)
     }
 
     /// What one subscription renders to, for sending or for showing.
@@ -238,12 +261,13 @@ struct JourneysPlanner: SubscriptionPlanner, Sendable {
                                  at: settings.callbackURL ?? userIdValue, diagnostics: &diagnostics, account: account.id)
                 return nil
             }
-            let base = settings.baseURL + "/devices"
+            let sent = endpoints[service] ?? Endpoints(settings)
             return Rendered(
-                registration: JourneysItem(kind: .registration, url: base, batchURL: base + "/batch", object: registration,
-                                           headers: headers, tracked: settings.trackRegistration, secrets: [settings.apiToken.text]),
-                cleanup: JourneysItem(kind: .cleanup, url: base + "/cleanup", batchURL: base + "/cleanup/batch", object: cleanup,
-                                      headers: [], tracked: false, secrets: [settings.apiToken.text]),
+                registration: JourneysItem(kind: .registration, url: sent.registration, batchURL: sent.registrationBatch,
+                                           object: registration, headers: headers, tracked: settings.trackRegistration,
+                                           secrets: sent.secrets),
+                cleanup: JourneysItem(kind: .cleanup, url: sent.cleanup, batchURL: sent.cleanupBatch, object: cleanup,
+                                      headers: [], tracked: false, secrets: sent.secrets),
                 deviceToken: token)
         } catch {
             templates.reportRenderFailure(error, account: account.id, diagnostics: &diagnostics)
