@@ -920,9 +920,15 @@ extension SubscriptionRecord {
     /// Holds `plan`'s own copy of each text equal to one of the plan's. A reload makes every
     /// plan again, and an unchanged record kept its older copies beside the plan's new ones: a
     /// fingerprint is 112 bytes, 11 MB more for each of 100,000 subscriptions after a reload.
+    /// Texts are compared byte for byte: `==` holds canonically equivalent texts equal, and the
+    /// record must keep the bytes the state has.
     mutating func shareTexts(with plan: SubscriptionPlan) {
-        if fingerprint == plan.fingerprint { fingerprint = plan.fingerprint }
-        if deliveredFingerprint == plan.fingerprint { deliveredFingerprint = plan.fingerprint }
-        if let cleanup, cleanup == plan.cleanup { self.cleanup = plan.cleanup }
+        func same(_ text: String?, _ other: String?) -> Bool {
+            guard let text, let other else { return false }
+            return text.utf8.elementsEqual(other.utf8)
+        }
+        if same(fingerprint, plan.fingerprint) { fingerprint = plan.fingerprint }
+        if same(deliveredFingerprint, plan.fingerprint) { deliveredFingerprint = plan.fingerprint }
+        if same(cleanup, plan.cleanup) { cleanup = plan.cleanup }
     }
 }

@@ -26,14 +26,14 @@ struct EntryTable: Sequence {
     private(set) var jobsByService: [String: Int] = [:]
     /// How many entries have a job.
     var jobCount: Int { jobsByService.values.reduce(0, +) }
-    /// How many entries stand in each state, and how many subscriptions each account has:
+    /// How many entries stand in each state (and, below, how many accounts they are of):
     /// `STATUS=` and the log ask after changes, and counting 100,000 entries each time cost a
     /// reload 0.23 s.
     private(set) var stateCounts: [SubscriptionState: Int] = [:]
     /// How many entries each service has: the services an account may have other entries of.
     private var entriesByService: [String: Int] = [:]
-    /// How many entries share their account with an entry before them: the entries less the
-    /// accounts.
+    /// The entries less the accounts they are of: an entry that comes while its account has
+    /// another adds one, and one that goes while its account keeps another takes one away.
     private var sharingAnAccount = 0
 
     /// How many accounts the entries are of.

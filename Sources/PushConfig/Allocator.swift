@@ -7,8 +7,9 @@ public enum Allocator {
     /// (`strace -f -c`), about a tenth of its CPU time. A large top pad makes each new heap usable
     /// whole at once (51 calls). Pages are committed only when touched, so resident memory does
     /// not grow while memory is in use; but up to the pad of freed memory stays with the process
-    /// instead of going back to the system, which suits commands that end, not the agent (see
-    /// ``useSmallSteps()``). Called first thing in the process: a heap made before keeps its
+    /// instead of going back to the system, which suits loading, not the agent nor what
+    /// `run --once` does once loaded (see ``useSmallSteps()``). Called first thing in the
+    /// process: a heap made before keeps its
     /// page-at-a-time growth. Setting the pad also fixes at 128 KB the size from which a block
     /// is mapped on its own (returned to the system as soon as it is freed).
     public static func useLargeSteps() {

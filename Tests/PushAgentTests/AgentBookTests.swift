@@ -69,15 +69,7 @@ import Testing
     @Test func anUnchangedSubscriptionHoldsOneCopyOfItsTextsAfterARestartAndAReload() throws {
         // Each call makes the plan's texts again, as loading the configuration does.
         func plan() -> SubscriptionPlan { Self.plan("alice", token: String(repeating: "7", count: 40)) }
-        let first = plan()
-        let cleanup = try #require(first.cleanup)
-        let stored = SubscriptionRecord(key: Self.k("alice"), fingerprint: Self.copied(first.fingerprint),
-                                        deliveredFingerprint: Self.copied(first.fingerprint), state: .delivered,
-                                        cleanup: Self.copied(cleanup))
         var book = Self.book()
-        Self.send(&book, book.start(plans: [first], records: [stored]))
-        #expect(book.settle(Self.k("alice"), .delivered, attempt: 1, now: 1_000) != nil)
-
         func expectShared(with plan: SubscriptionPlan, _ when: Comment) throws {
             let entry = try #require(book.entries[Self.k("alice")])
             #expect(Self.storage(entry.plan?.fingerprint) == Self.storage(plan.fingerprint), when)
@@ -85,12 +77,38 @@ import Testing
             #expect(Self.storage(entry.record.deliveredFingerprint) == Self.storage(plan.fingerprint), when)
             #expect(Self.storage(entry.record.cleanup) == Self.storage(plan.cleanup), when)
         }
-        try expectShared(with: first, "after a restart")
+        let first = plan()
+        let cleanup = try #require(first.cleanup)
+        // Delivered before the restart: its texts as read from the state, in storage of their own.
+        let stored = SubscriptionRecord(key: Self.k("alice"), fingerprint: Self.copied(first.fingerprint),
+                                        deliveredFingerprint: Self.copied(first.fingerprint), state: .delivered,
+                                        cleanup: Self.copied(cleanup))
+        let actions = book.start(plans: [first], records: [stored])
+        try expectShared(with: first, "after a restart, before the delivery is made again")
+        Self.send(&book, actions)
+        #expect(book.settle(Self.k("alice"), .delivered, attempt: 1, now: 1_000) != nil)
+        try expectShared(with: first, "after the restart's delivery")
+
         let again = plan()
         #expect(Self.storage(again.fingerprint) != Self.storage(first.fingerprint), "the reload's plan has texts of its own")
         let (_, summary) = Self.reload(&book, [again], reportInterval: nil, now: 2_000)
         #expect(summary.unchanged == 1)
         try expectShared(with: again, "after a reload")
+        // A reload that sets a report interval takes the other path for an unchanged subscription.
+        let third = plan()
+        let (_, withInterval) = Self.reload(&book, [third], reportInterval: .seconds(3_600), now: 3_000)
+        #expect(withInterval.unchanged == 1)
+        try expectShared(with: third, "after a reload that sets a report interval")
+    }
+
+    @Test func aRecordKeepsItsOwnBytesOfATextOnlyCanonicallyEqualToThePlans() {
+        var plan = Self.plan("alice", token: "1")
+        plan.cleanup = "https://gone.example.com/caf\u{E9}"
+        var record = SubscriptionRecord(key: Self.k("alice"), fingerprint: plan.fingerprint,
+                                        cleanup: "https://gone.example.com/cafe\u{301}")
+        #expect(record.cleanup == plan.cleanup, "equal as Swift compares texts")
+        record.shareTexts(with: plan)
+        #expect(Array(record.cleanup!.utf8).suffix(3) == [0x65, 0xCC, 0x81], "the bytes the state has")
     }
 
     @Test func startReportsEveryAccountAndOwesRemovalsOfTheOnesThatLeft() throws {
