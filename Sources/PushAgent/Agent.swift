@@ -436,38 +436,45 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         output?.clearProgress()
         let stateWritten = recorder.flush()
         handBackLeases()
-        return outcome(jobs: claimedJobs.withLock { $0 }.union(jobs), elapsed: start.duration(to: clock.now), deadline: deadline,
+        return outcome(started: jobs, claimed: claimedJobs.withLock { $0 }, elapsed: start.duration(to: clock.now), deadline: deadline,
                        stateWritten: stateWritten)
     }
 
-    private func outcome(jobs: Set<SubscriptionKey>, elapsed: Duration, deadline: Duration, stateWritten: Bool) -> OnceOutcome {
-        book.withLock { book in
-            var undelivered: [OnceOutcome.Undelivered] = []
-            var delivered = 0
-            // What was to be sent, and what the configuration itself refuses to send (SPEC §12).
-            // Entries are read where they lie: copying 100,000 of them out twice took a quarter
-            // of a second after the last answer (perf).
-            let refused = book.entries.compactMapBorrowing { key, entry in
+    /// `started`: the start's jobs, each key once; `claimed`: those taken from other agents
+    /// since (shared state only).
+    private func outcome(started: [SubscriptionKey], claimed: Set<SubscriptionKey>, elapsed: Duration, deadline: Duration,
+                         stateWritten: Bool) -> OnceOutcome {
+        var jobs = started
+        if !claimed.isEmpty {
+            let known = Set(started)
+            jobs += claimed.filter { !known.contains($0) }
+        }
+        return book.withLock { book in
+            // Each job looked up once, where its entry lies (one gone from the book was cleaned
+            // up and forgotten): a set of 100,000 keys built to walk them, and each entry copied
+            // out, took a tenth of a second after the last answer (perf).
+            var failed = jobs.filter { key in
+                book.entries.read(key) { $0.job != nil || $0.record.state == .rejected || $0.record.state == .stopped } == true
+            }
+            // What the configuration itself refuses to send (SPEC §12): rejected without a job,
+            // and not one of the jobs (which a receiver may have rejected).
+            var refused = book.entries.compactMapBorrowing { key, entry in
                 entry.job == nil && entry.record.state == .rejected ? key : nil
             }
-            for key in jobs.union(refused) {
-                // Nil: cleaned up and forgotten.
-                let failed = book.entries.read(key) { entry in
-                    entry.job != nil || entry.record.state == .rejected || entry.record.state == .stopped
-                }
-                guard failed == true, let entry = book.entries[key] else {
-                    delivered += 1
-                    continue
-                }
-                let state = entry.record.state
-                let request = book.currentRequest(key) ?? entry.plan?.delivery
-                undelivered.append(.init(key: key, label: request.map { "\(key.account.displayEscaped): \($0.label.displayEscaped)" } ?? key.description.displayEscaped,
-                                         host: request?.host ?? "", state: state, attempts: entry.record.attempts,
-                                         reason: entry.record.lastOutcome ?? "no response before the deadline"))
+            if !refused.isEmpty {
+                let isJob = Set(jobs)
+                refused.removeAll { isJob.contains($0) }
+                failed += refused
             }
-            // Only what failed is listed, in order; the keys of everything delivered need no sorting.
-            undelivered.sort { $0.key < $1.key }
-            return OnceOutcome(total: delivered + undelivered.count, delivered: delivered, undelivered: undelivered,
+            let undelivered = failed.sorted().compactMap { key -> OnceOutcome.Undelivered? in
+                guard let entry = book.entries[key] else { return nil }
+                let request = book.currentRequest(key) ?? entry.plan?.delivery
+                return .init(key: key, label: request.map { "\(key.account.displayEscaped): \($0.label.displayEscaped)" } ?? key.description.displayEscaped,
+                             host: request?.host ?? "", state: entry.record.state, attempts: entry.record.attempts,
+                             reason: entry.record.lastOutcome ?? "no response before the deadline")
+            }
+            let total = jobs.count + refused.count
+            return OnceOutcome(total: total, delivered: total - undelivered.count, undelivered: undelivered,
                                counts: book.counts, elapsed: elapsed, deadline: deadline, stateWritten: stateWritten)
         }
     }

@@ -7,7 +7,7 @@ import PushConfig
 import PushScheduler
 import PushState
 import PushTestSupport
-import PushTransport
+@testable import PushTransport
 import Synchronization
 import Testing
 
@@ -60,6 +60,29 @@ final class ScriptedTransport: HTTPTransport {
                       store: MemoryStateStore = MemoryStateStore(), clock: ManualClock, logger: Logger = quiet) -> Agent<ManualClock> {
         Agent(start: .configuration(plans: plans, records: records, pollers: []), settings: settings(), transport: transport,
               recorder: StateRecorder(store: store, logger: quiet, clock: clock), logger: logger, clock: clock, wallClock: { 0 })
+    }
+
+    @Test func theSummaryCountsRefusedAndRejectedOnceAndTheDeliveredAsDelivered() async throws {
+        // a0, a1 delivered; a2 rejected (a request that cannot be sent, not retried); a3 refused
+        // by the configuration (never sent); a4 waits for a value (not a job, not counted).
+        let transport = ScriptedTransport { request, _ in
+            if request.url.hasSuffix("/2") { throw TransportError(.badURL, "not a URL libcurl takes") }
+            return TransportResponse(status: 204)
+        }
+        var plans = (0..<3).map { Self.plan("a\($0)", url: "http://h.example/\($0)") }
+        var refused = Self.plan("a3", url: "http://h.example/3")
+        refused.delivery = nil
+        refused.refusal = "a secret bound for plain http"
+        plans.append(refused)
+        plans.append(SubscriptionPlan(account: "a4", service: SubscriptionKey.acrobits, fingerprint: "f-a4", delivery: nil,
+                                      waiting: "no device token yet", cleanup: nil))
+        let outcome = await Self.agent(plans, transport: transport, clock: ManualClock()).runOnce(deadline: .seconds(60))
+        #expect(outcome.total == 4)
+        #expect(outcome.delivered == 2)
+        #expect(outcome.undelivered.map(\.key.account) == ["a2", "a3"])
+        #expect(outcome.undelivered.map(\.reason) == ["not a URL libcurl takes", "a secret bound for plain http"])
+        #expect(!outcome.succeeded)
+        #expect(transport.requests.count == 3)
     }
 
     @Test func everyReportIsSentOnceWhenAllSucceed() async throws {
