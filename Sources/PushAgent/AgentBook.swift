@@ -187,14 +187,14 @@ struct AgentBook {
             self.firstRun = firstRun
         }
 
-        /// `record` is written first when `written`; `submission` goes in the first run while
+        /// `written`, when given, is written first; `submission` goes in the first run while
         /// there is room.
-        mutating func add(_ record: SubscriptionRecord, written: Bool, submission: Submission?, generation: UInt64) {
+        mutating func add(_ written: SubscriptionRecord?, submission: Submission?, generation: UInt64) {
             if let submission, submitted >= firstRun {
-                later.append(Unsent(submission: submission, generation: generation, written: written))
+                later.append(Unsent(submission: submission, generation: generation, written: written != nil))
                 return
             }
-            if written { actions.append(.save(record)) }
+            if let written { actions.append(.save(written)) }
             if let submission {
                 actions.append(.submit(submission))
                 submitted += 1
@@ -460,7 +460,9 @@ struct AgentBook {
         // service is resumed, so they are submitted again (before the subscriptions leaving now
         // begin theirs, which are submitted once).
         if !wereStopped.isEmpty {
-            let resumed = entries.keys.filter { wereStopped[$0.service] != nil && !planned.contains($0) && isOwned($0) }
+            let resumed = entries.compactMapBorrowing { key, _ in
+                wereStopped[key.service] != nil && !planned.contains(key) && isOwned(key) ? key : nil
+            }
             for key in resumed {
                 guard let entry = entries[key], entry.record.isRemoving, entry.job != nil else { continue }
                 schedule(entry, actions: &actions)
@@ -698,7 +700,7 @@ struct AgentBook {
         guard stoppedServices[service] == nil else { return [] }
         stoppedServices[service] = reason
         var actions: [Action] = []
-        let keys = entries.keys.filter { $0.service == service }
+        let keys = entries.compactMapBorrowing { key, _ in key.service == service ? key : nil }
         for key in keys {
             // What has something to send, and what awaits a confirmation that will not come.
             guard isOwned(key), var entry = entries[key], entry.job != nil || entry.record.state == .accepted else { continue }
@@ -791,11 +793,9 @@ struct AgentBook {
 
     /// ``schedule(_:actions:)`` for a start: `entry`'s record is written first when `written`.
     private mutating func book(_ entry: consuming Entry, written: Bool, into start: inout Start) {
-        entry.generation = nextGeneration()
-        let key = entry.record.key
-        let submission = Self.request(of: entry).map { Self.submission(key, $0, after: .zero) }
-        start.add(entry.record, written: written, submission: submission, generation: entry.generation)
-        entries.set(entry, for: key)
+        let record = written ? entry.record : nil
+        let (submission, generation) = store(entry)
+        start.add(record, submission: submission, generation: generation)
     }
 
     /// ``beginCleanup(_:actions:)`` for a start.
@@ -808,13 +808,19 @@ struct AgentBook {
     }
 
     /// Gives `entry` a new generation, stores it and submits its job now.
-    private mutating func schedule(_ entry: Entry, actions: inout [Action]) {
-        var entry = entry
+    private mutating func schedule(_ entry: consuming Entry, actions: inout [Action]) {
+        if let submission = store(entry).submission { actions.append(.submit(submission)) }
+    }
+
+    /// Gives `entry` a new generation and stores it: the submission of its job now (nil without
+    /// one), and that generation.
+    private mutating func store(_ entry: consuming Entry) -> (submission: Submission?, generation: UInt64) {
         entry.generation = nextGeneration()
-        entries[entry.record.key] = entry
-        if let request = Self.request(of: entry) {
-            actions.append(.submit(Self.submission(entry.record.key, request, after: .zero)))
-        }
+        let key = entry.record.key
+        let submission = Self.request(of: entry).map { Self.submission(key, $0, after: .zero) }
+        let generation = entry.generation
+        entries.set(entry, for: key)
+        return (submission, generation)
     }
 
     /// With `reportInterval`, schedules a delivered subscription's next delivery.
@@ -895,7 +901,9 @@ extension SubscriptionPlan {
         // What the backend keeps for a delivery made again unchanged (a group's key) stays
         // while it is made again: `status` shows it, and a restart finds it.
         if !staysDelivered || record.state != .delivered { record.backendData = nil }
-        record.shareTexts(with: self)
+        // The fingerprint and cleanup are the plan's own now; a restart read the delivered one
+        // from the state.
+        if SubscriptionRecord.sameBytes(record.deliveredFingerprint, fingerprint) { record.deliveredFingerprint = fingerprint }
         if let refusal {
             // Never sent as it stands: rejected until it changes.
             record.state = .rejected
@@ -923,12 +931,14 @@ extension SubscriptionRecord {
     /// Texts are compared byte for byte: `==` holds canonically equivalent texts equal, and the
     /// record must keep the bytes the state has.
     mutating func shareTexts(with plan: SubscriptionPlan) {
-        func same(_ text: String?, _ other: String?) -> Bool {
-            guard let text, let other else { return false }
-            return text.utf8.elementsEqual(other.utf8)
-        }
-        if same(fingerprint, plan.fingerprint) { fingerprint = plan.fingerprint }
-        if same(deliveredFingerprint, plan.fingerprint) { deliveredFingerprint = plan.fingerprint }
-        if same(cleanup, plan.cleanup) { cleanup = plan.cleanup }
+        if Self.sameBytes(fingerprint, plan.fingerprint) { fingerprint = plan.fingerprint }
+        if Self.sameBytes(deliveredFingerprint, plan.fingerprint) { deliveredFingerprint = plan.fingerprint }
+        if Self.sameBytes(cleanup, plan.cleanup) { cleanup = plan.cleanup }
+    }
+
+    /// Whether both texts are there, with the same bytes.
+    static func sameBytes(_ text: String?, _ other: String?) -> Bool {
+        guard let text, let other else { return false }
+        return text.utf8.elementsEqual(other.utf8)
     }
 }

@@ -39,9 +39,6 @@ struct EntryTable: Sequence {
     /// How many accounts the entries are of.
     var accountCount: Int { values.count - sharingAnAccount }
 
-    /// The keys of the entries, in the order of iteration.
-    var keys: [SubscriptionKey] { values.map(\.record.key) }
-
     init() {}
 
     var count: Int { values.count }

@@ -48,7 +48,7 @@ import Testing
             }
         }
         #expect(table.count == reference.count)
-        #expect(Set(table.keys) == Set(reference.keys))
+        #expect(Set(table.map(\.key)) == Set(reference.keys))
         for (key, entry) in table {
             #expect(entry.record.key == key, "each entry is found under its own key after the swaps of removals")
             #expect(table[key]?.job == reference[key]!)
@@ -75,7 +75,7 @@ import Testing
         table[Self.key("missing")] = nil
         #expect(table.count == 2)
         table[Self.key("b")] = nil
-        #expect(table.keys == [Self.key("a")])
+        #expect(table.map(\.key) == [Self.key("a")])
         #expect(table[Self.key("a")]?.job == .delivery)
         table[Self.key("a")] = nil
         #expect(table.isEmpty)
