@@ -38,10 +38,6 @@ public struct SubscriptionRequest: Sendable {
             self.timeout = timeout
         }
 
-        fileprivate var key: ShapeCache.Key {
-            ShapeCache.Key(family: family, purpose: purpose, label: label, host: host, batch: batch, pauseLabel: pauseLabel,
-                           timeout: timeout)
-        }
     }
 
     public var account: String
@@ -100,9 +96,9 @@ public struct ShapeCache: Sendable {
     }
 
     private var shapes: [Key: SubscriptionRequest.Shape] = [:]
-    /// The shape handed out last: most requests in a row share it, and comparing is cheaper
-    /// than hashing.
-    private var last: SubscriptionRequest.Shape?
+    /// The shape handed out last, and its key: most requests in a row share it, and comparing
+    /// is cheaper than hashing.
+    private var last: (key: Key, shape: SubscriptionRequest.Shape)?
 
     public init() {}
 
@@ -112,14 +108,14 @@ public struct ShapeCache: Sendable {
                                timeout: Duration? = nil) -> SubscriptionRequest.Shape {
         let key = Key(family: family, purpose: purpose, label: label, host: host, batch: batch, pauseLabel: pauseLabel,
                       timeout: timeout)
-        if let last, last.key == key { return last }
+        if let last, last.key == key { return last.shape }
         let shape = shapes[key] ?? {
             let made = SubscriptionRequest.Shape(family: family, purpose: purpose, label: label, host: host, batch: batch,
                                                  pauseLabel: pauseLabel, timeout: timeout)
             shapes[key] = made
             return made
         }()
-        last = shape
+        last = (key, shape)
         return shape
     }
 }
