@@ -9,9 +9,9 @@ public enum Allocator {
     /// not grow while memory is in use; but up to the pad of freed memory stays with the process
     /// instead of going back to the system, which suits loading, not the agent nor what
     /// `run --once` does once loaded (see ``useSmallSteps()``). Called first thing in the
-    /// process: a heap made before keeps its
-    /// page-at-a-time growth. Setting the pad also fixes at 128 KB the size from which a block
-    /// is mapped on its own (returned to the system as soon as it is freed).
+    /// process: a heap made before keeps its page-at-a-time growth. Setting the pad also fixes
+    /// at 128 KB the size from which a block is mapped on its own (returned to the system as
+    /// soon as it is freed).
     public static func useLargeSteps() {
         _ = setAllocatorOption(topPad, 64 << 20)
     }
