@@ -63,7 +63,7 @@ struct AgentSetup {
             runtime.trackingTargets.replace(with: AdobeBackend.trackingTargets(context))
             return .loaded(plans: planned.plans, pollers: planned.pollers, settings: loaded.result.configuration.agent)
         }
-        let more = errors.count > 1 ? " (and \(errors.count - 1) more; 'pushreporter validate' lists them)" : ""
+        let more = errors.count > 1 ? " (and \(errors.count - 1) more; \(options.validateCommand) lists them)" : ""
         return .invalid(reason: first.formatted + more)
     }
 }

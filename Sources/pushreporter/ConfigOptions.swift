@@ -24,6 +24,21 @@ struct ConfigOptions: ParsableArguments {
         }
         return ["/etc/pushreporter"]
     }
+
+    /// `pushreporter validate` for the same configuration, as a shell takes it: what a command
+    /// that stops on errors tells the reader to run for the whole list. (Without its `--config`,
+    /// the command it named read /etc/pushreporter.)
+    var validateCommand: String {
+        (["pushreporter", "validate"] + paths.flatMap { ["--config", Self.shellWord($0)] }).joined(separator: " ")
+    }
+
+    /// `text` as it is when a shell reads it as one word unchanged, else single-quoted.
+    private static func shellWord(_ text: String) -> String {
+        let plain = !text.isEmpty && text.unicodeScalars.allSatisfy { scalar in
+            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "_./:=@%+,-".unicodeScalars.contains(scalar))
+        }
+        return plain ? text : RequestFormatter.shellWord(text, markers: false)
+    }
 }
 
 /// Loading shared by every command that reads configuration.

@@ -151,7 +151,7 @@ struct Preview: ParsableCommand {
     private func stopOnErrors(_ diagnostics: DiagnosticList, files: [String]) throws {
         guard diagnostics.hasErrors else { return }
         for diagnostic in diagnostics.errors(fileOrder: files) { printError(diagnostic.formatted) }
-        printError("preview: the configuration has errors; run 'pushreporter validate' for every problem")
+        printError("preview: the configuration has errors; for every problem, run: \(config.validateCommand)")
         throw Exit.configuration
     }
 }

@@ -120,7 +120,7 @@ struct Run: AsyncParsableCommand {
         } catch {
             error.report(output: output, logger: logger)
             if error.code == Exit.configuration {
-                logger.error("the configuration has errors, so nothing was sent; 'pushreporter validate' lists every problem")
+                logger.error("the configuration has errors, so nothing was sent; for every problem, run: \(config.validateCommand)")
             }
             exitNow(error.code)
         }

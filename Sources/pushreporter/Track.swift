@@ -73,7 +73,7 @@ struct Track: AsyncParsableCommand {
         AdobeBackend().check(context, skipping: nil, diagnostics: &diagnostics)
         if diagnostics.hasErrors {
             for diagnostic in diagnostics.errors(fileOrder: configuration.files) { printError(diagnostic.formatted) }
-            printError("track: the configuration has errors, so nothing was sent; run 'pushreporter validate' for every problem")
+            printError("track: the configuration has errors, so nothing was sent; for every problem, run: \(config.validateCommand)")
             exitNow(Exit.configuration)
         }
         let targets = AdobeBackend.trackingTargets(context)

@@ -271,7 +271,24 @@ struct CommandLineTests {
         let output = try ProcessRunner.pushreporter(config: "accounts:\n  - id: a\n    pushTokenReporterUrl: https://h.example/?%nope%\n", ["preview"])
         #expect(output.status == 78)
         #expect(output.stderr.contains("c.yaml:3:46: error: unknown variable 'nope'"))
-        #expect(output.stderr.contains("run 'pushreporter validate' for every problem"))
+        #expect(output.stderr.contains("for every problem, run: pushreporter validate --config "), "\(output.stderr)")
+        #expect(output.stderr.contains("/c.yaml\n"), "the same file, as given: \(output.stderr)")
+    }
+
+    @Test("the validate command preview points at can be pasted, a path with a space and a quote included")
+    func previewPointsAtAPastableValidate() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.write("it's mine/c.yaml", "accounts:\n  - id: a\n    pushTokenReporterUrl: https://h.example/?%nope%\n")
+        let output = try ProcessRunner.pushreporter(["preview", "--config", path])
+        #expect(output.status == 78)
+        let quoted = "'" + path.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        #expect(output.stderr.contains("for every problem, run: pushreporter validate --config \(quoted)\n"), "\(output.stderr)")
+        // What it says to run works as said.
+        let binary: String = ProcessRunner.pushreporter
+        let shell = try ProcessRunner.run("/bin/sh", ["-c", "exec \"$PUSHREPORTER_BIN\" validate --config \(quoted)"],
+                                          environment: ["PUSHREPORTER_BIN": binary])
+        #expect(shell.status == 78)
+        #expect(shell.stderr.contains("unknown variable 'nope'"), "\(shell.stderr)")
     }
 
     @Test("preview of a request that cannot be rendered exits 78 and points at validate too")
@@ -281,7 +298,8 @@ struct CommandLineTests {
         let output = try ProcessRunner.pushreporter(config: config, ["preview"])
         #expect(output.status == 78)
         #expect(output.stderr.contains("error: the rendered pushTokenReporterPostData is not valid JSON"))
-        #expect(output.stderr.contains("run 'pushreporter validate' for every problem"))
+        #expect(output.stderr.contains("for every problem, run: pushreporter validate --config "), "\(output.stderr)")
+        #expect(output.stderr.contains("/c.yaml\n"), "the same file, as given: \(output.stderr)")
     }
 
     @Test("secrets never appear in validate's output")
