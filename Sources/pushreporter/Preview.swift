@@ -71,6 +71,14 @@ struct Preview: ParsableCommand {
         var planners = backends.planners(context, diagnostics: &problems)
         for account in selected { _ = requests(for: account, planners: &planners, display: display, diagnostics: &problems) }
         try stopOnErrors(problems, files: configuration.files)
+        // Warnings too, before the requests they explain (a misspelt key leaves a value empty):
+        // those of the accounts shown, and those of no account.
+        var warnings = loaded.diagnostics
+        warnings.append(contentsOf: problems.all)
+        for warning in warnings.sorted(fileOrder: configuration.files)
+        where warning.severity == .warning && (named.isEmpty || warning.account.map(named.contains) ?? true) {
+            printError(warning.formatted)
+        }
 
         planners = backends.planners(context, diagnostics: &problems)
         var output = Output(format: format)

@@ -275,6 +275,30 @@ struct CommandLineTests {
         #expect(output.stderr.contains("/c.yaml\n"), "the same file, as given: \(output.stderr)")
     }
 
+    @Test("preview shows the warnings of the accounts it shows, before their requests")
+    func previewShowsWarnings() throws {
+        let config = """
+            accounts:
+              - username: alice
+                pushTokenOthr: abc
+                pushTokenReporterUrl: 'https://push.example.com/r?tok=%pushTokenOther%'
+              - username: bob
+                pushTokenOthr: def
+                pushTokenReporterUrl: 'https://push.example.com/r?tok=%pushTokenOther%'
+
+            """
+        let all = try ProcessRunner.pushreporter(config: config, ["preview"])
+        #expect(all.status == 0, "\(all.stderr)")
+        #expect(all.stdout.contains("GET /r?tok= HTTP/1.1"))
+        #expect(all.stderr.contains("c.yaml:3:5: warning: 'pushTokenOthr' is not a key pushreporter acts on; did you mean 'pushTokenOther'? [account alice]"),
+                "\(all.stderr)")
+        #expect(all.stderr.contains("[account bob]"))
+        let one = try ProcessRunner.pushreporter(config: config, ["preview", "--account", "alice"])
+        #expect(one.status == 0, "\(one.stderr)")
+        #expect(one.stderr.contains("[account alice]"))
+        #expect(!one.stderr.contains("[account bob]"), "only the accounts shown: \(one.stderr)")
+    }
+
     @Test("the validate command preview points at can be pasted, a path with a space and a quote included")
     func previewPointsAtAPastableValidate() throws {
         let directory = TemporaryDirectory()
