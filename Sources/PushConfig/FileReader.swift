@@ -129,6 +129,7 @@ public enum Processors {
             // Each run initializes only its own element.
             nonisolated(unsafe) let results = buffer
             DispatchQueue.concurrentPerform(iterations: runs) { run in
+                Allocator.keyThisThreadsHeap()
                 (results.baseAddress! + run).initialize(to: body(min(run * size, count)..<min((run + 1) * size, count)))
             }
             initialized = runs

@@ -23,6 +23,7 @@ package struct OwnThread: @unchecked Sendable {
         let status = pthread_create(&thread, nil, { argument in
             let start = Unmanaged<Start>.fromOpaque(argument!).takeRetainedValue()
             _ = nameThread(pthread_self(), String(decoding: start.name.utf8.prefix(15), as: UTF8.self))
+            Allocator.keyThisThreadsHeap()
             start.body()
             return nil
         }, start.toOpaque())
