@@ -89,32 +89,37 @@ public struct AcrobitsBackend: Backend {
     }
 
     /// A rendered request as the agent schedules it; `host` is its ``RenderedRequest/host``, when
-    /// the caller has it already, and `shapes` the caller's shapes, when it makes many requests.
+    /// the caller has it already, and `shapes` and `packer` the caller's, when it makes many
+    /// requests.
     static func request(_ rendered: RenderedRequest, service: String, purpose: SubscriptionRequest.Purpose,
-                        host: String? = nil, shapes: inout ShapeCache) -> SubscriptionRequest {
+                        host: String? = nil, shapes: inout ShapeCache, packer: inout RequestPacker) -> SubscriptionRequest {
         SubscriptionRequest(account: rendered.account, service: service,
                             shape: shapes.shape(family: type, purpose: purpose, label: rendered.reporter,
                                                 host: host ?? rendered.host, timeout: rendered.timeout),
-                            payload: AcrobitsPayload(rendered))
+                            payload: AcrobitsPayload(packer.pack(rendered.transportRequest(defaultTimeout: .zero))))
     }
 
-    /// A rendered request as the agent schedules it, with a shape of its own.
+    /// A rendered request as the agent schedules it, made alone (a shape and a block of its own).
     static func request(_ rendered: RenderedRequest, service: String, purpose: SubscriptionRequest.Purpose) -> SubscriptionRequest {
         var shapes = ShapeCache()
-        return request(rendered, service: service, purpose: purpose, shapes: &shapes)
+        var packer = RequestPacker(sharingBlocks: false)
+        return request(rendered, service: service, purpose: purpose, shapes: &shapes, packer: &packer)
     }
 }
 
 /// What an Acrobits request sends, as the transport takes it, and nothing more: the agent
 /// keeps one for every subscription. (It kept the whole ``RenderedRequest``: 224 bytes, with
-/// the account, the names and the fingerprint its subscription holds already, and converted it
-/// for the transport at every attempt.) The timeout is the request's, set when it is sent.
-final class AcrobitsPayload: Sendable {
-    let request: TransportRequest
+/// the account, the names and the fingerprint its subscription holds already.) Packed
+/// (``PackedRequest``), and read back at each attempt; the timeout is the request's, set when it
+/// is sent.
+struct AcrobitsPayload: Sendable {
+    let packed: PackedRequest
 
-    init(_ rendered: RenderedRequest) {
-        request = rendered.transportRequest(defaultTimeout: .zero)
+    init(_ packed: PackedRequest) {
+        self.packed = packed
     }
+
+    var request: TransportRequest { packed.request }
 }
 
 /// Renders the Acrobits subscriptions of one account at a time: its own web services, and
@@ -125,6 +130,8 @@ struct AcrobitsPlanner: SubscriptionPlanner, Sendable {
     var services: [String: ServiceDefinition]
     /// What the requests have in common, shared.
     var shapes = ShapeCache()
+    /// Where the requests are kept (each copy planning a run packs into blocks of its own).
+    var packer = RequestPacker()
 
     /// Each account's requests are its own: copies plan runs of accounts at once (as
     /// `validate` checks them, ``RequestBuilder/checkAll(into:skipping:)``).
@@ -159,7 +166,8 @@ struct AcrobitsPlanner: SubscriptionPlanner, Sendable {
         }
         var plan = SubscriptionPlan(account: account.id, service: service, fingerprint: report.fingerprint,
                                     delivery: AcrobitsBackend.request(report, service: service, purpose: .delivery,
-                                                                      host: builder.hostAndPort(of: report.url), shapes: &shapes),
+                                                                      host: builder.hostAndPort(of: report.url), shapes: &shapes,
+                                                                      packer: &packer),
                                     cleanup: removal)
         plan.secretsWithheld = report.secretsWithheld
         if let refusal = report.refusal {
