@@ -34,8 +34,9 @@ struct AgentBook {
 
     struct Entry {
         var record: SubscriptionRecord
-        /// The configuration's plan; nil once the subscription has left the configuration.
-        var plan: SubscriptionPlan?
+        /// What the book keeps of the configuration's plan; nil once the subscription has left
+        /// the configuration.
+        var plan: Booking?
         /// What is scheduled; nil when nothing is (delivered, accepted, rejected, waiting).
         var job: Job?
         /// The cleanups still to send, first one next, when `job` is a cleanup.
@@ -44,6 +45,49 @@ struct AgentBook {
         var generation: UInt64 = 0
         /// The generation of the attempt the scheduler last started.
         var sentGeneration: UInt64?
+
+        init(record: SubscriptionRecord, plan: SubscriptionPlan?, job: Job?, cleanups: [OwedCleanup] = []) {
+            self.record = record
+            self.plan = plan.map(Booking.init)
+            self.job = job
+            self.cleanups = cleanups
+        }
+    }
+
+    /// What the book keeps of a subscription's plan once it is booked: what it sends, and
+    /// whether a delivery cleans up the ones it replaced. The rest of a plan is read as it is
+    /// booked (names, reasons) or kept in the record (fingerprint, cleanup). The whole plan was
+    /// 170 of an entry's 392 bytes, 8 MB of the idle agent's 100,000 entries.
+    struct Booking {
+        var delivery: SubscriptionRequest?
+        var cleansUpReplaced: Bool
+        /// The plan's ``SubscriptionPlan/waiting`` or ``SubscriptionPlan/refusal``.
+        var reason: Reason?
+
+        enum Reason {
+            case waiting(String)
+            case refusal(String)
+        }
+
+        init(_ plan: SubscriptionPlan) {
+            delivery = plan.delivery
+            cleansUpReplaced = plan.cleansUpReplaced
+            reason = plan.refusal.map(Reason.refusal) ?? plan.waiting.map(Reason.waiting)
+        }
+
+        /// The plan booked for `record`'s subscription, to apply again (a lease taken back):
+        /// its fingerprint and cleanup are the record's, as the plan was applied to it when
+        /// booked, and every later plan with it.
+        func plan(for record: SubscriptionRecord) -> SubscriptionPlan {
+            var plan = SubscriptionPlan(account: record.key.account, service: record.key.service, fingerprint: record.fingerprint,
+                                        delivery: delivery, cleanup: record.cleanup, cleansUpReplaced: cleansUpReplaced)
+            switch reason {
+            case .waiting(let why): plan.waiting = why
+            case .refusal(let why): plan.refusal = why
+            case nil: break
+            }
+            return plan
+        }
     }
 
     /// A cleanup owed: its stored text and the request it reads as.
@@ -256,7 +300,7 @@ struct AgentBook {
         for claim in claimed where !owned!.contains(claim.record.key) {
             let stored = claim.record
             let key = stored.key
-            guard var entry = entries[key], let plan = entry.plan else {
+            guard var entry = entries[key], let plan = entry.plan?.plan(for: entry.record) else {
                 guard claim.leaving else {
                     disagreed.append(key)
                     continue
@@ -375,7 +419,7 @@ struct AgentBook {
             if !intervalChanged, reportInterval == nil, isOwned(key), entries.update(key, { entry in
                 guard Self.keepsDelivery(entry, plan, serviceWasStopped: wereStopped[key.service] != nil),
                       entry.record.cleanup == plan.cleanup else { return false }
-                entry.plan = plan
+                entry.plan = Booking(plan)
                 entry.record.shareTexts(with: plan)
                 return true
             }) == true {
@@ -399,7 +443,7 @@ struct AgentBook {
             let wasRemoving = entry.record.isRemoving
             if Self.keepsDelivery(entry, plan, serviceWasStopped: wereStopped[key.service] != nil) {
                 summary.unchanged += 1
-                entry.plan = plan
+                entry.plan = Booking(plan)
                 entry.record.shareTexts(with: plan)
                 var changed = false
                 var (submitted, cancelled) = (false, false)
@@ -449,7 +493,7 @@ struct AgentBook {
                 entry.record.cleanup = nil
             }
             plan.apply(to: &entry.record)
-            entry.plan = plan
+            entry.plan = Booking(plan)
             entry.job = plan.delivery == nil ? nil : .delivery
             entry.cleanups = []
             actions.append(.save(entry.record))

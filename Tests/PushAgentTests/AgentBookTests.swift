@@ -72,7 +72,6 @@ import Testing
         var book = Self.book()
         func expectShared(with plan: SubscriptionPlan, _ when: Comment) throws {
             let entry = try #require(book.entries[Self.k("alice")])
-            #expect(Self.storage(entry.plan?.fingerprint) == Self.storage(plan.fingerprint), when)
             #expect(Self.storage(entry.record.fingerprint) == Self.storage(plan.fingerprint), when)
             #expect(Self.storage(entry.record.deliveredFingerprint) == Self.storage(plan.fingerprint), when)
             #expect(Self.storage(entry.record.cleanup) == Self.storage(plan.cleanup), when)
@@ -766,6 +765,35 @@ extension SubscriptionRequest {
                                                  reportInterval: nil, now: 40_000)
         #expect(AgentBookTests.submitted(actions).isEmpty)
         #expect(!actions.contains { if case .save = $0 { true } else { false } }, "nothing held, nothing written")
+    }
+
+    @Test func aLeaseTakenBackAppliesThePlanBookedAgainWaitingRefusedOrSent() throws {
+        var waiting = AgentBookTests.plan("wait", token: "1")
+        waiting.delivery = nil
+        waiting.waiting = "no device token yet"
+        var refused = AgentBookTests.plan("refused", token: "1")
+        refused.delivery = nil
+        refused.refusal = "a secret bound for plain http"
+        let sent = AgentBookTests.plan("alice", token: "1")
+        var book = Self.shared([waiting, refused, sent])
+        let keys = ["wait", "refused", "alice"].map(AgentBookTests.k)
+        func claims(_ when: Int64) -> [Claimed] {
+            keys.map { Claimed(record: SubscriptionRecord(key: $0, lastAttemptAt: when), writtenThisGroup: false, leaving: false) }
+        }
+        // Held, sent and failed once, then lost, then taken back from the state as another agent left it.
+        for round in 1...2 {
+            let (actions, _) = book.acquire(claims(Int64(round) * 10_000), now: Int64(round) * 10_000)
+            #expect(AgentBookTests.submitted(actions) == ["alice@push.example.com:443"], "round \(round)")
+            let wait = try #require(book.entries[keys[0]]?.record)
+            #expect(wait.state == .pending && wait.lastOutcome == "no device token yet", "round \(round)")
+            let refusal = try #require(book.entries[keys[1]]?.record)
+            #expect(refusal.state == .rejected && refusal.lastOutcome == "a secret bound for plain http", "round \(round)")
+            let alice = try #require(book.entries[keys[2]]?.record)
+            #expect(alice.fingerprint == sent.fingerprint && alice.cleanup == sent.cleanup, "round \(round)")
+            #expect(book.beginAttempt(keys[2]) != nil)
+            _ = book.failed(keys[2], attempt: 1, reason: "timed out", retryIn: .seconds(5), now: Int64(round) * 10_000 + 1)
+            _ = book.relinquish(keys)
+        }
     }
 
     @Test func aSubscriptionHandedBackIsNoLongerConfirmedHere() {
