@@ -170,6 +170,7 @@ struct AcrobitsPlanner: SubscriptionPlanner, Sendable {
                                                                       packer: &packer),
                                     cleanup: removal)
         plan.secretsWithheld = report.secretsWithheld
+        plan.deliveryUnreadOnceDelivered = true
         if let refusal = report.refusal {
             plan.delivery = nil
             plan.refusal = refusal

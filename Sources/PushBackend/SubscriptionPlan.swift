@@ -19,6 +19,11 @@ public struct SubscriptionPlan: Sendable {
     /// changed device token cleans up the old one); else it is dropped then, as an Acrobits
     /// report replaces the one before it.
     public var cleansUpReplaced: Bool
+    /// Whether nothing reads the delivery's request once it is delivered, until a new plan
+    /// replaces it: the agent then lets the request go (without a report interval, and with
+    /// state of its own), and keeps only what tells a change. Acrobits; not Journeys, whose
+    /// webhook checks a call against the registration sent.
+    public var deliveryUnreadOnceDelivered = false
     /// True when secrets are sent as `********` because the receiver is plain http and not
     /// loopback (SPEC §2): the agent warns about it at start.
     public var secretsWithheld = false

@@ -100,6 +100,51 @@ import Testing
         try expectShared(with: third, "after a reload that sets a report interval")
     }
 
+    @Test func aDeliveredRequestIsLetGoOfWhenNothingReadsItBeforeTheNextPlan() throws {
+        func plan(_ token: String, unread: Bool = true) -> SubscriptionPlan {
+            var plan = Self.plan("alice", token: token)
+            plan.deliveryUnreadOnceDelivered = unread
+            return plan
+        }
+        func payload(_ book: AgentBook) throws -> any Sendable {
+            try #require(book.entries[Self.k("alice")]?.plan?.delivery).payload
+        }
+        func deliver(_ book: inout AgentBook, now: Int64) throws {
+            let attempt = book.beginAttempt(Self.k("alice"))
+            let request = try #require(attempt)
+            #expect(request.payload is AcrobitsPayload, "what is sent is the request itself")
+            #expect(book.settle(Self.k("alice"), .delivered, attempt: 1, now: now) != nil)
+        }
+        var book = Self.book()
+        _ = book.start(plans: [plan("1")], records: [])
+        #expect(try payload(book) is AcrobitsPayload, "kept until it is delivered")
+        try deliver(&book, now: 1_000)
+        #expect(try payload(book) is AgentBook.RequestLetGo)
+
+        // Unchanged by a reload: the reload's request is let go of too.
+        _ = Self.reload(&book, [plan("1")], reportInterval: nil, now: 2_000)
+        #expect(try payload(book) is AgentBook.RequestLetGo)
+        // Changed: the new request is sent, then let go of.
+        let (changed, _) = Self.reload(&book, [plan("2")], reportInterval: nil, now: 3_000)
+        #expect(Self.submitted(changed) == ["alice@push.example.com:443"])
+        try deliver(&book, now: 3_500)
+        #expect(try payload(book) is AgentBook.RequestLetGo)
+        // A report interval set by a reload sends it again: the reload's request is kept.
+        let (again, _) = Self.reload(&book, [plan("2")], reportInterval: .seconds(3_600), now: 4_000)
+        #expect(Self.submitted(again) == ["alice@push.example.com:443"])
+        #expect(try payload(book) is AcrobitsPayload)
+        try deliver(&book, now: 4_000 + 3_600_000)
+        #expect(try payload(book) is AcrobitsPayload, "sent again an hour later")
+
+        // A backend whose request is read once delivered (a webhook checks calls against it).
+        var kept = Self.book()
+        _ = kept.start(plans: [plan("1", unread: false)], records: [])
+        try deliver(&kept, now: 1_000)
+        #expect(try payload(kept) is AcrobitsPayload)
+        _ = Self.reload(&kept, [plan("1", unread: false)], reportInterval: nil, now: 2_000)
+        #expect(try payload(kept) is AcrobitsPayload)
+    }
+
     @Test func aRecordKeepsItsOwnBytesOfATextOnlyCanonicallyEqualToThePlans() {
         var plan = Self.plan("alice", token: "1")
         plan.cleanup = "https://gone.example.com/caf\u{E9}"
@@ -794,6 +839,17 @@ extension SubscriptionRequest {
             _ = book.failed(keys[2], attempt: 1, reason: "timed out", retryIn: .seconds(5), now: Int64(round) * 10_000 + 1)
             _ = book.relinquish(keys)
         }
+    }
+
+    @Test func aDeliveredRequestIsKeptWhereAnotherAgentMayHandTheLeaseBack() throws {
+        var plan = AgentBookTests.plan("alice", token: "1")
+        plan.deliveryUnreadOnceDelivered = true
+        var book = Self.shared([plan])
+        _ = book.acquire([Claimed(record: SubscriptionRecord(key: AgentBookTests.k("alice")), writtenThisGroup: false, leaving: false)],
+                         now: 30_000)
+        #expect(book.beginAttempt(AgentBookTests.k("alice")) != nil)
+        #expect(book.settle(AgentBookTests.k("alice"), .delivered, attempt: 1, now: 31_000) != nil)
+        #expect(try #require(book.entries[AgentBookTests.k("alice")]?.plan?.delivery).payload is AcrobitsPayload)
     }
 
     @Test func aSubscriptionHandedBackIsNoLongerConfirmedHere() {
