@@ -41,11 +41,13 @@ public enum Allocator {
     /// another thread (the accounts a loading thread made, the plans of a planning one) never
     /// do it, and the threads that load a reload end before their blocks are freed: after the
     /// first reload of 100,000 accounts the agent kept 13–15 MB more, in the tops of those
-    /// heaps. Freeing a key is such a free. The key is not touched, so it costs address space,
-    /// not memory.
+    /// heaps. Freeing a key is such a free. A thread keys its heap once until the keys are
+    /// freed. A key is never written: it costs address space, and only the pages glibc had
+    /// resident where it placed it.
     package static func keyThisThreadsHeap() {
-        guard let block = malloc(HeapKeys.size) else { return }
-        for key in heapKeys.change({ $0.add(block) }) { free(key) }
+        let thread = UInt(pthread_self())
+        guard !heapKeys.read({ $0.hasKey(of: thread) }), let block = malloc(HeapKeys.size) else { return }
+        for key in heapKeys.change({ $0.add(block, of: thread) }) { free(key) }
     }
 
     private static let heapKeys = ConditionLock(HeapKeys())
@@ -70,25 +72,35 @@ package struct HeapKeys {
     /// is mapped on its own instead (see ``Allocator/useLargeSteps()``).
     static let size = 96 << 10
 
-    private(set) var keys: [UnsafeMutableRawPointer] = []
-    /// More than the threads that load and plan a configuration, a few on each processor.
+    /// The keys, oldest first, each with the thread that made it.
+    private var held: [(key: UnsafeMutableRawPointer, thread: UInt)] = []
+    /// More than the threads that load and plan a configuration.
     let kept: Int
 
     package init(kept: Int = 256) {
         self.kept = kept
     }
 
-    /// Keeps `key`; returns the keys beyond ``kept``, to free.
-    package mutating func add(_ key: UnsafeMutableRawPointer) -> [UnsafeMutableRawPointer] {
-        keys.append(key)
-        guard keys.count > kept else { return [] }
-        defer { keys.removeFirst(keys.count - kept) }
-        return Array(keys.prefix(keys.count - kept))
+    package var keys: [UnsafeMutableRawPointer] { held.map(\.key) }
+
+    /// Whether `thread` has keyed its heap since the keys were last taken.
+    package func hasKey(of thread: UInt) -> Bool {
+        held.contains { $0.thread == thread }
+    }
+
+    /// Keeps `key`, made by `thread`; returns the keys to free: `key` itself when `thread` has
+    /// one already, else those beyond ``kept``.
+    package mutating func add(_ key: UnsafeMutableRawPointer, of thread: UInt) -> [UnsafeMutableRawPointer] {
+        if hasKey(of: thread) { return [key] }
+        held.append((key, thread))
+        guard held.count > kept else { return [] }
+        defer { held.removeFirst(held.count - kept) }
+        return held.prefix(held.count - kept).map(\.key)
     }
 
     /// Every key, to free; none is kept.
     package mutating func takeAll() -> [UnsafeMutableRawPointer] {
-        defer { keys = [] }
+        defer { held = [] }
         return keys
     }
 }
