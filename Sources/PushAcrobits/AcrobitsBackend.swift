@@ -112,7 +112,7 @@ public struct AcrobitsBackend: Backend {
 /// the account, the names and the fingerprint its subscription holds already.) Packed
 /// (``PackedRequest``), and read back at each attempt; the timeout is the request's, set when it
 /// is sent.
-struct AcrobitsPayload: Sendable {
+struct AcrobitsPayload: SharedPayload {
     let packed: PackedRequest
 
     init(_ packed: PackedRequest) {
@@ -120,6 +120,13 @@ struct AcrobitsPayload: Sendable {
     }
 
     var request: TransportRequest { packed.request }
+
+    var isAlone: Bool { packed.isAlone }
+
+    func alone() -> any Sendable {
+        var packer = RequestPacker(sharingBlocks: false)
+        return AcrobitsPayload(packer.pack(request))
+    }
 }
 
 /// Renders the Acrobits subscriptions of one account at a time: its own web services, and

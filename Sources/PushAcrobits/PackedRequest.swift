@@ -8,8 +8,9 @@ import PushTransport
 /// each was two blocks of glibc's heap (a 256-byte URL, a 128-byte object) among the small
 /// blocks planning makes and frees: 38 MB at 100,000 subscriptions, which kept heap pages
 /// resident however little else they held. Packed, they take about 230 bytes each, in blocks
-/// mapped on their own and given back whole once no request in them is kept. The value is small
-/// enough to sit in a payload without a box of its own.
+/// mapped on their own and given back whole once no request in them is kept: the agent lets go
+/// of delivered requests, and moves one it keeps for long (retrying) to a block of its own
+/// (``SharedPayload``). The value is small enough to sit in a payload without a box of its own.
 struct PackedRequest: Sendable {
     private let block: PackedBlock
     private let offset: UInt32
@@ -20,6 +21,9 @@ struct PackedRequest: Sendable {
         self.offset = UInt32(offset)
         self.count = UInt32(count)
     }
+
+    /// Whether its block holds it alone.
+    var isAlone: Bool { offset == 0 && Int(count) == block.capacity }
 
     /// The request, its timeout left to the sender.
     var request: TransportRequest {
@@ -86,8 +90,10 @@ struct RequestPacker: Sendable {
 /// handed on, and only read after; a writer and readers never touch the same bytes.
 private final class PackedBlock: @unchecked Sendable {
     let base: UnsafeMutableRawPointer
+    let capacity: Int
 
     init(capacity: Int) {
+        self.capacity = capacity
         base = UnsafeMutableRawPointer.allocate(byteCount: max(capacity, 1), alignment: 8)
     }
 

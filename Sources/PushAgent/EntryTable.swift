@@ -26,6 +26,9 @@ struct EntryTable: Sequence {
     private(set) var jobsByService: [String: Int] = [:]
     /// How many entries have a job.
     var jobCount: Int { jobsByService.values.reduce(0, +) }
+    /// How many entries have a job not attempted yet, or in its first attempt (a delivery still
+    /// pending): the agent gives memory back once none is left, retries or not.
+    private(set) var firstAttemptsDue = 0
     /// How many entries stand in each state (and, below, how many accounts they are of):
     /// `STATUS=` and the log ask after changes, and counting 100,000 entries each time cost a
     /// reload 0.23 s.
@@ -188,6 +191,8 @@ struct EntryTable: Sequence {
             hasJob = entry.job != nil
             state = entry.record.state
         }
+
+        var awaitsFirstAttempt: Bool { hasJob && state == .pending }
     }
 
     /// Moves `key` in the counts from `old` to `new` (nil: not in the table).
@@ -195,6 +200,7 @@ struct EntryTable: Sequence {
         guard old != new else { return }
         let jobChange = (new?.hasJob == true ? 1 : 0) - (old?.hasJob == true ? 1 : 0)
         if jobChange != 0 { jobsByService[key.service, default: 0] += jobChange }
+        firstAttemptsDue += (new?.awaitsFirstAttempt == true ? 1 : 0) - (old?.awaitsFirstAttempt == true ? 1 : 0)
         if old?.state != new?.state {
             if let state = old?.state { stateCounts[state, default: 0] -= 1 }
             if let state = new?.state { stateCounts[state, default: 0] += 1 }

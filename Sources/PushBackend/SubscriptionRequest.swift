@@ -82,6 +82,17 @@ public struct SubscriptionRequest: Sendable {
     }
 }
 
+/// A payload kept in memory shared with the payloads planned beside it (Acrobits requests,
+/// packed into blocks): the memory goes back only when none of them is kept. The agent gives a
+/// payload it keeps for long memory of its own (a subscription retrying while those beside it
+/// are delivered and let go).
+public protocol SharedPayload: Sendable {
+    /// Whether the payload has its memory to itself already.
+    var isAlone: Bool { get }
+    /// The same payload, in memory of its own.
+    func alone() -> any Sendable
+}
+
 /// Hands out one ``SubscriptionRequest/Shape`` for equal shapes: a planner keeps one, so that
 /// the requests of a service share theirs. Its lifetime is the planner's; nothing is global.
 public struct ShapeCache: Sendable {

@@ -136,6 +136,13 @@ import Testing
         try deliver(&book, now: 4_000 + 3_600_000)
         #expect(try payload(book) is AcrobitsPayload, "sent again an hour later")
 
+        // Rejected by the receiver: not sent again until it changes either.
+        var rejected = Self.book()
+        _ = rejected.start(plans: [plan("1")], records: [])
+        _ = rejected.beginAttempt(Self.k("alice"))
+        #expect(rejected.settle(Self.k("alice"), .rejected("HTTP 403"), attempt: 1, now: 1_000) != nil)
+        #expect(try payload(rejected) is AgentBook.RequestLetGo)
+
         // A backend whose request is read once delivered (a webhook checks calls against it).
         var kept = Self.book()
         _ = kept.start(plans: [plan("1", unread: false)], records: [])
@@ -143,6 +150,66 @@ import Testing
         #expect(try payload(kept) is AcrobitsPayload)
         _ = Self.reload(&kept, [plan("1", unread: false)], reportInterval: nil, now: 2_000)
         #expect(try payload(kept) is AcrobitsPayload)
+    }
+
+    @Test func aRetryingRequestMovesToMemoryOfItsOwnAndStillSendsTheSame() throws {
+        // Planned together, packed into one block, as the Acrobits planner does.
+        var shapes = ShapeCache()
+        var packer = RequestPacker()
+        func plan(_ id: String) -> SubscriptionPlan {
+            let report = RenderedRequest(account: id, reporter: "pushTokenReporter", method: "POST",
+                                         url: "https://push.example.com/r/\(id)", headers: [(name: "X-Id", value: id)],
+                                         body: "id=\(id)", fingerprint: "\(id)-1")
+            var plan = SubscriptionPlan(account: id, service: SubscriptionKey.acrobits, fingerprint: report.fingerprint,
+                                        delivery: AcrobitsBackend.request(report, service: SubscriptionKey.acrobits, purpose: .delivery,
+                                                                          shapes: &shapes, packer: &packer),
+                                        cleanup: nil)
+            plan.deliveryUnreadOnceDelivered = true
+            return plan
+        }
+        let plans = ["alice", "bob"].map(plan)
+        let sent = try plans.map { try #require($0.delivery).rendered }
+        func payload(_ id: String) throws -> AcrobitsPayload {
+            try #require(book.entries[Self.k(id)]?.plan?.delivery?.payload as? AcrobitsPayload)
+        }
+        var book = Self.book()
+        Self.send(&book, book.start(plans: plans, records: []))
+        #expect(try !payload("alice").isAlone && !payload("bob").isAlone, "planned beside each other")
+        #expect(book.settle(Self.k("alice"), .delivered, attempt: 1, now: 1_000) != nil)
+        #expect(book.failed(Self.k("bob"), attempt: 1, reason: "timed out", retryIn: .seconds(5), now: 1_000) != nil)
+        #expect(try payload("bob").isAlone, "bob no longer holds alice's block")
+        let attempt = book.beginAttempt(Self.k("bob"))
+        let again = try #require(attempt)
+        #expect(PackedRequestSame.same(again.rendered, sent[1]))
+        #expect(book.failed(Self.k("bob"), attempt: 2, reason: "timed out", retryIn: .seconds(10), now: 2_000) != nil)
+        // A reload plans both again, beside each other: bob, unchanged and still retrying, is
+        // moved again, alice's new request let go of.
+        let (_, summary) = Self.reload(&book, ["alice", "bob"].map(plan), reportInterval: nil, now: 3_000)
+        #expect(summary.unchanged == 2)
+        #expect(try payload("bob").isAlone)
+        #expect(book.entries[Self.k("alice")]?.plan?.delivery?.payload is AgentBook.RequestLetGo)
+    }
+
+    @Test func theFirstAttemptsAreAnsweredThoughSomeRetry() {
+        var book = Self.book()
+        #expect(book.firstAttemptsAnswered, "nothing to send")
+        var waiting = Self.plan("carol", token: "")
+        waiting.delivery = nil
+        waiting.waiting = "no device token yet"
+        Self.send(&book, book.start(plans: [Self.plan("alice", token: "1"), Self.plan("bob", token: "1"), waiting], records: []))
+        #expect(!book.firstAttemptsAnswered)
+        #expect(book.settle(Self.k("alice"), .delivered, attempt: 1, now: 1_000) != nil)
+        #expect(!book.firstAttemptsAnswered, "bob's is in flight")
+        #expect(book.failed(Self.k("bob"), attempt: 1, reason: "timed out", retryIn: .seconds(5), now: 1_000) != nil)
+        #expect(book.firstAttemptsAnswered, "bob retries; carol waits for a token, with nothing to send")
+        #expect(!book.isSettled)
+        let (_, summary) = Self.reload(&book, [Self.plan("alice", token: "2"), Self.plan("bob", token: "1"), waiting],
+                                       reportInterval: nil, now: 2_000)
+        #expect(summary.changed == 1)
+        #expect(!book.firstAttemptsAnswered, "alice's new token is to be sent")
+        _ = book.beginAttempt(Self.k("alice"))
+        #expect(book.settle(Self.k("alice"), .rejected("HTTP 403"), attempt: 1, now: 3_000) != nil)
+        #expect(book.firstAttemptsAnswered)
     }
 
     @Test func aRecordKeepsItsOwnBytesOfATextOnlyCanonicallyEqualToThePlans() {
@@ -863,5 +930,14 @@ extension SubscriptionRequest {
         #expect(book.awaitingConfirmation(service: "acrobits").isEmpty, "its new holder asks")
         #expect(book.confirmed(AgentBookTests.k("alice"), data: "request-1", .delivered, now: 40_000) == nil)
         #expect(book.unconfirmed(AgentBookTests.k("alice"), reason: "too late").isEmpty)
+    }
+}
+
+/// Whether two transport requests send the same.
+enum PackedRequestSame {
+    static func same(_ one: TransportRequest, _ other: TransportRequest) -> Bool {
+        one.method == other.method && one.url == other.url && one.headers.map(\.name) == other.headers.map(\.name)
+            && one.headers.map(\.value) == other.headers.map(\.value) && one.body == other.body
+            && one.credentials == other.credentials && one.secretHeaders == other.secretHeaders
     }
 }
