@@ -2,7 +2,7 @@
 """Writes the sending benchmarks' inputs: DIR/config.yaml with N accounts reporting to BASE, and,
 for the Acrobits backend, DIR/curl.conf with the same N URLs for `curl -K`.
 
-usage: generate_send.py DIR N BASE [--backend acrobits|journeys|fcm] [--change INDEX]
+usage: generate_send.py DIR N BASE [--backend acrobits|journeys|fcm] [--change INDEX] [--unreachable EVERY]
 
 - acrobits (default): each account's own Acrobits GET `pushTokenReporterUrl` (from `defaults:`).
 - journeys: every account registers with one Customer Insights – Journeys service, in batches of
@@ -11,6 +11,8 @@ usage: generate_send.py DIR N BASE [--backend acrobits|journeys|fcm] [--change I
   request), with a legacy server key so that no OAuth token is fetched.
 
 `--change INDEX` gives account INDEX another token, as a reload that changes one account sees it.
+`--unreachable EVERY` (acrobits) sends every EVERY-th account to a closed loopback port, a receiver
+that is down: those accounts retry for as long as the agent runs.
 Deterministic: the same arguments write the same bytes.
 """
 import argparse
@@ -35,6 +37,7 @@ def main() -> None:
     parser.add_argument("base")
     parser.add_argument("--backend", choices=["acrobits", "journeys", "fcm"], default="acrobits")
     parser.add_argument("--change", type=int)
+    parser.add_argument("--unreachable", type=int)
     args = parser.parse_args()
     base = args.base
     with open(f"{args.directory}/config.yaml", "w") as config:
@@ -61,6 +64,11 @@ def main() -> None:
             for index in range(args.count):
                 username, selector, token = account(index, args.change)
                 if args.backend == "acrobits":
+                    if args.unreachable and index % args.unreachable == args.unreachable - 1:
+                        # Port 1 on loopback: nothing listens, the connection is refused at once.
+                        config.write(f"  - {{username: {username}, selector: '{selector}', pushTokenOther: {token}, "
+                                     f"pushTokenReporterUrl: 'http://127.0.0.1:1{ACROBITS_URL}'}}\n")
+                        continue
                     config.write(f"  - {{username: {username}, selector: '{selector}', pushTokenOther: {token}}}\n")
                     query = urllib.parse.urlencode({"username": username, "selector": selector, "token_msgs": token,
                                                     "appid_msgs": "com.example.app"}, safe=":")

@@ -101,6 +101,11 @@ def goals(f: dict) -> list[list[str]]:
     if c:
         rows.append([f"1 changed account among {label(c['accounts'])} re-reported after SIGHUP", "≤ 1.5 s", seconds(c["value_s"]),
                      "–", "–", ok(c["value_s"] <= 1.5)])
+    d = get("agent/down")
+    if d:
+        rows.append([f"agent idle RSS, {label(d['accounts'])}, 1 % retrying (a receiver down), then after 3 reloads",
+                     "no goal; beside the idle RSS above", mb(d["rss_kb"]),
+                     " ".join(mb(size) for size in d["reload_rss_kb"]), "–", "–"])
     v = get("validate/1000000")
     if v:
         rows.append(["`validate`, 1M accounts: time", "≤ 1.5× libyaml", seconds(v["wall"]),
