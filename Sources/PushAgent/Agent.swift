@@ -401,9 +401,12 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
             group.addTask {
                 for await _ in settled where self.book.withLock({ $0.isSettled }) && (self.shared == nil || self.claimedAll.withLock { $0 }) {
-                    // Everything sent: one more question about what awaits confirmation.
+                    // Everything sent: one more question about what awaits confirmation. A
+                    // delivery accepted while it was asked (one the answers sent again, say) is
+                    // asked about too: the next turn, which its acceptance signalled.
+                    let accepted = self.book.withLock { $0.acceptances }
                     await self.pollOnce(scheduler: scheduler, before: end)
-                    if self.book.withLock({ $0.isSettled }) {
+                    if self.book.withLock({ $0.isSettled && $0.acceptances == accepted }) {
                         scheduler.shutdown()
                         break
                     }

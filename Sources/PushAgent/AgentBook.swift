@@ -150,6 +150,9 @@ struct AgentBook {
     private var lastGeneration: UInt64 = 0
     /// `agent.reportInterval`: a delivered subscription is delivered again this long after.
     var reportInterval: Duration?
+    /// How many deliveries a receiver has accepted, to confirm later: `run --once` asks about
+    /// them once more if one came while it was asking.
+    private(set) var acceptances: UInt64 = 0
     /// Services whose credentials were refused (SPEC §9.0), with why: nothing of theirs is sent
     /// until a reload.
     private(set) var stoppedServices: [String: String] = [:]
@@ -613,6 +616,7 @@ struct AgentBook {
         case .delivered, .deliveredKeeping, .accepted:
             entry.record.attempts = 0
             if case .accepted(let data) = outcome {
+                acceptances &+= 1
                 entry.record.state = .accepted
                 entry.record.backendData = data
                 entry.record.lastOutcome = "accepted; awaiting confirmation"
