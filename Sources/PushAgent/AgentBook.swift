@@ -430,7 +430,6 @@ struct AgentBook {
                 guard Self.keepsDelivery(entry, plan, serviceWasStopped: wereStopped[key.service] != nil),
                       entry.record.cleanup == plan.cleanup else { return false }
                 entry.plan = Booking(plan)
-                entry.record.shareTexts(with: plan)
                 Self.keepRequestLean(&entry, mayLetGo: letsGo)
                 return true
             }) == true {
@@ -455,7 +454,6 @@ struct AgentBook {
             if Self.keepsDelivery(entry, plan, serviceWasStopped: wereStopped[key.service] != nil) {
                 summary.unchanged += 1
                 entry.plan = Booking(plan)
-                entry.record.shareTexts(with: plan)
                 var changed = false
                 var (submitted, cancelled) = (false, false)
                 let hadJob = entry.job != nil
@@ -785,11 +783,11 @@ struct AgentBook {
         return SubscriptionCounts(owned.lazy.compactMap { self.entries[$0]?.record })
     }
 
-    /// Whether nothing is left to send: every job is done (or waits on a stopped service).
     /// Whether every delivery has had its first attempt answered: what a start or a reload
     /// sends at once is over, though some may be retrying.
     var firstAttemptsAnswered: Bool { entries.firstAttemptsDue == 0 }
 
+    /// Whether nothing is left to send: every job is done (or waits on a stopped service).
     var isSettled: Bool {
         entries.jobsByService.allSatisfy { service, jobs in jobs == 0 || stoppedServices[service] != nil }
     }
@@ -888,24 +886,24 @@ struct AgentBook {
         return (submission, generation)
     }
 
-    /// Lets go of a delivered subscription's request when nothing will read it before a new
-    /// plan replaces it (``SubscriptionPlan/deliveryUnreadOnceDelivered``): no report interval
-    /// sends it again, no other agent may hand the lease back (state of its own), and no job
-    /// is scheduled. What tells a change, the fingerprint, is the record's. At 100,000
-    /// delivered Acrobits subscriptions, their requests were 23 MB of the idle agent's 99.
-    /// One the receiver rejected is not sent again until it changes either.
+    /// ``keepRequestLean(_:mayLetGo:)`` with this book's ``letsGoOfDeliveredRequests``.
     private func keepRequestLean(_ entry: inout Entry) {
         Self.keepRequestLean(&entry, mayLetGo: letsGoOfDeliveredRequests)
     }
 
-    /// Whether a delivered request may be let go of at all: no report interval, state of its own.
+    /// Whether a delivered request may be let go of at all: no report interval sends it again,
+    /// and no other agent may hand the lease back (state of its own).
     private var letsGoOfDeliveredRequests: Bool { reportInterval == nil && owned == nil }
 
-    ///
-    /// A request kept for a delivery that is retrying, maybe for long, is moved to memory of
-    /// its own instead (``SharedPayload``), so as not to hold the memory of the requests planned
-    /// beside it, delivered and let go of: with 1 % of 100,000 accounts retrying, every block
-    /// of packed requests stayed.
+    /// Keeps as little of `entry`'s request as what is to come needs:
+    /// - delivered (or rejected by its receiver), with no job, and `mayLetGo`: nothing reads the
+    ///   request before a new plan replaces it (``SubscriptionPlan/deliveryUnreadOnceDelivered``),
+    ///   so it is let go of; the record's fingerprint tells a change. At 100,000 delivered
+    ///   Acrobits subscriptions, their requests were 23 MB of the idle agent's 99.
+    /// - retrying, maybe for long: its request moves to memory of its own (``SharedPayload``),
+    ///   so as not to hold the memory of the requests planned beside it, delivered and let go
+    ///   of (with 1 % of 100,000 accounts retrying, every block of packed requests stayed).
+    /// (Static, for the reload to call while the entry is borrowed from the table.)
     private static func keepRequestLean(_ entry: inout Entry, mayLetGo: Bool) {
         guard entry.plan?.delivery != nil else { return }
         if mayLetGo, entry.job == nil, entry.record.state == .delivered || entry.record.state == .rejected,
@@ -1025,18 +1023,8 @@ extension SubscriptionPlan {
 }
 
 extension SubscriptionRecord {
-    /// Holds `plan`'s own copy of each text equal to one of the plan's. A reload makes every
-    /// plan again, and an unchanged record kept its older copies beside the plan's new ones: a
-    /// fingerprint is 112 bytes, 11 MB more for each of 100,000 subscriptions after a reload.
-    /// Texts are compared byte for byte: `==` holds canonically equivalent texts equal, and the
-    /// record must keep the bytes the state has.
-    mutating func shareTexts(with plan: SubscriptionPlan) {
-        if Self.sameBytes(fingerprint, plan.fingerprint) { fingerprint = plan.fingerprint }
-        if Self.sameBytes(deliveredFingerprint, plan.fingerprint) { deliveredFingerprint = plan.fingerprint }
-        if Self.sameBytes(cleanup, plan.cleanup) { cleanup = plan.cleanup }
-    }
-
-    /// Whether both texts are there, with the same bytes.
+    /// Whether both texts are there, with the same bytes (`==` holds canonically equivalent
+    /// texts equal, and a record keeps the bytes the state has).
     static func sameBytes(_ text: String?, _ other: String?) -> Bool {
         guard let text, let other else { return false }
         return text.utf8.elementsEqual(other.utf8)
