@@ -124,8 +124,7 @@ struct AcrobitsPayload: SharedPayload {
     var isAlone: Bool { packed.isAlone }
 
     func alone() -> any Sendable {
-        var packer = RequestPacker(sharingBlocks: false)
-        return AcrobitsPayload(packer.pack(request))
+        AcrobitsPayload(packed.alone())
     }
 }
 

@@ -25,6 +25,13 @@ struct PackedRequest: Sendable {
     /// Whether its block holds it alone.
     var isAlone: Bool { offset == 0 && Int(count) == block.capacity }
 
+    /// The same request, its bytes copied into a block of their own.
+    func alone() -> PackedRequest {
+        let copy = PackedBlock(capacity: Int(count))
+        copy.base.copyMemory(from: block.base + Int(offset), byteCount: Int(count))
+        return PackedRequest(block: copy, offset: 0, count: Int(count))
+    }
+
     /// The request, its timeout left to the sender.
     var request: TransportRequest {
         var reader = PackedReader(UnsafeRawBufferPointer(start: block.base + Int(offset), count: Int(count)))

@@ -3,8 +3,8 @@ import PushState
 /// The book's entries by subscription: the entries side by side in one array, and an index of
 /// where each is.
 ///
-/// A `Dictionary` of entries keeps each entry (about 400 bytes: the record, the plan and its
-/// request) inline in its buckets, and a dictionary leaves 25 to 62 % of them empty: 140 MB
+/// A `Dictionary` of entries keeps each entry (320 bytes: the record, what the book keeps of
+/// the plan) inline in its buckets, and a dictionary leaves 25 to 62 % of them empty: 140 MB
 /// for 100,000 subscriptions, most of the idle agent. Here the entries take what they use, and
 /// the index holds only positions (4 bytes a slot): each key is read from its entry. (A
 /// `[SubscriptionKey: Int]` index, with the keys in an array beside it, and the accounts counted

@@ -37,7 +37,6 @@ public struct SubscriptionRequest: Sendable {
             self.pauseLabel = pauseLabel
             self.timeout = timeout
         }
-
     }
 
     public var account: String
