@@ -463,6 +463,14 @@ struct YAMLParserErrorTests {
             position: pos(2, 1))])
     }
 
+    @Test func everyTabProblemSaysToIndentWithSpaces() {
+        // A continuation line of a plain scalar, and an indentation, each begun with a tab.
+        for yaml in ["accounts:\n  - id: a\n    username: b\n\tselector: c\n", "a:\n  - b\n\t- c\n"] {
+            let message = parseYAML(yaml).errors.first?.message ?? ""
+            #expect(message.contains("tab character") && message.contains("(indent with spaces, not tabs)"), "\(message)")
+        }
+    }
+
     @Test func invalidUTF8() {
         let bytes = Array("a: b\nc: é ".utf8) + [0xFF] + Array("\n".utf8)
         let result = YAMLParser.parse(bytes)

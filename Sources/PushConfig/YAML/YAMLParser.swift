@@ -200,6 +200,11 @@ public enum YAMLParser {
                     break
                 }
             }
+            if explained == nil, problem.hasPrefix("found a tab character") {
+                // libyaml's other tab problems ("… that violates indentation", "… where an
+                // indentation space is expected") say what, not what to do.
+                explained = problem + " (indent with spaces, not tabs)"
+            }
             message += explained ?? problem
             if showContext, let contextPointer = state.context {
                 let context = String(cString: contextPointer)
