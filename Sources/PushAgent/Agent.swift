@@ -440,6 +440,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         }
         progress.withLock { $0 = nil }
         output?.clearProgress()
+        for record in book.withLock({ $0.endOfRun() }) { recorder.save(record) }
         let stateWritten = recorder.flush()
         handBackLeases()
         return outcome(started: jobs, claimed: claimedJobs.withLock { $0 }, elapsed: start.duration(to: clock.now), deadline: deadline,

@@ -783,6 +783,19 @@ struct AgentBook {
         return SubscriptionCounts(owned.lazy.compactMap { self.entries[$0]?.record })
     }
 
+    /// `run --once` is over: nothing is attempted before the next run, so no subscription has
+    /// an attempt due (`status` showed the time a retry would have come, past once it ran).
+    /// Returns the records it changed, to write.
+    mutating func endOfRun() -> [SubscriptionRecord] {
+        let due = entries.compactMapBorrowing { key, entry in entry.record.nextDueAt != nil && isOwned(key) ? key : nil }
+        return due.compactMap { key in
+            entries.update(key) { entry in
+                entry.record.nextDueAt = nil
+                return entry.record
+            }
+        }
+    }
+
     /// Whether every delivery has had its first attempt answered: what a start or a reload
     /// sends at once is over, though some may be retrying.
     var firstAttemptsAnswered: Bool { entries.firstAttemptsDue == 0 }

@@ -213,6 +213,7 @@ final class ScriptedTransport: HTTPTransport {
         #expect(outcome.summary.hasPrefix("Delivered 1 of 2 reports; 1 not delivered within the deadline (30s):\n  b: pushTokenReporter to y.example:80: HTTP 503 ("))
         let records = try store.records()
         #expect(records.map(\.state) == [.delivered, .retrying])
+        #expect(records.allSatisfy { $0.nextDueAt == nil }, "no attempt is due once the run is over: `status` shows none")
         #expect(records.last?.lastOutcome == "HTTP 503")
     }
 
