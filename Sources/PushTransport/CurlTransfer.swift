@@ -256,7 +256,11 @@ final class CurlTransfer: @unchecked Sendable {
                 status: status, headers: responseHeaders, body: body, bodyTruncated: bodyTruncated,
                 effectiveURL: effective.map { String(cString: $0) } ?? request.url))
         } else {
-            let detail = String(cString: errorBuffer)
+            var detail = String(cString: errorBuffer)
+            var osError = 0
+            if pr_easy_getinfo_long(handle, CURLINFO_OS_ERRNO, &osError) == CURLE_OK, osError != 0 {
+                detail = TransportError.naming(osError: Int32(osError), in: detail, for: result)
+            }
             continuation.resume(throwing: TransportError.curl(result, detail: detail))
         }
     }

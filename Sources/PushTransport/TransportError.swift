@@ -1,4 +1,7 @@
 import CCurl
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Why a request got no HTTP response. `label` is short and stable (a metric label);
 /// `description` is a sentence for people.
@@ -39,6 +42,15 @@ public struct TransportError: Error, Sendable, CustomStringConvertible, Hashable
     public static let cancelled = TransportError(.cancelled, "cancelled")
 
     /// Maps a libcurl result to an error, with libcurl's detailed message when it wrote one.
+    /// libcurl's `detail` with the system's reason for `osError` in place of the code's own
+    /// words at its end, which repeat what the sentence says ("Failed to connect to … port 1
+    /// after 0 ms: Couldn't connect to server" becomes "…: Connection refused").
+    static func naming(osError: Int32, in detail: String, for result: CURLcode) -> String {
+        let repeated = ": " + String(cString: curl_easy_strerror(result))
+        guard detail.hasSuffix(repeated), let reason = strerror(osError) else { return detail }
+        return String(detail.dropLast(repeated.count)) + ": " + String(cString: reason)
+    }
+
     static func curl(_ result: CURLcode, detail: String) -> TransportError {
         let fallback = String(cString: curl_easy_strerror(result))
         let text = detail.isEmpty ? fallback : detail

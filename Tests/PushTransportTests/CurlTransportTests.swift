@@ -125,6 +125,10 @@ import Testing
             _ = try await transport.send(TransportRequest(method: "GET", url: "http://127.0.0.1:1/"))
         }
         #expect(error?.label == "connect")
+        // The system's reason, not libcurl's words for the code again ("Failed to connect to …:
+        // Couldn't connect to server").
+        #expect(error?.description.hasSuffix(": Connection refused") == true, "\(String(describing: error))")
+        #expect(error?.description.contains("Couldn't connect") == false)
     }
 
     @Test func getFollowsRedirectsButPostDoesNot() async throws {
