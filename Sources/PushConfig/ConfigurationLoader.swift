@@ -1026,7 +1026,8 @@ struct LoadSession {
     /// earlier account has it: ids are unique across all files.
     private mutating func claim(_ id: String, path: SourcePath, at position: SourcePosition) -> Bool {
         if let owner = accountOwners[id] {
-            diagnostics.error("account id '\(id)' is already used at \(owner.file.string):\(owner.position.line):\(owner.position.column); ids must be unique across all files",
+            diagnostics.error("account id '\(id)' is already used at \(owner.file.string):\(owner.position.line):\(owner.position.column); "
+                              + "ids must be unique across all files (an account without `id:` takes its username: give one of them an `id:` of its own)",
                               file: path.string, at: position, account: id)
             return false
         }
