@@ -135,10 +135,30 @@ struct Run: AsyncParsableCommand {
         }
         if setup.plans.isEmpty && (once || setup.configuration.agent.trackingSpool == nil) {
             logger.warning("no enabled account has a pushTokenReporterUrl or a service, so there is nothing to report")
+        } else {
+            let quiet = Self.quietAccounts(setup.configuration.accounts, plans: setup.plans)
+            if !quiet.isEmpty {
+                // Otherwise "reporting 10 accounts" after validate's "12 enabled accounts" reads as two lost.
+                let shown = quiet.prefix(5).map(\.displayEscaped).joined(separator: ", ") + (quiet.count > 5 ? " and \(quiet.count - 5) more" : "")
+                let sentence = "\(quiet.count) enabled \(plural(quiet.count, "account")) \(quiet.count == 1 ? "has" : "have") nothing to report on start, "
+                    + "with no pushTokenReporterUrl and no service that registers devices (Adobe's reports events, with pushreporter track): \(shown)"
+                logger.info("\(sentence)")
+            }
         }
         return Prepared(runtime: setup.runtime, plans: setup.plans, pollers: setup.pollers,
                         serviceNames: Set([SubscriptionKey.acrobits] + setup.configuration.services.keys),
                         environment: setup.loaded.environment)
+    }
+
+    /// The ids of the enabled accounts of `accounts` that no plan of `plans` is for. Only an
+    /// account without a pushTokenReporterUrl can be one, so the set is of the few others' plans.
+    static func quietAccounts(_ accounts: [Account], plans: [SubscriptionPlan]) -> [String] {
+        let url = AccountValueTable.PreparedKey("pushTokenReporterUrl")
+        let candidates = accounts.indices.filter { accounts[$0].isEnabled && !accounts[$0].values.contains(url) }
+        guard !candidates.isEmpty else { return [] }
+        var planned = Set<String>()
+        for index in plans.indices where plans[index].service != SubscriptionKey.acrobits { planned.insert(plans[index].account) }
+        return candidates.lazy.map { accounts[$0].id }.filter { !planned.contains($0) }
     }
 
     /// `run --once`: every delivery and every owed cleanup, retried until the deadline.

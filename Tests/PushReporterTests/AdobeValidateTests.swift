@@ -86,4 +86,32 @@ import Testing
         #expect(once.status == 0, "\(once.stderr)")
         #expect(once.stdout.hasPrefix("Delivered 0 of 0 reports"), "an adobe-campaign service has nothing to deliver per account")
     }
+
+    @Test func anAccountWithOnlyAnAdobeServiceIsSaidToReportNothingOnStart() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(200) }
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", """
+            services:
+              adobe:
+                type: adobe-campaign
+                trackingServer: https://track.example.com
+            accounts:
+              - username: dana
+                services:
+                  adobe: {ecid: "%account[username]%-ecid"}
+              - username: erin
+                pushToken: T1
+                pushTokenReporterUrl: \(server.baseURL)/report?token=%pushToken%
+            """)
+        let validated = try ProcessRunner.pushreporter(["validate", "--config", path])
+        #expect(validated.stderr.hasSuffix("1 file, 2 enabled accounts: 0 errors, 0 warnings\n"), "\(validated.stderr)")
+        let once = try ProcessRunner.pushreporter(["run", "--once", "--config", path, "--state-dir", directory.path + "/state"])
+        #expect(once.status == 0, "\(once.stderr)")
+        // Two enabled accounts, one reported: the log says which one has nothing to send, and why.
+        #expect(once.stderr.contains("info: 1 enabled account has nothing to report on start, with no pushTokenReporterUrl "
+                                     + "and no service that registers devices (Adobe's reports events, with pushreporter track): dana\n"),
+                "\(once.stderr)")
+        #expect(once.stderr.contains("started: reporting 1 account\n"), "\(once.stderr)")
+        #expect(once.stdout.hasPrefix("Delivered 1 of 1 report"), "\(once.stdout)")
+    }
 }
