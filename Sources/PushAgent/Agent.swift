@@ -97,6 +97,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     private let pollInFlight = Mutex(false)
     /// The scheduler while `run()` runs it (nil before and after): for what the endpoint settles.
     private let serving = Mutex<ReportScheduler<SubscriptionKey, C>?>(nil)
+    /// In `runOnce`: when its deadline passes, so that a failure whose retry would come later
+    /// says that it was the last attempt.
+    private let onceEnd = Mutex<C.Instant?>(nil)
     /// In `runOnce`: told whenever the book may have settled.
     private let progress: Mutex<AsyncStream<Void>.Continuation?> = Mutex(nil)
 
@@ -389,6 +392,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         progress.withLock { $0 = settledContinuation }
         settledContinuation.yield()
         let end = start.advanced(by: deadline)
+        onceEnd.withLock { $0 = end }
         await withTaskGroup(of: Ending.self) { group in
             group.addTask {
                 await scheduler.run()
@@ -599,7 +603,10 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 apply(actions, to: scheduler)
                 return request
             }
-            if let request { logger.failed(request, key: key, attempt: attempt, failure: failure, retryIn: retryIn) }
+            if let request {
+                let last = onceEnd.withLock { $0 }.map { clock.now.advanced(by: retryIn) >= $0 } ?? false
+                logger.failed(request, key: key, attempt: attempt, failure: failure, retryIn: last ? nil : retryIn)
+            }
         }
         changed()
     }

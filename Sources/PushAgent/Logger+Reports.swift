@@ -38,13 +38,15 @@ extension Logger {
     }
 
     /// A failed attempt: at `warning` on attempts 1, 2, 4, 8, … and at `debug` otherwise, so a
-    /// dead host is reported, not flooded.
-    func failed(_ request: SubscriptionRequest, key: SubscriptionKey, attempt: Int, failure: AttemptFailure, retryIn: Duration) {
+    /// dead host is reported, not flooded. `retryIn` nil: the next attempt would come after
+    /// `run --once`'s deadline, so this was the last (always at `warning`).
+    func failed(_ request: SubscriptionRequest, key: SubscriptionKey, attempt: Int, failure: AttemptFailure, retryIn: Duration?) {
+        let next = retryIn.map { "next attempt in \(DurationText($0))" } ?? "no time is left for another before the deadline"
         let message: Logger.Message = """
             \(Self.describe(request, key: key)) to \(request.host) failed: \(failure.reason) \
-            (attempt \(attempt)); next attempt in \(DurationText(retryIn))
+            (attempt \(attempt)); \(next)
             """
-        if attempt & (attempt - 1) == 0 { warning(message) } else { debug(message) }
+        if retryIn == nil || attempt & (attempt - 1) == 0 { warning(message) } else { debug(message) }
     }
 
     /// A stored cleanup that cannot be read (written by another version, say): it is dropped,

@@ -217,6 +217,27 @@ final class ScriptedTransport: HTTPTransport {
         #expect(records.last?.lastOutcome == "HTTP 503")
     }
 
+    @Test func aFailureWhoseRetryWouldComeAfterTheDeadlineSaysItWasTheLast() async {
+        // A 503 at the start; the first retry comes 5 s to 10 s later (initial 10 s, jittered),
+        // after a deadline of 4 s, and one of 60 s leaves room for it.
+        for (deadline, expected) in [(4, "(attempt 1); no time is left for another before the deadline"), (60, "(attempt 1); next attempt in ")] {
+            let transport = ScriptedTransport { _, earlier in TransportResponse(status: earlier == 0 ? 503 : 204) }
+            let clock = ManualClock()
+            let logged = Mutex("")
+            let output = LogOutput(format: .text, environment: ["JOURNAL_STREAM": "1:1"], isTerminal: false) { text in
+                logged.withLock { $0 += text }
+            }
+            let agent = Self.agent([Self.plan("a", url: "http://x.example/a")], transport: transport, clock: clock,
+                                   logger: Logger(label: "test") { _ in AgentLogHandler(output: output) })
+            let run = Task { await agent.runOnce(deadline: .seconds(deadline)) }
+            #expect(await Polling.until { logged.withLock { $0.contains("(attempt 1)") } })
+            clock.advance(by: .seconds(deadline))
+            _ = await run.value
+            let text = logged.withLock { $0 }
+            #expect(text.contains("<4>a: pushTokenReporter to x.example:80 failed: HTTP 503 \(expected)"), "\(text)")
+        }
+    }
+
     @Test func anAttemptCutShortByTheDeadlineKeepsTheLastRealReason() async {
         // The first attempt gets a 503; later ones end as the deadline's cancellation does.
         let transport = ScriptedTransport { _, earlier in
