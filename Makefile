@@ -39,7 +39,7 @@ run: build
 ## test: the whole test suite (unit, golden, property and end-to-end tests of the binary).
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	$(SWIFT) test --skip-build --disable-xctest
 
 ## bench: release-mode figures beside their references (see bench/README.md).
 bench: deps
