@@ -194,6 +194,8 @@ let package = Package(
             ]
         ),
         // The demo receiver of `make run`: prints what it is sent (built on the test-support server).
+        // Threads of the tests' own for in-process async tests (the `.ownThreads` trait).
+        .target(name: "PushTestThreads"),
         .executableTarget(name: "pushreporter-receiver", dependencies: ["PushTestSupport"], path: "Sources/PushReceiver"),
         // Benchmark and fuzzing tools (bench/README.md, fuzz/README.md); not part of the product.
         .executableTarget(name: "pushreporter-bench", dependencies: ["PushTemplates"], path: "Sources/PushBench"),
@@ -222,7 +224,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushAdobeTests",
-            dependencies: ["PushAdobe", "PushBackend", "PushConfig", "PushScheduler", "PushTransport", "PushTestSupport",
+            dependencies: ["PushAdobe", "PushBackend", "PushConfig", "PushScheduler", "PushTransport", "PushTestSupport", "PushTestThreads",
                            .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
@@ -231,11 +233,11 @@ let package = Package(
         ),
         .testTarget(
             name: "PushSchedulerTests",
-            dependencies: ["PushScheduler", "PushTestSupport"]
+            dependencies: ["PushScheduler", "PushTestSupport", "PushTestThreads"]
         ),
         .testTarget(
             name: "PushTransportTests",
-            dependencies: ["PushTransport", "PushTestSupport"]
+            dependencies: ["PushTransport", "PushTestSupport", "PushTestThreads"]
         ),
         .testTarget(
             name: "PushStateTests",
@@ -243,7 +245,8 @@ let package = Package(
         ),
         .testTarget(
             name: "PushAgentTests",
-            dependencies: ["PushAgent", "PushAcrobits", "PushBackend", "PushConfig", "PushScheduler", "PushState", "PushTransport", "PushTestSupport"]
+            dependencies: ["PushAgent", "PushAcrobits", "PushBackend", "PushConfig", "PushScheduler", "PushState", "PushTransport", "PushTestSupport",
+                           "PushTestThreads"]
         ),
         .testTarget(
             name: "PushReporterTests",

@@ -6,6 +6,7 @@ import PushTestSupport
 import PushTransport
 import Synchronization
 import Testing
+import PushTestThreads
 
 /// A transport whose `index`th request (from 0) gets `status(index)`, and that records them.
 final class NumberedTransport: HTTPTransport {
@@ -37,7 +38,7 @@ final class MemoryLedger: TrackingLedger {
 }
 
 /// `track`'s delivery, in process, on a manual clock.
-@Suite struct TrackingDeliveryTests {
+@Suite(.ownThreads) struct TrackingDeliveryTests {
     static let quiet = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
 
     static func open() -> TrackingDelivery<ManualClock>.Payload {
@@ -57,7 +58,7 @@ final class MemoryLedger: TrackingLedger {
         let clock = ManualClock()
         let transport = NumberedTransport { $0 == 0 ? 503 : 200 }
         let delivery = Self.delivery(transport, clock: clock)
-        let task = Task { await delivery.deliver([Self.open()], deadline: .seconds(60)) }
+        let task = Task(executorPreference: TestThreads.shared) { await delivery.deliver([Self.open()], deadline: .seconds(60)) }
         // The deadline and the retry of the click.
         await clock.waitForSleepers(2)
         #expect(transport.urls == ["https://t.example/r/?id=m,d,2&mcId=e"])
@@ -72,7 +73,7 @@ final class MemoryLedger: TrackingLedger {
         let clock = ManualClock()
         let transport = NumberedTransport { _ in 500 }
         let delivery = Self.delivery(transport, clock: clock)
-        let task = Task { await delivery.deliver([Self.open()], deadline: .seconds(30)) }
+        let task = Task(executorPreference: TestThreads.shared) { await delivery.deliver([Self.open()], deadline: .seconds(30)) }
         await clock.waitForSleepers(2)
         clock.advance(by: .seconds(30))
         #expect(await task.value == [[.undelivered("HTTP 500"), .undelivered(nil)]])

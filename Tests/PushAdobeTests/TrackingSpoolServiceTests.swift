@@ -5,6 +5,7 @@ import PushConfig
 import PushTestSupport
 import Synchronization
 import Testing
+import PushTestThreads
 
 /// A ledger whose first `failingReads` reads throw, as a locked or damaged database would.
 final class FlakyLedger: TrackingLedger {
@@ -34,7 +35,7 @@ final class FlakyLedger: TrackingLedger {
 
 /// The spool service in process, on a manual clock: what it does with a file when the state
 /// or the server fails.
-@Suite struct TrackingSpoolServiceTests {
+@Suite(.ownThreads) struct TrackingSpoolServiceTests {
     static func targets() -> TrackingTargets.Current {
         var retry = RetryPolicy()
         retry.initial = .seconds(10)
@@ -53,7 +54,7 @@ final class FlakyLedger: TrackingLedger {
         let spool = TrackingSpool(directory: directory.path, targets: Self.targets(), ledger: ledger, transport: transport,
                                   concurrency: 2, logger: TrackingDeliveryTests.quiet, clock: clock, wallClock: { 0 },
                                   scanInterval: .seconds(1))
-        let running = Task { await spool.run() }
+        let running = Task(executorPreference: TestThreads.shared) { await spool.run() }
         #expect(await Polling.until { ledger.reads.withLock { $0 } == 1 })
         // The scan's sleep and the file's backoff.
         await clock.waitForSleepers(2)
@@ -78,7 +79,7 @@ final class FlakyLedger: TrackingLedger {
         let transport = NumberedTransport { _ in 200 }
         let spool = TrackingSpool(directory: directory.path, targets: Self.targets(), ledger: ledger, transport: transport,
                                   concurrency: 2, logger: TrackingDeliveryTests.quiet, clock: ManualClock(), wallClock: { 0 })
-        let running = Task { await spool.run() }
+        let running = Task(executorPreference: TestThreads.shared) { await spool.run() }
         #expect(await Polling.until { !FileManager.default.fileExists(atPath: file) })
         #expect(transport.urls == ["https://t.example/r/?id=m,d,1&mcId=e"])
         running.cancel()

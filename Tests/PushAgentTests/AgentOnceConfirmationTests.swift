@@ -8,9 +8,10 @@ import PushTestSupport
 import PushTransport
 import Synchronization
 import Testing
+import PushTestThreads
 
 /// `run --once` with a receiver that confirms later (SPEC §9.2's status endpoint), in process.
-@Suite struct AgentOnceConfirmationTests {
+@Suite(.ownThreads) struct AgentOnceConfirmationTests {
     /// What the backend and the pollers below share.
     final class Receiver: Sendable {
         /// Per account, how many of its deliveries were accepted.

@@ -10,6 +10,7 @@ import PushTestSupport
 @testable import PushTransport
 import Synchronization
 import Testing
+import PushTestThreads
 
 /// A transport that answers from a script and records what it was asked. The script gets the
 /// request and how many times its URL was asked before (0 the first time).
@@ -37,7 +38,7 @@ final class ScriptedTransport: HTTPTransport {
 }
 
 /// `run --once`: the agent's one round, in process, on a manual clock with a scripted transport.
-@Suite struct AgentOnceTests {
+@Suite(.ownThreads) struct AgentOnceTests {
     static func plan(_ account: String, url: String) -> SubscriptionPlan {
         let rendered = RenderedRequest(account: account, reporter: "pushTokenReporter", method: "GET", url: url,
                                        headers: [("User-Agent", "pushreporter/0.1.0")], body: nil, fingerprint: "f-\(account)")
@@ -160,7 +161,7 @@ final class ScriptedTransport: HTTPTransport {
         let store = MemoryStateStore()
         store.failsWrites = true
         let recorder = StateRecorder(store: store, logger: Self.quiet, clock: ManualClock(), batchSize: 2)
-        let writer = Task { await recorder.writeInBatches() }
+        let writer = Task(executorPreference: TestThreads.shared) { await recorder.writeInBatches() }
         defer { writer.cancel() }
         func record(_ account: String) -> SubscriptionRecord {
             SubscriptionRecord(key: SubscriptionKey(account: account, service: SubscriptionKey.acrobits), state: .delivered)
@@ -193,7 +194,7 @@ final class ScriptedTransport: HTTPTransport {
         let agent = Self.agent([Self.plan("a", url: "http://x.example/a"), Self.plan("b", url: "http://y.example/b")],
                                transport: transport, store: store, clock: clock,
                                logger: Logger(label: "test") { _ in AgentLogHandler(output: output) })
-        let run = Task { await agent.runOnce(deadline: .seconds(30)) }
+        let run = Task(executorPreference: TestThreads.shared) { await agent.runOnce(deadline: .seconds(30)) }
         // Both first attempts fail, and both failures are taken in (logged) before time moves:
         // a failure taken in after an advance would be retried later than this test expects.
         #expect(await transport.waitForRequests(2))
@@ -229,7 +230,7 @@ final class ScriptedTransport: HTTPTransport {
             }
             let agent = Self.agent([Self.plan("a", url: "http://x.example/a")], transport: transport, clock: clock,
                                    logger: Logger(label: "test") { _ in AgentLogHandler(output: output) })
-            let run = Task { await agent.runOnce(deadline: .seconds(deadline)) }
+            let run = Task(executorPreference: TestThreads.shared) { await agent.runOnce(deadline: .seconds(deadline)) }
             #expect(await Polling.until { logged.withLock { $0.contains("(attempt 1)") } })
             clock.advance(by: .seconds(deadline))
             _ = await run.value
@@ -246,7 +247,7 @@ final class ScriptedTransport: HTTPTransport {
         }
         let clock = ManualClock()
         let agent = Self.agent([Self.plan("a", url: "http://x.example/a")], transport: transport, clock: clock)
-        let run = Task { await agent.runOnce(deadline: .seconds(30)) }
+        let run = Task(executorPreference: TestThreads.shared) { await agent.runOnce(deadline: .seconds(30)) }
         await clock.waitForSleepers(2)
         clock.advance(by: .seconds(10))
         #expect(await transport.waitForRequests(2))

@@ -3,8 +3,9 @@ import PushAgent
 import PushBackend
 import PushConfig
 import Testing
+import PushTestThreads
 
-@Suite("ConfigWatcher")
+@Suite("ConfigWatcher", .ownThreads)
 struct ConfigWatcherTests {
     @Test("a directory that cannot be watched is said at once, with why")
     func unwatchable() async {

@@ -1,8 +1,9 @@
 import PushScheduler
 import PushTestSupport
 import Testing
+import PushTestThreads
 
-@Suite("Batches through the scheduler's async shell, on a manual clock")
+@Suite("Batches through the scheduler's async shell, on a manual clock", .ownThreads)
 struct BatchSchedulerTests {
     let batch = Batching(group: "svc", limit: 3)
 

@@ -1,8 +1,9 @@
 import PushScheduler
 import PushTestSupport
 import Testing
+import PushTestThreads
 
-@Suite("Holds through the scheduler's async shell, on a manual clock")
+@Suite("Holds through the scheduler's async shell, on a manual clock", .ownThreads)
 struct HoldSchedulerTests {
     typealias Instant = ManualClock.Instant
 

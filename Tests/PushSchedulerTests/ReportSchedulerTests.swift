@@ -1,8 +1,9 @@
 import PushScheduler
 import PushTestSupport
 import Testing
+import PushTestThreads
 
-@Suite("The scheduler's async shell, on a manual clock")
+@Suite("The scheduler's async shell, on a manual clock", .ownThreads)
 struct ReportSchedulerTests {
     typealias Instant = ManualClock.Instant
 

@@ -2,10 +2,11 @@ import Foundation
 import PushTestSupport
 import PushTransport
 import Testing
+import PushTestThreads
 
 /// The libcurl transport against a real server on 127.0.0.1: what reaches the server, and what
 /// comes back for each kind of answer.
-@Suite struct CurlTransportTests {
+@Suite(.ownThreads) struct CurlTransportTests {
     let transport: CurlTransport
 
     init() throws {
@@ -287,7 +288,7 @@ import Testing
 
     @Test func cancellingTheTaskAbortsTheTransfer() async throws {
         let server = try LoopbackHTTPServer { _, _ in .hang }
-        let task = Task {
+        let task = Task(executorPreference: TestThreads.shared) {
             try await transport.send(TransportRequest(method: "GET", url: server.baseURL + "/", timeout: .seconds(60)))
         }
         #expect(await server.arrived(1))
@@ -299,7 +300,7 @@ import Testing
     @Test func shutdownFailsWhatIsLeftAndRefusesMore() async throws {
         let server = try LoopbackHTTPServer { _, _ in .hang }
         let local = try CurlTransport()
-        let task = Task {
+        let task = Task(executorPreference: TestThreads.shared) {
             try await local.send(TransportRequest(method: "GET", url: server.baseURL + "/", timeout: .seconds(60)))
         }
         #expect(await server.arrived(1))

@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+
+/// Threads of the tests' own, as a task executor: a test (or suite) with the ``Trait/ownThreads``
+/// trait runs its body, and the child tasks it starts, here rather than on Swift's cooperative
+/// pool. The pool has a thread per processor (two on the build machine), and the suites that
+/// wait for a subprocess block one of them each while it runs; an in-process agent on the pool
+/// then waited for a thread for as long as those tests lasted, and its test's bound ran out
+/// under load. These threads are never blocked by another suite.
+public final class TestThreads: TaskExecutor, @unchecked Sendable {
+    /// The tests' threads: 4, so that a test blocking one of them (a `ProcessRunner` call inside
+    /// an async test) still leaves others to its tasks.
+    public static let shared = TestThreads(count: 4)
+
+    private let condition = NSCondition()
+    /// Jobs in the order they came, from `next` on (guarded by `condition`).
+    private var jobs: [UnownedJob] = []
+    private var next = 0
+
+    init(count: Int) {
+        for index in 0..<count {
+            Thread { [unowned self] in
+                // Set on the thread itself, so that the system (`top -H`, gdb) shows it too.
+                Thread.current.name = "test-thread-\(index)"
+                work()
+            }.start()
+        }
+    }
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        condition.lock()
+        jobs.append(job)
+        condition.signal()
+        condition.unlock()
+    }
+
+    private func work() {
+        while true {
+            condition.lock()
+            while next == jobs.count { condition.wait() }
+            let job = jobs[next]
+            next += 1
+            if next == jobs.count {
+                jobs.removeAll(keepingCapacity: true)
+                next = 0
+            }
+            condition.unlock()
+            job.runSynchronously(on: asUnownedTaskExecutor())
+        }
+    }
+}
+
+/// Runs a test's body on ``TestThreads/shared`` (see there); on a suite, each of its tests.
+/// A test that starts an unstructured task gives it the preference itself:
+/// `Task(executorPreference: TestThreads.shared) { … }`.
+public struct OwnThreadsTrait: TestTrait, SuiteTrait, TestScoping {
+    public var isRecursive: Bool { true }
+
+    public func provideScope(for test: Test, testCase: Test.Case?,
+                             performing function: @Sendable () async throws -> Void) async throws {
+        try await withTaskExecutorPreference(TestThreads.shared) {
+            try await function()
+        }
+    }
+}
+
+extension Trait where Self == OwnThreadsTrait {
+    /// Runs the test on threads of the tests' own (``TestThreads``).
+    public static var ownThreads: Self { OwnThreadsTrait() }
+}
