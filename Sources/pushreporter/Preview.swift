@@ -46,7 +46,13 @@ struct Preview: ParsableCommand {
         let loaded = LoadedConfiguration(options: config, checkingEarly: streaming, leavingOutPassed: streaming)
         let installID = loaded.storedInstallID
         let configuration = loaded.result.configuration
-        try stopOnErrors(loaded.diagnostics, files: configuration.files)
+        if loaded.diagnostics.hasErrors {
+            // Stopping here, the problems rendering finds too, as validate says them: otherwise
+            // a user who runs only preview fixes them in rounds.
+            var problems = loaded.diagnostics
+            Backends.standard.check(loaded.context(installID: installID), skipping: loaded.result.passedEarly, diagnostics: &problems)
+            try stopOnErrors(problems, files: configuration.files)
+        }
         let known = Set(configuration.accounts.map(\.id))
         for id in accounts where !known.contains(id) {
             var message = "preview: no account '\(id.displayEscaped)'"
@@ -155,7 +161,7 @@ struct Preview: ParsableCommand {
     }
 
     /// Prints the errors of `diagnostics` and stops, when it has any. Loading and rendering
-    /// both stop a preview; `validate` says every problem, warnings too.
+    /// both stop a preview; `validate` says the warnings too.
     private func stopOnErrors(_ diagnostics: DiagnosticList, files: [String]) throws {
         guard diagnostics.hasErrors else { return }
         for diagnostic in diagnostics.errors(fileOrder: files) { printError(diagnostic.formatted) }

@@ -275,6 +275,18 @@ struct CommandLineTests {
         #expect(output.stderr.contains("/c.yaml\n"), "the same file, as given: \(output.stderr)")
     }
 
+    @Test("preview stopped by a loading error also says what rendering finds, in one round")
+    func previewSaysEveryErrorAtOnce() throws {
+        let config = "accounts:\n  - id: a\n    enabled: maybe\n    pushTokenReporterUrl: https://h.example/a\n"
+            + "  - id: b\n    pushTokenReporterUrl: https://h.example/t\n"
+            + "    pushTokenReporterContentType: application/json\n    pushTokenReporterPostData: '{\"a\": 1,}'\n"
+        let output = try ProcessRunner.pushreporter(config: config, ["preview"])
+        #expect(output.status == 78)
+        #expect(output.stderr.contains("c.yaml:3:14: error: enabled must be true or false, not 'maybe'"), "\(output.stderr)")
+        #expect(output.stderr.contains("error: the rendered pushTokenReporterPostData is not valid JSON"), "\(output.stderr)")
+        #expect(output.stdout.isEmpty)
+    }
+
     @Test("preview shows the warnings of the accounts it shows, before their requests")
     func previewShowsWarnings() throws {
         let config = """
