@@ -62,6 +62,28 @@ public struct AgentLogHandler: LogHandler {
     }
 }
 
+extension LogOutput {
+    /// Writes a configuration diagnostic in this output's format: as `validate` prints it
+    /// (`FILE:LINE:COLUMN: warning: …`, the form editors parse) on a terminal or in a file, with
+    /// its `<N>` priority under journald, and as a JSON object with its place as fields with
+    /// `--log-format json`, so that a log read by machine has no line of another form.
+    public func diagnostic(_ diagnostic: Diagnostic) {
+        let level: Logger.Level = diagnostic.severity == .error ? .error : .warning
+        switch format {
+        case .json:
+            var place: Logger.Metadata = ["file": "\(diagnostic.file)"]
+            if diagnostic.line > 0 {
+                place["line"] = "\(diagnostic.line)"
+                place["column"] = "\(diagnostic.column)"
+            }
+            if let account = diagnostic.account { place["account"] = "\(account)" }
+            line(AgentLogHandler.format(level: level, message: diagnostic.formatted, metadata: place, output: self, now: WallClock.now()))
+        case .text:
+            line(journal ? "<\(AgentLogHandler.syslogPriority(level))>" + diagnostic.formatted : diagnostic.formatted)
+        }
+    }
+}
+
 /// The wall clock, for log timestamps and `Retry-After` dates only; scheduling uses a `Clock`.
 public enum WallClock {
     public struct Time: Sendable {

@@ -40,13 +40,10 @@ struct AgentOptions: ParsableArguments {
 }
 
 extension AgentSetup.Failure {
-    /// Prints why the command cannot go on: configuration errors as the diagnostics they are,
-    /// anything else as error log lines.
+    /// Prints why the command cannot go on: configuration errors as the diagnostics they are
+    /// (in the log's format), anything else as error log lines.
     func report(output: LogOutput, logger: Logger) {
-        if code == Exit.configuration {
-            for line in lines { output.line(line) }
-        } else {
-            for line in lines { logger.error("\(line)") }
-        }
+        for diagnostic in diagnostics { output.diagnostic(diagnostic) }
+        for line in lines { logger.error("\(line)") }
     }
 }

@@ -11,7 +11,10 @@ import PushState
 struct AgentSetup {
     /// Why the command cannot go on, and the exit code to end with.
     struct Failure: Error {
-        var lines: [String]
+        /// Configuration errors (exit 78), as the diagnostics they are.
+        var diagnostics: [Diagnostic] = []
+        /// Any other reason, as sentences.
+        var lines: [String] = []
         var code: ExitCode
     }
 
@@ -28,7 +31,7 @@ struct AgentSetup {
         loaded = LoadedConfiguration(options: options)
         let configuration = loaded.result.configuration
         if loaded.diagnostics.hasErrors && !forRemove {
-            throw Failure(lines: loaded.diagnostics.errors(fileOrder: configuration.files).map(\.formatted), code: Exit.configuration)
+            throw Failure(diagnostics: loaded.diagnostics.errors(fileOrder: configuration.files), code: Exit.configuration)
         }
         let environment = loaded.environment
         do {
@@ -43,7 +46,7 @@ struct AgentSetup {
         let context = runtime.context(loaded.result, hostname: environment.hostname)
         (plans, pollers) = runtime.plan(context, diagnostics: &problems)
         if problems.hasErrors {
-            throw Failure(lines: problems.errors(fileOrder: configuration.files).map(\.formatted), code: Exit.configuration)
+            throw Failure(diagnostics: problems.errors(fileOrder: configuration.files), code: Exit.configuration)
         }
         loaded.diagnostics.append(contentsOf: problems.all)
         runtime.trackingTargets.replace(with: AdobeBackend.trackingTargets(context))

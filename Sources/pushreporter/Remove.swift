@@ -58,7 +58,7 @@ struct Remove: AsyncParsableCommand {
             var plans: [SubscriptionPlan] = []
             for index in planners.indices { plans += planners[index].plans(for: configured, diagnostics: &problems) }
             if problems.hasErrors {
-                for diagnostic in problems.errors(fileOrder: setup.configuration.files) { output.line(diagnostic.formatted) }
+                for diagnostic in problems.errors(fileOrder: setup.configuration.files) { output.diagnostic(diagnostic) }
                 exitNow(Exit.configuration)
             }
             records = plans.compactMap { plan in

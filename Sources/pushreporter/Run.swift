@@ -125,7 +125,7 @@ struct Run: AsyncParsableCommand {
             exitNow(error.code)
         }
         for diagnostic in setup.loaded.diagnostics.sorted(fileOrder: setup.configuration.files) {
-            output.line(diagnostic.formatted)
+            output.diagnostic(diagnostic)
         }
         // By index: `for plan in plans` copied each of 100,000 plans out to read one flag (25 ms, perf).
         for index in setup.plans.indices where setup.plans[index].secretsWithheld {

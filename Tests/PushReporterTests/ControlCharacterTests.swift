@@ -90,9 +90,8 @@ import Testing
         let json = try ProcessRunner.pushreporter(["run", "--once", "--deadline", "1s", "--log-format", "json",
                                                    "--config", config, "--state-dir", state])
         #expect(Self.isClean(json.stderr), "\(json.stderr)")
-        #expect(json.stderrLines.filter { $0.hasPrefix("{") }.allSatisfy { line in
-            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) != nil
-        })
+        let objects = json.stderrLines.map { line in (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] }
+        #expect(!objects.isEmpty && objects.allSatisfy { $0 != nil }, "every line a JSON object: \(json.stderr)")
 
         let status = try ProcessRunner.pushreporter(["status", "--state-dir", state])
         #expect(status.status == 0)

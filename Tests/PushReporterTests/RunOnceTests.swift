@@ -205,6 +205,39 @@ import Testing
         #expect(!result.stdout.contains("s3cret-pass"))
     }
 
+    @Test func theConfigurationsWarningsAreLoggedInTheLogsFormat() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(204) }
+        let directory = TemporaryDirectory()
+        let config = directory.write("c.yaml", """
+            accounts:
+              - username: alice
+                pushTokenOthr: abc
+                pushTokenReporterUrl: \(server.baseURL)/r?tok=%pushTokenOther%
+            """)
+        let warning = "c.yaml:3:5: warning: 'pushTokenOthr' is not a key pushreporter acts on; did you mean 'pushTokenOther'? [account alice]"
+        // On a terminal or in a file: as validate prints it, for editors.
+        let text = try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", directory.path + "/s1"])
+        #expect(text.status == 0, "\(text.stderr)")
+        #expect(text.stderrLines.first == config.dropLast(6) + warning, "\(text.stderr)")
+        // With --log-format json: a JSON object like every other line, its place as fields.
+        let json = try ProcessRunner.pushreporter(["run", "--once", "--log-format", "json", "--config", config,
+                                                   "--state-dir", directory.path + "/s2"])
+        #expect(json.status == 0, "\(json.stderr)")
+        let objects = json.stderrLines.map { line in (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] }
+        #expect(!objects.isEmpty && objects.allSatisfy { $0 != nil }, "every line a JSON object: \(json.stderr)")
+        let first = objects.first ?? nil
+        #expect(first?["level"] as? String == "warning")
+        #expect(first?["file"] as? String == config)
+        #expect(first?["line"] as? String == "3" && first?["column"] as? String == "5" && first?["account"] as? String == "alice",
+                "\(json.stderr)")
+        // Under journald: with the priority of a warning, as every line has its own.
+        let journal = try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", directory.path + "/s3"],
+                                                     environment: ["JOURNAL_STREAM": "8:1234"])
+        #expect(journal.status == 0, "\(journal.stderr)")
+        #expect(journal.stderrLines.first == "<4>" + config.dropLast(6) + warning, "\(journal.stderr)")
+        #expect(journal.stderrLines.allSatisfy { $0.wholeMatch(of: /<[0-7]>.*/) != nil }, "\(journal.stderr)")
+    }
+
     @Test func proxiesFromTheEnvironmentAreUsed() throws {
         let proxy = try LoopbackHTTPServer { _, _ in .status(204) }
         let result = try Self.runOnce(Self.config(url: "http://push.invalid/register?u=%account[username]%"),
