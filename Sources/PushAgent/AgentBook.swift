@@ -38,7 +38,16 @@ struct AgentBook {
         /// the configuration.
         var plan: Booking?
         /// What is scheduled; nil when nothing is (delivered, accepted, rejected, waiting).
-        var job: Job?
+        /// Setting it ends ``repeatsOnInterval``.
+        var job: Job? {
+            didSet { repeatsOnInterval = false }
+        }
+        /// Whether `job` is the delivery `agent.reportInterval` repeats, due that long after the
+        /// last: nothing is owed meanwhile, so the book is settled with it ("all … reported").
+        /// Only while the subscription stays delivered: a repeat that fails is owed again.
+        var repeatsOnInterval = false
+        /// Whether the book waits on this entry: a job, and not an interval's repeat.
+        var isOwed: Bool { job != nil && !(repeatsOnInterval && record.state == .delivered) }
         /// The cleanups still to send, first one next, when `job` is a cleanup.
         var cleanups: [OwedCleanup] = []
         /// Changes whenever the job is replaced.
@@ -468,6 +477,7 @@ struct AgentBook {
                     if let reportInterval, let lastSuccess = entry.record.lastSuccessAt, let delivery = plan.delivery {
                         let due = Swift.max(0, lastSuccess + reportInterval.milliseconds - now)
                         entry.job = .delivery
+                        entry.repeatsOnInterval = true
                         entry.record.nextDueAt = now + due
                         actions.append(.submit(Self.submission(key, delivery, after: .milliseconds(due))))
                         submitted = true
@@ -800,7 +810,8 @@ struct AgentBook {
     /// sends at once is over, though some may be retrying.
     var firstAttemptsAnswered: Bool { entries.firstAttemptsDue == 0 }
 
-    /// Whether nothing is left to send: every job is done (or waits on a stopped service).
+    /// Whether nothing is left to send: every job is done (or waits on a stopped service), but
+    /// for the deliveries `agent.reportInterval` repeats later.
     var isSettled: Bool {
         entries.jobsByService.allSatisfy { service, jobs in jobs == 0 || stoppedServices[service] != nil }
     }
@@ -938,6 +949,7 @@ struct AgentBook {
     private func scheduleReportInterval(_ entry: inout Entry, now: Int64, actions: inout [Action]) {
         guard let reportInterval, let delivery = entry.plan?.delivery else { return }
         entry.job = .delivery
+        entry.repeatsOnInterval = true
         entry.record.nextDueAt = now + reportInterval.milliseconds
         actions.append(.submit(Self.submission(entry.record.key, delivery, after: reportInterval)))
     }

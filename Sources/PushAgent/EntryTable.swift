@@ -21,10 +21,11 @@ struct EntryTable: Sequence {
     /// `values`, or -1. Its size is a power of two, at least twice the entries.
     private var slots: [Int32] = []
     private(set) var values: [Entry] = []
-    /// How many entries have a job, by service: whether the book is settled is asked after
-    /// every outcome, and walking 100,000 entries each time made sending quadratic.
+    /// How many entries have a job owed (``AgentBook/Entry/isOwed``: not an interval's repeat),
+    /// by service: whether the book is settled is asked after every outcome, and walking
+    /// 100,000 entries each time made sending quadratic.
     private(set) var jobsByService: [String: Int] = [:]
-    /// How many entries have a job.
+    /// How many entries have a job owed.
     var jobCount: Int { jobsByService.values.reduce(0, +) }
     /// How many entries have a job not attempted yet, or in its first attempt (a delivery still
     /// pending): the agent gives memory back once none is left, retries or not.
@@ -184,21 +185,21 @@ struct EntryTable: Sequence {
 
     /// What the counts know of an entry.
     private struct Standing: Equatable {
-        var hasJob: Bool
+        var isOwed: Bool
         var state: SubscriptionState
 
         init(_ entry: borrowing Entry) {
-            hasJob = entry.job != nil
+            isOwed = entry.isOwed
             state = entry.record.state
         }
 
-        var awaitsFirstAttempt: Bool { hasJob && state == .pending }
+        var awaitsFirstAttempt: Bool { isOwed && state == .pending }
     }
 
     /// Moves `key` in the counts from `old` to `new` (nil: not in the table).
     private mutating func recount(_ key: SubscriptionKey, from old: Standing?, to new: Standing?) {
         guard old != new else { return }
-        let jobChange = (new?.hasJob == true ? 1 : 0) - (old?.hasJob == true ? 1 : 0)
+        let jobChange = (new?.isOwed == true ? 1 : 0) - (old?.isOwed == true ? 1 : 0)
         if jobChange != 0 { jobsByService[key.service, default: 0] += jobChange }
         firstAttemptsDue += (new?.awaitsFirstAttempt == true ? 1 : 0) - (old?.awaitsFirstAttempt == true ? 1 : 0)
         if old?.state != new?.state {

@@ -102,6 +102,35 @@ import Testing
         try expectShared(with: first, "after a reload that sets a report interval")
     }
 
+    @Test func aDeliveryThatReportIntervalRepeatsLaterLeavesTheBookSettled() throws {
+        // What "all … reported" waits for: with a report interval, a delivered subscription has
+        // its next delivery scheduled, which is not owed until then.
+        var book = Self.book(reportInterval: .seconds(3_600))
+        let start = book.start(plans: [Self.plan("alice", token: "1")], records: [])
+        #expect(!book.isSettled, "the first delivery is owed")
+        Self.send(&book, start)
+        let settled = book.settle(Self.k("alice"), .delivered, attempt: 1, now: 1_000)
+        #expect(Self.submitted(settled?.actions ?? []) == ["alice@push.example.com:443"], "the repeat is scheduled")
+        #expect(book.entries[Self.k("alice")]?.job == .delivery)
+        #expect(book.isSettled, "a repeat due in an hour is not owed")
+        // The repeat fails: owed again until it gets through.
+        _ = book.beginAttempt(Self.k("alice"))
+        #expect(book.failed(Self.k("alice"), attempt: 1, reason: "HTTP 503", retryIn: .seconds(1), now: 3_601_000) != nil)
+        #expect(!book.isSettled, "a repeat that failed is owed")
+        _ = book.beginAttempt(Self.k("alice"))
+        #expect(book.settle(Self.k("alice"), .delivered, attempt: 2, now: 3_602_000) != nil)
+        #expect(book.isSettled)
+        // A restart's delivery of a subscription delivered before is owed, though it stays delivered.
+        var restarted = Self.book(reportInterval: .seconds(3_600))
+        let record = try #require(book.entries[Self.k("alice")]?.record)
+        _ = restarted.start(plans: [Self.plan("alice", token: "1")], records: [record])
+        #expect(restarted.entries[Self.k("alice")]?.record.state == .delivered)
+        #expect(!restarted.isSettled)
+        // A reload that changes it makes it owed too.
+        _ = Self.reload(&book, [Self.plan("alice", token: "2")], reportInterval: .seconds(3_600), now: 3_700_000)
+        #expect(!book.isSettled)
+    }
+
     @Test func aDeliveredRequestIsLetGoOfWhenNothingReadsItBeforeTheNextPlan() throws {
         func plan(_ token: String, unread: Bool = true) -> SubscriptionPlan {
             var plan = Self.plan("alice", token: token)
