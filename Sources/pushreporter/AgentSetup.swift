@@ -60,6 +60,9 @@ struct AgentSetup {
         let context = runtime.context(loaded.result, hostname: loaded.environment.hostname)
         if !problems.hasErrors {
             planned = runtime.plan(context, diagnostics: &problems)
+        } else {
+            // Counted as validate counts them, so that "(and N more …)" takes in what rendering finds.
+            runtime.backends.check(context, skipping: loaded.result.passedEarly, diagnostics: &problems)
         }
         let errors = problems.errors(fileOrder: loaded.result.configuration.files)
         guard let first = errors.first else {

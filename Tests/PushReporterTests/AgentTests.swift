@@ -57,6 +57,11 @@ import Testing
         agent.signal(SIGHUP)
         #expect(agent.waitForStderr("the new configuration is invalid, so the previous one keeps running: \(config):"),
                 "\(agent.stderr)")
+        // Two mistakes, one found loading and one rendering: the log counts both.
+        files.write("accounts.yaml", "agent:\n  timout: 5s\naccounts:\n  - id: alice\n    pushTokenReporterUrl: https://h.example/r?u=%account[usrname]%\n")
+        agent.signal(SIGHUP)
+        #expect(agent.waitForStderr("unknown key 'timout' under agent; did you mean 'timeout'? (and 1 more; pushreporter validate --config \(config) lists them)"),
+                "\(agent.stderr)")
         let status = try ProcessRunner.pushreporter(["status", "--state-dir", files.path + "/state", "--format", "json"])
         #expect(status.status == 0)
         #expect(status.stdout.contains(#""account": "dave""#))
