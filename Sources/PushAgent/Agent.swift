@@ -955,8 +955,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             announceWhenSettled.withLock { $0 = true }
             releaseWhenAnswered.withLock { $0 = true }
             logger.info("reloaded: \(summary.added) new, \(summary.changed) changed, \(summary.unchanged) unchanged, \(summary.removed) removed")
-            if !settings.takesEffectOnReload(newSettings) {
-                logger.notice("agent concurrency, retry, TLS, listen or tracking spool settings changed; they take effect when the agent restarts")
+            let waiting = settings.waitingForRestart(newSettings)
+            if !waiting.isEmpty {
+                logger.notice("\(waiting.joined(separator: ", ")) changed; \(waiting.count == 1 ? "it takes" : "they take") effect when the agent restarts, and until then the agent keeps the values it started with")
             }
         }
         guard !isStopping.withLock({ $0 }) else { return }
@@ -1024,13 +1025,26 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 private enum Ending { case schedulerEnded, pollerEnded, graceExpired, deadline, other }
 
 extension AgentSettings {
-    /// True when `new` differs from these settings only in what a reload applies
-    /// (`reportInterval`, `timeout`).
-    func takesEffectOnReload(_ new: AgentSettings) -> Bool {
-        var comparable = new
-        comparable.reportInterval = reportInterval
-        comparable.timeout = timeout
-        comparable.stateDirectory = stateDirectory
-        return comparable == self
+    /// The `agent:` keys whose values differ in `new` and take effect only when the agent
+    /// restarts (all but `reportInterval` and `timeout`, which a reload applies; `stateDirectory`
+    /// is the agent's place, never changed while it runs).
+    func waitingForRestart(_ new: AgentSettings) -> [String] {
+        var names: [String] = []
+        if new.concurrency != concurrency { names.append("agent.concurrency") }
+        if new.perHostConcurrency != perHostConcurrency { names.append("agent.perHostConcurrency") }
+        if new.retry != retry { names.append("agent.retry") }
+        if new.tlsCAFile != tlsCAFile { names.append("agent.tlsCAFile") }
+        if new.state != state { names.append("agent.state") }
+        if new.statePassword != statePassword { names.append("agent.statePassword") }
+        if new.leaseTimeout != leaseTimeout { names.append("agent.leaseTimeout") }
+        if new.listen != listen { names.append("agent.listen") }
+        if new.trackingSpool != trackingSpool { names.append("agent.trackingSpool") }
+        // A setting added later and not named above still says that something waits.
+        var rest = new
+        rest.reportInterval = reportInterval
+        rest.timeout = timeout
+        rest.stateDirectory = stateDirectory
+        if names.isEmpty && rest != self { names.append("an agent setting") }
+        return names
     }
 }
