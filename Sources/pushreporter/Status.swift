@@ -4,6 +4,7 @@ import PushAgent
 import PushBackend
 import PushConfig
 import PushState
+import PushTemplates
 
 /// `pushreporter status`: what the state directory says about every account.
 struct Status: ParsableCommand {
@@ -39,11 +40,15 @@ struct Status: ParsableCommand {
     func run() throws {
         let environment = LoaderEnvironment.current().variables
         var settings = AgentSettings()
-        if stateDir == nil && !configPaths.isEmpty {
-            // Only to find the state: the configuration's other problems are validate's.
+        var configured: [String] = []
+        if !configPaths.isEmpty {
+            // To find the state, and the services --service may name: the configuration's other
+            // problems are validate's.
             var options = ConfigOptions()
             options.paths = configPaths
-            settings = LoadedConfiguration(options: options).result.configuration.agent
+            let configuration = LoadedConfiguration(options: options).result.configuration
+            settings = configuration.agent
+            configured = Array(configuration.services.keys)
         }
         let path = stateDir ?? settings.resolvedState(environment: environment)
         var records: [SubscriptionRecord] = []
@@ -62,6 +67,16 @@ struct Status: ParsableCommand {
         } catch {
             printError("status: \(error)")
             throw Exit.failure
+        }
+        // A name that neither the state nor the configuration knows is most likely misspelt: an
+        // empty table would read as an empty system.
+        let known = Set([SubscriptionKey.acrobits] + configured + records.map(\.key.service))
+        for name in services where !known.contains(name) {
+            if let nearest = NameSuggester.nearest(to: name, among: known) {
+                printError("status: no service '\(name.displayEscaped)' in the state or the configuration; did you mean '\(nearest.displayEscaped)'?")
+                throw ExitCode(64)
+            }
+            printError("status: the state has no subscription of a service '\(name.displayEscaped)'")
         }
         // With --service, the agents line counts what is shown, too.
         let shown = { (key: SubscriptionKey) in services.isEmpty || services.contains(key.service) }

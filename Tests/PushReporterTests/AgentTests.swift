@@ -195,6 +195,16 @@ import Testing
         #expect(lines[1] == "" && lines[4] == "")
         #expect(lines[2].hasPrefix("ACCOUNT  SERVICE   STATE      ATTEMPTS  LAST ATTEMPT"))
         #expect(lines[3].hasPrefix("alice    acrobits  delivered  0         "))
+
+        // A misspelt service is not an empty system.
+        let misspelt = try ProcessRunner.pushreporter(["status", "--state-dir", state, "--service", "acrobit"])
+        #expect(misspelt.status == 64)
+        #expect(misspelt.stderr == "status: no service 'acrobit' in the state or the configuration; did you mean 'acrobits'?\n")
+        #expect(misspelt.stdout.isEmpty)
+        let other = try ProcessRunner.pushreporter(["status", "--state-dir", state, "--service", "journeys"])
+        #expect(other.status == 0)
+        #expect(other.stderr == "status: the state has no subscription of a service 'journeys'\n")
+        #expect(other.stdout.hasPrefix("0 accounts"), "\(other.stdout)")
     }
 
     @Test func removeSendsTheStoredRemovalAndForgetsTheAccount() throws {
