@@ -107,6 +107,7 @@ public struct ConfigurationLoader: Sendable {
         session.leavesOutPassed = leavesOutPassedAccounts && earlyChecker != nil
         var files: [String] = []
         for path in paths { files += session.files(at: path) }
+        files = Self.withoutRepeats(files)
         // With a second processor, files are parsed on another thread, a couple ahead of the one
         // being loaded, whose accounts are read while it is parsed.
         let reader = FileReader(paths: files, ahead: readAhead ?? (Processors.online > 1 ? 2 : 0),
@@ -124,6 +125,20 @@ public struct ConfigurationLoader: Sendable {
                           streamedFiles: session.streamedFiles, restoredFiles: session.restoredFiles, splitFiles: session.splitFiles)
         result.passedEarly = earlyChecker == nil ? nil : session.passedEarly
         return result
+    }
+}
+
+extension ConfigurationLoader {
+    /// `files` with each file once, at its first place: the same file named twice (`--config
+    /// c.yaml --config ./c.yaml`, or a directory and a file in it) would otherwise load twice,
+    /// and every account of it be a duplicate of itself.
+    static func withoutRepeats(_ files: [String]) -> [String] {
+        var seen = Set<String>()
+        return files.filter { file in
+            guard let resolved = realpath(file, nil) else { return seen.insert(file).inserted }
+            defer { free(resolved) }
+            return seen.insert(String(cString: resolved)).inserted
+        }
     }
 }
 

@@ -275,6 +275,17 @@ struct CommandLineTests {
         #expect(output.stderr.contains("/c.yaml\n"), "the same file, as given: \(output.stderr)")
     }
 
+    @Test("a file named twice, or in a directory named too, is read once")
+    func aFileNamedTwiceIsReadOnce() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.write("conf/c.yaml", "accounts:\n  - id: a\n    pushToken: T\n    pushTokenReporterUrl: https://h.example/t?t=%pushToken%\n")
+        for arguments in [["--config", path, "--config", path], ["--config", directory.path + "/conf", "--config", directory.path + "/conf/./c.yaml"]] {
+            let output = try ProcessRunner.pushreporter(["validate"] + arguments)
+            #expect(output.status == 0, "\(arguments): \(output.stderr)")
+            #expect(output.stderr == "1 file, 1 enabled account: 0 errors, 0 warnings\n", "\(arguments)")
+        }
+    }
+
     @Test("preview stopped by a loading error also says what rendering finds, in one round")
     func previewSaysEveryErrorAtOnce() throws {
         let config = "accounts:\n  - id: a\n    enabled: maybe\n    pushTokenReporterUrl: https://h.example/a\n"
