@@ -119,5 +119,6 @@ struct Remove: AsyncParsableCommand {
             + "removal \(delivered + 1) was not delivered "
         }
         return done + "within the deadline (\(DurationText(agent.deadlineDuration))):\n" + outcome.undeliveredLines.joined(separator: "\n")
+            + (count > delivered ? "\nIt stays owed in the state: run remove again, or the agent sends it when it next starts." : "")
     }
 }

@@ -263,6 +263,8 @@ import Testing
         #expect(failed.stdout.hasPrefix("Delivered 1 of 2 removals of alice (recorded: it is not sent again); "
                                         + "removal 2 was not delivered within the deadline (3s):\n"
                                         + "  alice: accountRemovalReporter to 127.0.0.1:\(server.port): HTTP 503"), "\(failed.stdout)")
+        #expect(failed.stdout.hasSuffix("\nIt stays owed in the state: run remove again, or the agent sends it when it next starts.\n"),
+                "\(failed.stdout)")
         let left = try #require(try SQLiteStateStore(directory: directory, readOnly: true).records().first)
         #expect(left.pastCleanups == [])
         #expect(left.cleanup == second)
