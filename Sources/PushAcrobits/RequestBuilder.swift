@@ -389,7 +389,10 @@ public struct RequestBuilder: Sendable {
                 return nil
             }
             if let problem = Self.sizeProblem(sent) {
-                templates.report(.error, problem, at: urlValue, diagnostics: &diagnostics, account: id)
+                // Said where the large part is written: its header, else the body, else the URL.
+                let place = problem.header.flatMap { name in prepared.headerTemplates.first { $0.name == name }?.value.origin }
+                    ?? (problem.mostlyBody ? postDataValue : nil) ?? urlValue
+                templates.report(.error, problem.message, at: place, diagnostics: &diagnostics, account: id)
                 return nil
             }
             if fingerprinted { sent.fingerprint = Self.fingerprint(of: sent) }
@@ -470,18 +473,20 @@ public struct RequestBuilder: Sendable {
     static let maximumRequestSize = 1 << 20
     static let maximumHeaderLineSize = 8 << 10
 
-    /// Why `request` is too large to send, naming the limit, or nil.
-    static func sizeProblem(_ request: RenderedRequest) -> String? {
-        var total = request.url.utf8.count + (request.body?.utf8.count ?? 0)
+    /// Why `request` is too large to send, naming the limit, or nil; with the header that is too
+    /// long, or whether the body is the most of a request too large.
+    static func sizeProblem(_ request: RenderedRequest) -> (message: String, header: String?, mostlyBody: Bool)? {
+        let body = request.body?.utf8.count ?? 0
+        var total = request.url.utf8.count + body
         for header in request.headers {
             let line = header.name.utf8.count + 2 + header.value.utf8.count
             if line > maximumHeaderLineSize {
-                return "the rendered header \(header.name) is \(line) bytes, more than the limit of 8 KiB for a header line"
+                return ("the rendered header \(header.name) is \(line) bytes, more than the limit of 8 KiB for a header line", header.name, false)
             }
             total += line + 2
         }
         guard total > maximumRequestSize else { return nil }
-        return "the rendered \(request.reporter) request is \(total) bytes, more than the limit of 1 MiB for a request"
+        return ("the rendered \(request.reporter) request is \(total) bytes, more than the limit of 1 MiB for a request", nil, body * 2 > total)
     }
 
     /// Whether rendering `prepared` with `values` could reach a size limit: the templates' own

@@ -276,7 +276,10 @@ import Testing
         #expect(result.status == 78)
         #expect(result.stderr.contains("\(config):4:11: error: the value of 'note' is 1048577 bytes, more than the limit of 1 MiB for one value"),
                 "\(result.stderr.suffix(2000))")
-        #expect(result.stderr.contains("more than the limit of 8 KiB for a header line [account long-header]"), "\(result.stderr.suffix(2000))")
+        // Each where the large part is written: the header's line, the request's largest part.
+        #expect(result.stderr.contains("\(config):7:37: error: the rendered header X-Long is 9008 bytes, more than the limit of 8 KiB for a header line [account long-header]"),
+                "\(result.stderr.suffix(2000))")
+        #expect(result.stderr.contains("\(config):9:27: error: the rendered pushTokenReporter request is"), "\(result.stderr.suffix(2000))")
         #expect(result.stderr.contains("more than the limit of 1 MiB for a request [account large-request]"), "\(result.stderr.suffix(2000))")
         #expect(!result.stderr.contains(big.prefix(100)), "the value is not echoed")
     }
