@@ -151,13 +151,16 @@ struct FCMPlanner: SubscriptionPlanner {
             let remove = JSONText.compactObject([("operation", json("remove")), ("notification_key_name", json(shown.group)),
                                                  ("notification_key", json("<notification_key>")), ("registration_ids", ids)],
                                                 keepingMarkers: keepMarkers)
-            for body in [create, remove] {
-                var request = RenderedRequest(account: account.id, service: service, reporter: service, method: "POST",
+            for (body, isCleanup) in [(create, false), (remove, true)] {
+                // Named as the log names it (FCMBackend's label).
+                var request = RenderedRequest(account: account.id, service: service,
+                                              reporter: "\(service) group \(isCleanup ? "removal" : "membership")", method: "POST",
                                               url: settings.endpoint,
                                               headers: [("User-Agent", PushReporterVersion.userAgent), ("Content-Type", "application/json")]
                                                   + FCMAuthorization.previewHeaders(settings, display: display),
                                               body: body)
                 request.hasSecretMarkers = keepMarkers
+                request.isCleanup = isCleanup
                 requests.append(request)
             }
         }

@@ -26,7 +26,7 @@ struct Preview: ParsableCommand {
     @Option(name: .customLong("account"), help: ArgumentHelp("Only this account (repeatable).", valueName: "id"))
     var accounts: [String] = []
 
-    @Option(help: ArgumentHelp("Only this reporter: pushTokenReporter or accountRemovalReporter.", valueName: "name"))
+    @Option(help: ArgumentHelp("Only this reporter: pushTokenReporter or accountRemovalReporter (of other services: registrations, or cleanups).", valueName: "name"))
     var reporter: Reporter?
 
     @Option(name: .customLong("service"), help: ArgumentHelp("Only this service (repeatable): acrobits for the accounts' own web services, or a name under services:.", valueName: "name"))
@@ -153,11 +153,20 @@ struct Preview: ParsableCommand {
         var found: [RenderedRequest] = []
         for index in planners.indices {
             for request in planners[index].preview(account, display: display, diagnostics: &diagnostics)
-            where (reporter == nil || request.reporter == reporter?.rawValue) && (services.isEmpty || services.contains(request.service)) {
+            where Self.selects(reporter, request) && (services.isEmpty || services.contains(request.service)) {
                 found.append(request)
             }
         }
         return found
+    }
+
+    /// Whether `--reporter` shows `request`: an account's own web services by their reporter,
+    /// the other services' registrations as `pushTokenReporter` and cleanups as
+    /// `accountRemovalReporter`.
+    static func selects(_ reporter: Reporter?, _ request: RenderedRequest) -> Bool {
+        guard let reporter else { return true }
+        if Reporter(rawValue: request.reporter) != nil { return request.reporter == reporter.rawValue }
+        return request.isCleanup == (reporter == .accountRemovalReporter)
     }
 
     /// Prints the errors of `diagnostics` and stops, when it has any. Loading and rendering

@@ -70,7 +70,8 @@ enum RequestFormatter {
     /// reporter does not say it. One line whatever they hold, so no part of it runs in `curl`
     /// output (control characters escaped).
     static func title(_ request: RenderedRequest) -> String {
-        let service = request.service == request.reporter || request.service == "acrobits" ? "" : " (service \(request.service))"
+        let service = request.service == "acrobits" || request.reporter.hasPrefix(request.service + " ") || request.reporter == request.service
+            ? "" : " (service \(request.service))"
         return "\(request.account) \(request.reporter)\(service)".displayEscaped
     }
 

@@ -34,7 +34,7 @@ import Testing
         let requests = Self.previews(.stars)
         #expect(requests.map(Self.text) == [
             """
-            fcm POST https://fcm.googleapis.com/fcm/notification
+            fcm group membership POST https://fcm.googleapis.com/fcm/notification
             User-Agent: \(PushReporterVersion.userAgent)
             Content-Type: application/json
             Authorization: Bearer ********
@@ -43,7 +43,7 @@ import Testing
             {"operation":"create","notification_key_name":"family","registration_ids":["********"]}
             """,
             """
-            fcm POST https://fcm.googleapis.com/fcm/notification
+            fcm group removal POST https://fcm.googleapis.com/fcm/notification
             User-Agent: \(PushReporterVersion.userAgent)
             Content-Type: application/json
             Authorization: Bearer ********
@@ -52,7 +52,7 @@ import Testing
             {"operation":"remove","notification_key_name":"family","notification_key":"<notification_key>","registration_ids":["********"]}
             """,
             """
-            legacy POST https://fcm.example.com/fcm/notification
+            legacy group membership POST https://fcm.example.com/fcm/notification
             User-Agent: \(PushReporterVersion.userAgent)
             Content-Type: application/json
             Authorization: key=********
@@ -60,7 +60,7 @@ import Testing
             {"operation":"create","notification_key_name":"alice","registration_ids":["********"]}
             """,
             """
-            legacy POST https://fcm.example.com/fcm/notification
+            legacy group removal POST https://fcm.example.com/fcm/notification
             User-Agent: \(PushReporterVersion.userAgent)
             Content-Type: application/json
             Authorization: key=********
@@ -68,6 +68,8 @@ import Testing
             {"operation":"remove","notification_key_name":"alice","notification_key":"<notification_key>","registration_ids":["********"]}
             """,
         ], "bob has no token yet: nothing to show")
+        // Named as the log names them; the removals are the cleanups.
+        #expect(requests.map(\.isCleanup) == [false, true, false, true])
     }
 
     @Test func curlNamesTheSecretsAndShowSecretsRevealsWhatIsKnown() {

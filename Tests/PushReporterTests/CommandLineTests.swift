@@ -275,6 +275,20 @@ struct CommandLineTests {
         #expect(output.stderr.contains("/c.yaml\n"), "the same file, as given: \(output.stderr)")
     }
 
+    @Test("preview names other services' requests as the log does, and --reporter picks their registrations or cleanups")
+    func previewOfOtherServicesByReporter() throws {
+        func titles(_ arguments: [String]) throws -> [String] {
+            let output = try ProcessRunner.pushreporter(["preview", "--config", "examples", "--service", "journeys"] + arguments,
+                                                        directory: RepositoryPaths.root)
+            #expect(output.status == 0, "\(output.stderr)")
+            return output.stdout.split(separator: "\n").filter { $0.hasPrefix("### ") }.map(String.init)
+        }
+        #expect(try titles([]) == ["### dana journeys registration", "### dana journeys cleanup",
+                                   "### eve journeys registration", "### eve journeys cleanup"])
+        #expect(try titles(["--reporter", "accountRemovalReporter"]) == ["### dana journeys cleanup", "### eve journeys cleanup"])
+        #expect(try titles(["--reporter", "pushTokenReporter"]) == ["### dana journeys registration", "### eve journeys registration"])
+    }
+
     @Test("a file named twice, or in a directory named too, is read once")
     func aFileNamedTwiceIsReadOnce() throws {
         let directory = TemporaryDirectory()
