@@ -63,7 +63,28 @@ enum RequestFormatter {
             words += ["--max-time", String(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)]
         }
         words.append(word(request.url))
-        return "# \(title(request))\n" + words.joined(separator: " ")
+        return "# \(title(request))\n" + variablesNote(request) + words.joined(separator: " ")
+    }
+
+    /// A comment line naming the shell variables the command reads, when it reads any: a
+    /// secret in the URL goes in as the variable holds it, so there it must be URL-encoded, as
+    /// the agent sends it.
+    private static func variablesNote(_ request: RenderedRequest) -> String {
+        guard request.hasSecretMarkers else { return "" }
+        func names(_ text: String) -> [String] {
+            let pieces = text.unicodeScalars.split(separator: "\u{1}", omittingEmptySubsequences: false)
+            return pieces.indices.filter { $0 % 2 == 1 }.map { String(pieces[$0]) }
+        }
+        let inURL = names(request.url)
+        var all = inURL
+        for text in request.headers.map(\.value) + [request.body ?? "", request.credentials.map { $0.username + ":" + $0.password } ?? ""] {
+            all += names(text)
+        }
+        var seen = Set<String>()
+        let unique = all.filter { seen.insert($0).inserted }
+        guard !unique.isEmpty else { return "" }
+        let named = unique.map { name in "$" + name + (inURL.contains(name) ? " (URL-encoded: it goes into the URL as it is)" : "") }
+        return "# set first: \(named.joined(separator: ", "))\n"
     }
 
     /// What a request's comment line names: the account, the reporter, and the service when the

@@ -56,7 +56,7 @@ import Testing
 
         let curl = try ProcessRunner.pushreporter(["preview", "--config", config, "--format", "curl"])
         #expect(curl.status == 0, "\(curl.stderr)")
-        #expect(curl.stdout.hasPrefix("# \(Self.printedID) pushTokenReporter\ncurl "), "\(curl.stdout)")
+        #expect(curl.stdout.hasPrefix("# \(Self.printedID) pushTokenReporter\n# set first: $PUSHTOKENREPORTERAUTHPASSWORD\ncurl "), "\(curl.stdout)")
         let script = files.write("preview.sh", curl.stdout)
         #expect(try ProcessRunner.run("/bin/bash", ["-n", script]).status == 0)
         // Run with curl as a function that counts its calls: the script calls it once, and runs
