@@ -476,11 +476,16 @@ struct YAMLParserErrorTests {
         let result = YAMLParser.parse(bytes)
         #expect(result.root == nil)
         #expect(result.errors == [YAMLError(
-            message: "the file is not valid UTF-8 text (invalid leading UTF-8 octet 0xFF)", position: pos(2, 6))])
+            message: "the file is not valid UTF-8 text: byte 0xFF does not begin a UTF-8 character here (the file may be in Latin-1 or Windows-1252; save it as UTF-8)", position: pos(2, 6))])
 
+        // libyaml names the byte after the one that is wrong (0x28): the message names the lead byte.
         let trailing = YAMLParser.parse(Array("x: ".utf8) + [0xC3, 0x28])
         #expect(trailing.errors == [YAMLError(
-            message: "the file is not valid UTF-8 text (invalid trailing UTF-8 octet 0x28)", position: pos(1, 5))])
+            message: "the file is not valid UTF-8 text: byte 0xC3 does not begin a UTF-8 character here (the file may be in Latin-1 or Windows-1252; save it as UTF-8)", position: pos(1, 4))])
+        // A Latin-1 é before a line break.
+        let latin1 = YAMLParser.parse(Array("id: caf".utf8) + [0xE9] + Array("\nx: y\n".utf8))
+        #expect(latin1.errors == [YAMLError(
+            message: "the file is not valid UTF-8 text: byte 0xE9 does not begin a UTF-8 character here (the file may be in Latin-1 or Windows-1252; save it as UTF-8)", position: pos(1, 8))])
 
         let truncated = YAMLParser.parse(Array("x: ".utf8) + [0xE2, 0x82])
         #expect(truncated.errors == [YAMLError(
@@ -494,7 +499,7 @@ struct YAMLParserErrorTests {
         // Offsets after a byte order mark still map to the right column.
         let afterMark = YAMLParser.parse([0xEF, 0xBB, 0xBF] + Array("a: ".utf8) + [0xFF])
         #expect(afterMark.errors == [YAMLError(
-            message: "the file is not valid UTF-8 text (invalid leading UTF-8 octet 0xFF)", position: pos(1, 4))])
+            message: "the file is not valid UTF-8 text: byte 0xFF does not begin a UTF-8 character here (the file may be in Latin-1 or Windows-1252; save it as UTF-8)", position: pos(1, 4))])
 
         let utf16 = YAMLParser.parse([0xFF, 0xFE, 0x61, 0x00])
         #expect(utf16.errors == [YAMLError(
