@@ -6,7 +6,7 @@ import PushConfig
 /// `--state-dir`, `--deadline` and `--log-level`, shared by the commands that send: `run` and
 /// `remove`.
 struct AgentOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Where state lives (default: agent.stateDirectory, else $STATE_DIRECTORY, else /var/lib/pushreporter).",
+    @Option(help: ArgumentHelp("A state directory, or a postgres:// database several agents share (default: agent.state, else agent.stateDirectory, else $STATE_DIRECTORY, else /var/lib/pushreporter).",
                                valueName: "dir"))
     var stateDir: String?
 

@@ -57,13 +57,15 @@ struct Preview: ParsableCommand {
         for id in accounts where !known.contains(id) {
             var message = "preview: no account '\(id.displayEscaped)'"
             if let nearest = NameSuggester.nearest(to: id, among: known) { message += "; did you mean '\(nearest.displayEscaped)'?" }
-            throw ValidationError(message)
+            printError(message)
+            throw ExitCode(64)
         }
         let knownServices = Set([SubscriptionKey.acrobits] + configuration.services.keys)
         for name in services where !knownServices.contains(name) {
             var message = "preview: no service '\(name.displayEscaped)'"
             if let nearest = NameSuggester.nearest(to: name, among: knownServices) { message += "; did you mean '\(nearest)'?" }
-            throw ValidationError(message)
+            printError(message)
+            throw ExitCode(64)
         }
         let display: SecretDisplay = showSecrets ? .asSent : (format == .curl ? .shellVariables : .stars)
         let backends = Backends.standard

@@ -266,7 +266,7 @@ struct CommandLineTests {
     func previewUnknownAccount() throws {
         let output = try ProcessRunner.pushreporter(["preview", "--config", "examples", "--account", "alic"], directory: RepositoryPaths.root)
         #expect(output.status == 64)
-        #expect(output.stderr.contains("no account 'alic'; did you mean 'alice'?"))
+        #expect(output.stderr == "preview: no account 'alic'; did you mean 'alice'?\n", "one sentence, no usage text: \(output.stderr)")
     }
 
     @Test("preview of a broken configuration exits 78 and points at validate")
