@@ -372,20 +372,23 @@ struct ParallelLoadingTests {
         #expect(wording.diagnostics.contains { $0.contains("[account k3]") && $0.contains("the account has no key 'rare'") })
     }
 
-    @Test("a file given twice has its ids reported as used, whether its accounts are left out or not")
+    @Test("a copy of a file has its ids reported as used, whether its accounts are left out or not; the same file twice is read once")
     func fileGivenTwice() {
         let directory = TemporaryDirectory()
         let path = directory.write("10-late-defaults.yaml", Self.lateDefaults[0].1)
-        func diagnostics(leaveOut: Bool) -> [String] {
+        let copy = directory.write("11-copy.yaml", Self.lateDefaults[0].1)
+        func diagnostics(_ paths: [String], leaveOut: Bool) -> [String] {
             var loader = ConfigurationLoader(environment: LoaderEnvironment(variables: [:], templateSearchPath: []))
             loader.readAhead = 2
             loader.earlyChecker = RequestBuilder.earlyChecker(hostname: "h")
             loader.leavesOutPassedAccounts = leaveOut
-            return loader.load(paths: [path, path]).diagnostics.all.map(\.formatted)
+            return loader.load(paths: paths).diagnostics.all.map(\.formatted)
         }
-        let kept = diagnostics(leaveOut: false)
+        let kept = diagnostics([path, copy], leaveOut: false)
         #expect(kept.count { $0.contains("is already used") } == 2)
-        #expect(diagnostics(leaveOut: true) == kept)
+        #expect(diagnostics([path, copy], leaveOut: true) == kept)
+        #expect(!diagnostics([path, path], leaveOut: false).contains { $0.contains("is already used") })
+        #expect(!diagnostics([path, directory.path + "/./10-late-defaults.yaml"], leaveOut: true).contains { $0.contains("is already used") })
     }
 
     /// A file long enough to split, of accounts that pass but a few, with ids repeated in both
