@@ -178,8 +178,10 @@ struct FCMPlanner: SubscriptionPlanner {
     /// cannot be rendered.
     private mutating func render(_ account: Account, settings: FCMSettings, values: ServiceValues, display: SecretDisplay,
                                  diagnostics: inout DiagnosticList) -> Rendered? {
-        let usable = values.checkKeys(Self.keys, service: settings.service, type: FCMBackend.type,
-                                      account: account.id, diagnostics: &diagnostics)
+        // An unknown key leaves nothing to send, but the values are still checked: the user
+        // hears of every problem of the account at once.
+        let keysKnown = values.checkKeys(Self.keys, service: settings.service, type: FCMBackend.type,
+                                         account: account.id, diagnostics: &diagnostics)
         let origin = ValueOrigin(file: values.file, position: values.position)
         let groupValue = values.values["group"] ?? ConfigValue(text: "%account[username]%", origin: origin)
         let tokenValue = values.values["deviceToken"] ?? ConfigValue(text: "%pushTokenOther%", origin: origin)
@@ -190,7 +192,7 @@ struct FCMPlanner: SubscriptionPlanner {
         templates.checkAccountReferences(account: account, diagnostics: &references)
         diagnostics.append(contentsOf: references.all)
         // A key no account has was said; what the template renders to would only say it again.
-        guard usable, let groupTemplate, let tokenTemplate, !references.hasErrors else { return nil }
+        guard let groupTemplate, let tokenTemplate, !references.hasErrors else { return nil }
         let accountValues = templates.values(for: account)
         do throws(RenderFailure) {
             let group = try templates.render(groupTemplate, accountValues, .reveal, origin: groupValue)
@@ -213,6 +215,7 @@ struct FCMPlanner: SubscriptionPlanner {
                 return refuse("the rendered deviceToken is \(token.utf8.count) bytes, more than the limit of 4 KiB for a registration token",
                               at: tokenValue)
             }
+            guard keysKnown else { return nil }
             let masking = templates.masking(display, values: accountValues, maySendSecrets: true)
             let shownToken = try templates.render(tokenTemplate, accountValues, masking, origin: tokenValue)
             return Rendered(group: group, token: token, shownToken: shownToken)

@@ -188,8 +188,11 @@ struct JourneysPlanner: SubscriptionPlanner, Sendable {
     private mutating func render(_ account: Account, settings: JourneysSettings, values: ServiceValues, display: SecretDisplay,
                                  diagnostics: inout DiagnosticList) -> Rendered? {
         let service = settings.service
-        var usable = values.checkKeys(Self.keys, service: service, type: JourneysBackend.type,
-                                      account: account.id, diagnostics: &diagnostics)
+        // An unknown key leaves nothing to send, but the values are still checked: the user
+        // hears of every problem of the account at once.
+        let keysKnown = values.checkKeys(Self.keys, service: service, type: JourneysBackend.type,
+                                         account: account.id, diagnostics: &diagnostics)
+        var usable = true
         func required(_ key: String) -> ConfigValue? {
             guard let value = values.values[key] else {
                 diagnostics.error("the service '\(service)' needs '\(key)' for each account (userId and platform)",
@@ -227,6 +230,7 @@ struct JourneysPlanner: SubscriptionPlanner, Sendable {
                                  at: platformValue, diagnostics: &diagnostics, account: account.id)
                 return nil
             }
+            guard keysKnown else { return nil }
             let keepMarkers = display == .shellVariables
             func json(_ text: String) -> String { JSONText.string(text, keepingMarkers: keepMarkers) }
             let shownUserId = try templates.render(userIdTemplate, accountValues, masking, origin: userIdValue)

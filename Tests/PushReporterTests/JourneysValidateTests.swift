@@ -108,4 +108,14 @@ import Testing
                 + "(customer-insights-journeys takes userId, platform, deviceToken); did you mean 'deviceToken'? [account alice]",
         ])
     }
+
+    @Test func anUnknownAccountKeyDoesNotHideABadPlatform() throws {
+        // Both at once, not one validate run after the other.
+        let yaml = Self.yaml(account: "journeys: {userId: u1, platform: windows, ecdi: x}")
+        try expectErrors(yaml, [
+            "12:\(Self.column(of: "windows", inLastLineOf: yaml)): error: platform must be ios or android, not 'windows' [account alice]",
+            "12:\(Self.column(of: "ecdi", inLastLineOf: yaml)): error: unknown key 'ecdi' for the service 'journeys' "
+                + "(customer-insights-journeys takes userId, platform, deviceToken) [account alice]",
+        ])
+    }
 }
