@@ -90,6 +90,9 @@ public struct JourneysBackend: Backend {
 struct JourneysPlanner: SubscriptionPlanner, Sendable {
     private var templates: AccountTemplates
     private let services: [String: JourneysSettings]
+    /// The services whose settings have problems, from what they do say: their accounts'
+    /// values are checked against them too, so that validate says every problem at once.
+    private let checkedOnly: [String: JourneysSettings]
     /// What the requests have in common, shared.
     private var shapes = ShapeCache()
 
@@ -130,6 +133,16 @@ struct JourneysPlanner: SubscriptionPlanner, Sendable {
                                      installID: context.installID, hostname: context.hostname)
         services = JourneysBackend.services(context, diagnostics: &diagnostics)
         endpoints = services.mapValues(Endpoints.init)
+        var checkedOnly: [String: JourneysSettings] = [:]
+        for definition in context.services(ofType: JourneysBackend.type) where services[definition.name] == nil {
+            // Their problems were said just above.
+            var said = DiagnosticList()
+            guard var settings = JourneysSettings(definition, diagnostics: &said, evenIfUnusable: true) else { continue }
+            // A callbackUrl found wrong would only be said again as a template.
+            settings.callbackURL = nil
+            checkedOnly[definition.name] = settings
+        }
+        self.checkedOnly = checkedOnly
     }
 
     /// What one subscription renders to, for sending or for showing.
@@ -143,6 +156,10 @@ struct JourneysPlanner: SubscriptionPlanner, Sendable {
         guard account.isEnabled else { return [] }
         var plans: [SubscriptionPlan] = []
         for name in account.services.keys.sorted() {
+            if services[name] == nil, let settings = checkedOnly[name], let values = account.services[name] {
+                _ = render(account, settings: settings, values: values, display: .asSent, diagnostics: &diagnostics)
+                continue
+            }
             guard let settings = services[name], let values = account.services[name],
                   let sent = render(account, settings: settings, values: values, display: .asSent, diagnostics: &diagnostics)
             else { continue }

@@ -38,7 +38,9 @@ struct JourneysSettings: Sendable {
 
     /// Reads `definition`, reporting every problem at its file, line and column; nil when the
     /// service cannot be used.
-    init?(_ definition: ServiceDefinition, diagnostics: inout DiagnosticList) {
+    /// `evenIfUnusable`: settings with problems (reported) are still made, from what they do
+    /// say, to check the accounts' values against (nothing is sent with them).
+    init?(_ definition: ServiceDefinition, diagnostics: inout DiagnosticList, evenIfUnusable: Bool = false) {
         service = definition.name
         let file = definition.file
         var reader = SettingsReader(definition, keys: Self.keys, mappings: ["callbackHeaders"], diagnostics: &diagnostics)
@@ -122,6 +124,6 @@ struct JourneysSettings: Sendable {
             diagnostics.warning("service '\(definition.name)': without trackRegistration there is no status to poll, so statusInterval and statusTimeout are not used",
                                 file: file, at: keyPosition(definition.settings["statusInterval"] != nil ? "statusInterval" : "statusTimeout"))
         }
-        guard reader.usable else { return nil }
+        guard reader.usable || evenIfUnusable else { return nil }
     }
 }

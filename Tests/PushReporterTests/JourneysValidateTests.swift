@@ -72,6 +72,16 @@ import Testing
         ])
     }
 
+    @Test func aServiceWithBadSettingsStillHasItsAccountsChecked() throws {
+        // The settings' problems and the account's, in one validate run.
+        let yaml = Self.yaml(Self.settings("apiToken", ("apiTokn", "t0ken")), account: "journeys: {userId: u1, platform: windows}")
+        try expectErrors(yaml, [
+            "2:3: error: service 'journeys' needs 'apiToken' (customer-insights-journeys: publicEndpoint, orgId, mobileAppId and apiToken)",
+            "7:5: error: service 'journeys': unknown setting 'apiTokn' of a customer-insights-journeys service; did you mean 'apiToken'?",
+            "12:\(Self.column(of: "windows", inLastLineOf: yaml)): error: platform must be ios or android, not 'windows' [account alice]",
+        ])
+    }
+
     @Test func aMissingOrgIdIsAnError() throws {
         try expectErrors(Self.yaml(Self.settings("orgId", nil)), [
             "2:3: error: service 'journeys' needs 'orgId' (customer-insights-journeys: publicEndpoint, orgId, mobileAppId and apiToken)",
