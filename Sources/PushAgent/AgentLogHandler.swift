@@ -41,13 +41,18 @@ public struct AgentLogHandler: LogHandler {
             return "{" + fields.map { JSONText.string($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
         case .text:
             var text = message.displayEscaped
-            if !metadata.isEmpty {
-                text += " " + metadata.keys.sorted().map { "\($0)=\(metadata[$0]!)".displayEscaped }.joined(separator: " ")
+            // The subscription's fields are in the sentence already; JSON has them as fields.
+            let extra = metadata.keys.filter { !Self.namedInTheMessage.contains($0) }.sorted()
+            if !extra.isEmpty {
+                text += " " + extra.map { "\($0)=\(metadata[$0]!)".displayEscaped }.joined(separator: " ")
             }
             if output.journal { return "<\(syslogPriority(level))>" + text }
             return "\(now.iso8601) \(level.rawValue): " + text
         }
     }
+
+    /// Metadata a text line leaves out, as its sentence names them (``Logger/fields(_:host:)``).
+    static let namedInTheMessage: Set<String> = ["account", "service", "host"]
 
     /// syslog(3) priorities, as journald reads them from a `<N>` prefix.
     static func syslogPriority(_ level: Logger.Level) -> Int {

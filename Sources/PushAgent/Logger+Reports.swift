@@ -14,26 +14,26 @@ extension Logger {
         let what = Self.describe(request, key: key)
         switch settlement {
         case .delivered where attempts > 1:
-            notice("\(what) delivered to \(request.host)\(retries)")
+            notice("\(what) delivered to \(request.host)\(retries)", metadata: Self.fields(key, host: request.host))
         case .delivered:
-            debug("\(what) delivered to \(request.host)")
+            debug("\(what) delivered to \(request.host)", metadata: Self.fields(key, host: request.host))
         case .accepted:
-            debug("\(what) accepted by \(request.host)\(retries); awaiting its confirmation")
+            debug("\(what) accepted by \(request.host)\(retries); awaiting its confirmation", metadata: Self.fields(key, host: request.host))
         case .cleanedUp(let forgotten):
-            notice("\(what) delivered to \(request.host)\(retries)")
+            notice("\(what) delivered to \(request.host)\(retries)", metadata: Self.fields(key, host: request.host))
             if forgotten {
                 if key.service == SubscriptionKey.acrobits {
-                    notice("\(key.account.displayEscaped): every removal delivered; the account is forgotten")
+                    notice("\(key.account.displayEscaped): every removal delivered; the account is forgotten", metadata: Self.fields(key, host: request.host))
                 } else {
-                    notice("\(key.description.displayEscaped): every cleanup delivered; the subscription is forgotten")
+                    notice("\(key.description.displayEscaped): every cleanup delivered; the subscription is forgotten", metadata: Self.fields(key, host: request.host))
                 }
             }
         case .rejected(let why):
-            error("\(what) rejected by \(request.host): \(why); it is not sent again until its values change")
+            error("\(what) rejected by \(request.host): \(why); it is not sent again until its values change", metadata: Self.fields(key, host: request.host))
         case .cleanupRefused(let why):
-            error("\(what) refused by \(request.host): \(why); it is given up")
+            error("\(what) refused by \(request.host): \(why); it is given up", metadata: Self.fields(key, host: request.host))
         case .stopped(let why):
-            error("\(key.service.displayEscaped): \(request.host) refused the service's credentials (\(why)); nothing of this service is sent until a reload or restart")
+            error("\(key.service.displayEscaped): \(request.host) refused the service's credentials (\(why)); nothing of this service is sent until a reload or restart", metadata: Self.fields(key, host: request.host))
         }
     }
 
@@ -46,7 +46,7 @@ extension Logger {
             \(Self.describe(request, key: key)) to \(request.host) failed: \(failure.reason) \
             (attempt \(attempt)); \(next)
             """
-        if retryIn == nil || attempt & (attempt - 1) == 0 { warning(message) } else { debug(message) }
+        if retryIn == nil || attempt & (attempt - 1) == 0 { warning(message, metadata: Self.fields(key, host: request.host)) } else { debug(message, metadata: Self.fields(key, host: request.host)) }
     }
 
     /// A stored cleanup that cannot be read (written by another version, say): it is dropped,
@@ -57,6 +57,13 @@ extension Logger {
         } else {
             error("\(key.description.displayEscaped): a stored cleanup cannot be read, so it is not sent")
         }
+    }
+
+    /// The subscription and host of a line about one attempt, as fields of a JSON log line for
+    /// a collector to filter on (a text line names them in its sentence: ``AgentLogHandler``
+    /// leaves them out there).
+    static func fields(_ key: SubscriptionKey, host: String) -> Logger.Metadata {
+        ["account": "\(key.account)", "service": "\(key.service)", "host": "\(host)"]
     }
 
     /// `alice: pushTokenReporter`, `alice: removal`, `alice: journeys registration`.

@@ -205,6 +205,23 @@ import Testing
         #expect(!result.stdout.contains("s3cret-pass"))
     }
 
+    @Test func aJSONLogLineAboutAnAttemptNamesItsSubscriptionInFields() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(503) }
+        let config = Self.config(url: server.baseURL + "/push" + Self.acrobitsQuery.dropFirst(6))
+        let json = try Self.runOnce(config, ["--deadline", "1s", "--log-format", "json"])
+        #expect(json.status == 1)
+        let failures = json.stderrLines.compactMap { line in (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] }
+            .filter { ($0["message"] as? String)?.contains("failed: HTTP 503") == true }
+        #expect(!failures.isEmpty, "\(json.stderr)")
+        #expect(failures.allSatisfy { $0["account"] as? String == "johndow" && $0["service"] as? String == "acrobits"
+                                      && $0["host"] as? String == "127.0.0.1:\(server.port)" }, "\(json.stderr)")
+        // In text the sentence names them; no fields are added to it.
+        let text = try Self.runOnce(config, ["--deadline", "1s"])
+        #expect(text.stderrLines.contains { $0.contains("johndow: pushTokenReporter to 127.0.0.1:\(server.port) failed: HTTP 503 (attempt 1)") },
+                "\(text.stderr)")
+        #expect(!text.stderr.contains("account="), "\(text.stderr)")
+    }
+
     @Test func theConfigurationsWarningsAreLoggedInTheLogsFormat() throws {
         let server = try LoopbackHTTPServer { _, _ in .status(204) }
         let directory = TemporaryDirectory()
