@@ -57,11 +57,19 @@ struct FCMPlanner: SubscriptionPlanner {
             if let settings = FCMSettings(definition, diagnostics: &diagnostics) { services[definition.name] = settings }
         }
         self.services = services
-        guard !services.isEmpty else { return }
+        // A service whose settings have problems (said above) still has its accounts' values
+        // checked, so that validate says every problem at once; nothing is planned for it.
+        let checkedOnly = Set(context.services(ofType: FCMBackend.type).map(\.name)).subtracting(services.keys)
+        guard !services.isEmpty || !checkedOnly.isEmpty else { return }
         for account in context.configuration.accounts where account.isEnabled {
             for name in account.services.keys.sorted() {
-                guard let settings = services[name], let values = account.services[name],
-                      let rendered = render(account, settings: settings, values: values, display: .asSent, diagnostics: &diagnostics)
+                guard let values = account.services[name] else { continue }
+                if checkedOnly.contains(name) {
+                    _ = render(account, service: name, values: values, display: .asSent, diagnostics: &diagnostics)
+                    continue
+                }
+                guard services[name] != nil,
+                      let rendered = render(account, service: name, values: values, display: .asSent, diagnostics: &diagnostics)
                 else { continue }
                 members[account.id, default: [:]][name] = Member(group: rendered.group, token: rendered.token,
                                                                   file: values.file, position: values.position)
@@ -140,7 +148,7 @@ struct FCMPlanner: SubscriptionPlanner {
         var reported = DiagnosticList()
         for service in subscriptions.keys.sorted() {
             guard let settings = services[service], let values = account.services[service],
-                  let shown = render(account, settings: settings, values: values, display: display, diagnostics: &reported),
+                  let shown = render(account, service: service, values: values, display: display, diagnostics: &reported),
                   !shown.token.isEmpty, refused[service]?[account.id] == nil
             else { continue }
             let keepMarkers = display == .shellVariables
@@ -176,11 +184,11 @@ struct FCMPlanner: SubscriptionPlanner {
 
     /// The group and token of `account` for one service; nil (with diagnostics) when they
     /// cannot be rendered.
-    private mutating func render(_ account: Account, settings: FCMSettings, values: ServiceValues, display: SecretDisplay,
+    private mutating func render(_ account: Account, service: String, values: ServiceValues, display: SecretDisplay,
                                  diagnostics: inout DiagnosticList) -> Rendered? {
         // An unknown key leaves nothing to send, but the values are still checked: the user
         // hears of every problem of the account at once.
-        let keysKnown = values.checkKeys(Self.keys, service: settings.service, type: FCMBackend.type,
+        let keysKnown = values.checkKeys(Self.keys, service: service, type: FCMBackend.type,
                                          account: account.id, diagnostics: &diagnostics)
         let origin = ValueOrigin(file: values.file, position: values.position)
         let groupValue = values.values["group"] ?? ConfigValue(text: "%account[username]%", origin: origin)

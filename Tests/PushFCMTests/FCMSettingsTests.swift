@@ -51,6 +51,8 @@ import Testing
             "config.yaml:7:5: error: service 'fcm': give serviceAccount or serverKey, not both",
             "config.yaml:8:3: error: service 'bare' needs 'projectId' (fcm-device-group: projectId, and serviceAccount or serverKey)",
             "config.yaml:8:3: error: service 'bare' needs a credential: serviceAccount (a Google service-account JSON key) or the legacy serverKey",
+            // The accounts of a service with bad settings are still checked: every problem at once.
+            "config.yaml:13:22: error: unknown key 'gruop' for the service 'fcm' (fcm-device-group takes group, deviceToken); did you mean 'group'? [account alice]",
         ])
     }
 
