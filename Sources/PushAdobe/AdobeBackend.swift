@@ -72,6 +72,9 @@ public struct AdobeBackend: Backend {
 struct AdobePlanner: SubscriptionPlanner {
     private var templates: AccountTemplates
     let services: [String: AdobeSettings]
+    /// The services whose settings have problems (said when they were read): their accounts' values
+    /// are still checked, so that validate says every problem at once; nothing is tracked with them.
+    private let checkedOnly: Set<String>
 
     /// The per-account keys.
     static let keys = ["ecid"]
@@ -80,6 +83,7 @@ struct AdobePlanner: SubscriptionPlanner {
         templates = AccountTemplates(configuration: context.configuration, sources: context.sources,
                                      installID: context.installID, hostname: context.hostname)
         services = context.settings(ofType: AdobeBackend.type, diagnostics: &diagnostics) { AdobeSettings($0, diagnostics: &$1) }
+        checkedOnly = Set(context.services(ofType: AdobeBackend.type).map(\.name)).subtracting(services.keys)
     }
 
     /// Renders the ECIDs, so that `run` refuses what `validate` refuses; nothing is delivered.
@@ -112,7 +116,8 @@ struct AdobePlanner: SubscriptionPlanner {
     mutating func ecids(of account: Account, display: SecretDisplay, diagnostics: inout DiagnosticList) -> [String: String] {
         var found: [String: String] = [:]
         for name in account.services.keys.sorted() {
-            guard let settings = services[name], let values = account.services[name] else { continue }
+            let settings = services[name]
+            guard settings != nil || checkedOnly.contains(name), let values = account.services[name] else { continue }
             // A misspelt key is said once, not also as a missing ecid.
             guard values.checkKeys(Self.keys, service: name, type: AdobeBackend.type, account: account.id,
                                    diagnostics: &diagnostics) else { continue }
@@ -130,7 +135,7 @@ struct AdobePlanner: SubscriptionPlanner {
             guard let template else { continue }
             let accountValues = templates.values(for: account)
             let masking = templates.masking(display, values: accountValues,
-                                            maySendSecrets: URLText.maySendSecrets(to: settings.trackingServer))
+                                            maySendSecrets: settings.map { URLText.maySendSecrets(to: $0.trackingServer) } ?? true)
             do throws(RenderFailure) {
                 let ecid = try templates.render(template, accountValues, masking, origin: value)
                 // Unless what makes it empty was just said (a key the account lacks).
@@ -138,7 +143,7 @@ struct AdobePlanner: SubscriptionPlanner {
                     templates.report(.warning, "ecid renders empty for this account, so its payloads are not tracked",
                                      at: value, diagnostics: &diagnostics, account: account.id)
                 }
-                found[name] = ecid
+                if settings != nil { found[name] = ecid }
             } catch {
                 templates.reportRenderFailure(error, account: account.id, diagnostics: &diagnostics)
             }

@@ -39,6 +39,9 @@ import Testing
                 ecid: ""
                 services:
                   good: {ecid: "%account[ecid]%"}
+              - username: hal
+                services:
+                  missing: {ecdi: x}
             """)
         let result = try ProcessRunner.pushreporter(["validate", "--config", path])
         #expect(result.status == 78)
@@ -53,7 +56,8 @@ import Testing
             \(path):24:7: error: the service 'good' needs 'ecid' for each account that names it (the Experience Cloud id) [account erin]
             \(path):27:21: error: no account has a key 'ecidd'; did you mean 'ecid'?
             \(path):31:20: warning: ecid renders empty for this account, so its payloads are not tracked [account gus]
-            1 file, 4 enabled accounts: 9 errors, 1 warning
+            \(path):34:17: error: unknown key 'ecdi' for the service 'missing' (adobe-campaign takes ecid); did you mean 'ecid'? [account hal]
+            1 file, 5 enabled accounts: 10 errors, 1 warning
 
             """)
     }
