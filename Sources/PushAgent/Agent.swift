@@ -264,14 +264,15 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         // Done or given up: the set's room goes too.
         defer { unfed.withLock { $0 = [] } }
         var next = later.startIndex
-        // Each run twice the one before, up to `largestStartRun`: the scheduler has the earlier
-        // runs to send meanwhile, and 100,000 subscriptions take 16 transactions instead of 99.
+        // Each run twice the one before, up to `largestStartRunFactor` first runs: the scheduler
+        // has the earlier runs to send meanwhile, and 100,000 subscriptions take 16 transactions
+        // instead of 99.
         var size = startRunSize
         while next < later.endIndex {
             if Task.isCancelled || isStopping.withLock({ $0 }) { return }
             let run = later[next..<min(next + size, later.endIndex)]
             next = run.endIndex
-            size = max(startRunSize, min(size * 2, Self.largestStartRun))
+            size = min(size * 2, startRunSize * Self.largestStartRunFactor)
             book.withLock { book in
                 for item in stillUnfed(run) {
                     if let record = book.unsent(item.submission, generation: item.generation) { recorder.save(record) }
@@ -287,11 +288,14 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         }
     }
 
-    /// The most submissions the feeder writes and submits at once: a run's records wait in the
-    /// recorder, and its batch is copied to be written, at the moment the start holds the most.
-    /// Doubling to 64,000 put `run --once` 100k's peak RSS at 208–213 MB, in this burst; capped
-    /// here it is 198 MB, at the end of planning, for no measured change in time.
-    static var largestStartRun: Int { 8_192 }
+    /// The most submissions the feeder writes and submits at once, as a multiple of the first
+    /// run (8,000 for the default 1,000): a run's records wait in the recorder, and its batch is
+    /// copied to be written, at the moment the start holds the most. Doubling to 64,000 put
+    /// `run --once` 100k's peak RSS at 208–213 MB, in this burst; capped here it is 198 MB, at
+    /// the end of planning, for no measured change in time. A multiple, so that every run is one
+    /// of the batch sizes too (100 for Journeys, 20 for FCM): a run that ended inside a batch
+    /// sent it in two requests (a cap of 8,192 made Journeys' 1,000 batches 1,001).
+    static var largestStartRunFactor: Int { 8 }
 
     /// The items of `run` that nothing else submitted meanwhile (a reload's submissions take
     /// theirs out of `unfed`).
