@@ -472,12 +472,15 @@ struct AgentBook {
                     entry.record.cleanup = plan.cleanup
                     changed = true
                 }
-                if entry.record.state == .delivered, entry.job != .replacedCleanup,
+                // Only a delivery the interval repeats, or none: a job owed now (a start's report,
+                // a cleanup) keeps its place whatever the interval.
+                if entry.record.state == .delivered, entry.job == nil || entry.repeatsOnInterval,
                    intervalChanged || (entry.job == nil && reportInterval != nil) {
                     if let reportInterval, let lastSuccess = entry.record.lastSuccessAt, let delivery = plan.delivery {
                         let due = Swift.max(0, lastSuccess + reportInterval.milliseconds - now)
                         entry.job = .delivery
-                        entry.repeatsOnInterval = true
+                        // Overdue: owed now, not a repeat for later.
+                        entry.repeatsOnInterval = due > 0
                         entry.record.nextDueAt = now + due
                         actions.append(.submit(Self.submission(key, delivery, after: .milliseconds(due))))
                         submitted = true

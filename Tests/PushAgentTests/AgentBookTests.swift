@@ -131,6 +131,38 @@ import Testing
         #expect(!book.isSettled)
     }
 
+    @Test func aReloadThatChangesTheIntervalLeavesAnOwedReportOwed() throws {
+        // After a restart every account is reported again: owed now, though its state stays
+        // delivered. A reload that changes the interval, or turns it off, leaves that report.
+        let delivered = SubscriptionRecord(key: Self.k("alice"), fingerprint: "alice-1", deliveredFingerprint: "alice-1",
+                                           state: .delivered, lastSuccessAt: 1_000)
+        for newInterval: Duration? in [.seconds(43_200), nil] {
+            var book = Self.book(reportInterval: .seconds(86_400))
+            _ = book.start(plans: [Self.plan("alice", token: "1")], records: [delivered])
+            #expect(!book.isSettled, "the start's report is owed")
+            let (actions, _) = Self.reload(&book, [Self.plan("alice", token: "1")], reportInterval: newInterval, now: 2_000)
+            #expect(Self.submitted(actions).isEmpty && !actions.contains { if case .cancel = $0 { true } else { false } },
+                    "\(String(describing: newInterval)): the owed report keeps its place")
+            #expect(book.entries[Self.k("alice")]?.job == .delivery)
+            #expect(!book.isSettled, "\(String(describing: newInterval)): still owed")
+        }
+        // A reload that sets an interval already past for a delivered account: owed now.
+        var book = Self.book()
+        Self.send(&book, book.start(plans: [Self.plan("alice", token: "1")], records: []))
+        #expect(book.settle(Self.k("alice"), .delivered, attempt: 1, now: 1_000) != nil)
+        #expect(book.isSettled)
+        let (actions, _) = Self.reload(&book, [Self.plan("alice", token: "1")], reportInterval: .seconds(3_600), now: 7_201_000)
+        #expect(actions.contains { if case .submit(let submission) = $0 { submission.after == .zero } else { false } })
+        #expect(!book.isSettled, "overdue: owed now, not a repeat for later")
+        // One not yet due is a repeat for later.
+        var later = Self.book()
+        Self.send(&later, later.start(plans: [Self.plan("alice", token: "1")], records: []))
+        _ = later.settle(Self.k("alice"), .delivered, attempt: 1, now: 1_000)
+        _ = Self.reload(&later, [Self.plan("alice", token: "1")], reportInterval: .seconds(3_600), now: 2_000)
+        #expect(later.entries[Self.k("alice")]?.job == .delivery)
+        #expect(later.isSettled)
+    }
+
     @Test func aDeliveredRequestIsLetGoOfWhenNothingReadsItBeforeTheNextPlan() throws {
         func plan(_ token: String, unread: Bool = true) -> SubscriptionPlan {
             var plan = Self.plan("alice", token: token)
