@@ -193,9 +193,9 @@ let package = Package(
                              .when(platforms: [.linux], configuration: .release)),
             ]
         ),
-        // The demo receiver of `make run`: prints what it is sent (built on the test-support server).
         // Threads of the tests' own for in-process async tests (the `.ownThreads` trait).
         .target(name: "PushTestThreads"),
+        // The demo receiver of `make run`: prints what it is sent (built on the test-support server).
         .executableTarget(name: "pushreporter-receiver", dependencies: ["PushTestSupport"], path: "Sources/PushReceiver"),
         // Benchmark and fuzzing tools (bench/README.md, fuzz/README.md); not part of the product.
         .executableTarget(name: "pushreporter-bench", dependencies: ["PushTemplates"], path: "Sources/PushBench"),

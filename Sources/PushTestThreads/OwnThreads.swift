@@ -6,7 +6,8 @@ import Testing
 /// pool. The pool has a thread per processor (two on the build machine), and the suites that
 /// wait for a subprocess block one of them each while it runs; an in-process agent on the pool
 /// then waited for a thread for as long as those tests lasted, and its test's bound ran out
-/// under load. These threads are never blocked by another suite.
+/// under load. Only suites that never block a thread (they wait with `await`) take the trait,
+/// so that these threads stay free for one another.
 public final class TestThreads: TaskExecutor, @unchecked Sendable {
     /// The tests' threads: 4, so that a test blocking one of them (a `ProcessRunner` call inside
     /// an async test) still leaves others to its tasks.
