@@ -20,9 +20,12 @@ public struct RenderedRequest: Sendable, Hashable {
     /// The service the request belongs to (SPEC §9.0); `acrobits` for an account's own web services.
     public var service: String
     /// What the request does, as `preview` names it: `pushTokenReporter` or
-    /// `accountRemovalReporter` for an account's own web services, else what the log calls it
-    /// (`journeys registration`, `fcm group removal`).
+    /// `accountRemovalReporter` for an account's own web services, else the service's name
+    /// (SPEC §9.0).
     public var reporter: String
+    /// Of another service's request, what it is there, as the log names it (`registration`,
+    /// `group removal`): `preview`'s titles add it.
+    public var kind: String?
     /// Whether it is a cleanup (a removal): what `preview --reporter accountRemovalReporter`
     /// shows of every service.
     public var isCleanup = false

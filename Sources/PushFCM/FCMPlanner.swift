@@ -160,14 +160,14 @@ struct FCMPlanner: SubscriptionPlanner {
                                                  ("notification_key", json("<notification_key>")), ("registration_ids", ids)],
                                                 keepingMarkers: keepMarkers)
             for (body, isCleanup) in [(create, false), (remove, true)] {
-                // Named as the log names it (FCMBackend's label).
-                var request = RenderedRequest(account: account.id, service: service,
-                                              reporter: "\(service) group \(isCleanup ? "removal" : "membership")", method: "POST",
+                var request = RenderedRequest(account: account.id, service: service, reporter: service, method: "POST",
                                               url: settings.endpoint,
                                               headers: [("User-Agent", PushReporterVersion.userAgent), ("Content-Type", "application/json")]
                                                   + FCMAuthorization.previewHeaders(settings, display: display),
                                               body: body)
                 request.hasSecretMarkers = keepMarkers
+                // Named as the log names it (FCMBackend's label).
+                request.kind = isCleanup ? "group removal" : "group membership"
                 request.isCleanup = isCleanup
                 requests.append(request)
             }

@@ -186,13 +186,13 @@ struct JourneysPlanner: SubscriptionPlanner, Sendable {
                   let shown = render(account, settings: settings, values: values, display: display, diagnostics: &diagnostics)
             else { continue }
             for item in [shown.registration, shown.cleanup] {
-                // Named as the log names it (JourneysPlanner's label).
-                var request = RenderedRequest(account: account.id, service: name, reporter: "\(name) \(item.kind.rawValue)",
-                                              method: "POST", url: item.url,
+                var request = RenderedRequest(account: account.id, service: name, reporter: name, method: "POST", url: item.url,
                                               headers: [("User-Agent", PushReporterVersion.userAgent), ("Content-Type", "application/json")]
                                                   + item.headers.map { ($0.name, $0.value) },
                                               body: item.object)
                 request.hasSecretMarkers = display == .shellVariables
+                // Named as the log names it (JourneysPlanner's label).
+                request.kind = item.kind.rawValue
                 request.isCleanup = item.kind == .cleanup
                 requests.append(request)
             }

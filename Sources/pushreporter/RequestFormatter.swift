@@ -87,13 +87,13 @@ enum RequestFormatter {
         return "# set first: \(named.joined(separator: ", "))\n"
     }
 
-    /// What a request's comment line names: the account, the reporter, and the service when the
-    /// reporter does not say it. One line whatever they hold, so no part of it runs in `curl`
+    /// What a request's comment line names: the account, the reporter (and what the request is
+    /// in its service), and the service when the reporter does not say it. One line whatever they hold, so no part of it runs in `curl`
     /// output (control characters escaped).
     static func title(_ request: RenderedRequest) -> String {
-        let service = request.service == "acrobits" || request.reporter.hasPrefix(request.service + " ") || request.reporter == request.service
-            ? "" : " (service \(request.service))"
-        return "\(request.account) \(request.reporter)\(service)".displayEscaped
+        let service = request.service == request.reporter || request.service == "acrobits" ? "" : " (service \(request.service))"
+        let kind = request.kind.map { " " + $0 } ?? ""
+        return "\(request.account) \(request.reporter)\(kind)\(service)".displayEscaped
     }
 
     /// Host and request target of an absolute URL.

@@ -290,6 +290,10 @@ struct CommandLineTests {
                                    "### eve journeys registration", "### eve journeys cleanup"])
         #expect(try titles(["--reporter", "accountRemovalReporter"]) == ["### dana journeys cleanup", "### eve journeys cleanup"])
         #expect(try titles(["--reporter", "pushTokenReporter"]) == ["### dana journeys registration", "### eve journeys registration"])
+        // In JSON the reporter is the service's name (SPEC §9.0).
+        let json = try ProcessRunner.pushreporter(["preview", "--config", "examples", "--service", "journeys", "--format", "json"],
+                                                  directory: RepositoryPaths.root)
+        #expect(json.stdout.components(separatedBy: #""reporter": "journeys""#).count - 1 == 4, "\(json.stdout)")
     }
 
     @Test("a file named twice, or in a directory named too, is read once")
