@@ -66,24 +66,42 @@ enum RequestFormatter {
         return "# \(title(request))\n" + variablesNote(request) + words.joined(separator: " ")
     }
 
-    /// A comment line naming the shell variables the command reads, when it reads any: a
-    /// secret in the URL goes in as the variable holds it, so there it must be URL-encoded, as
-    /// the agent sends it.
+    /// A comment line naming the shell variables the command reads, when it reads any. The
+    /// shell puts a variable in as it holds it, where the agent encodes the value for its place:
+    /// the line says how each must be held (URL-encoded in a URL or a form body, JSON-escaped in
+    /// a JSON body).
     private static func variablesNote(_ request: RenderedRequest) -> String {
         guard request.hasSecretMarkers else { return "" }
         func names(_ text: String) -> [String] {
             let pieces = text.unicodeScalars.split(separator: "\u{1}", omittingEmptySubsequences: false)
             return pieces.indices.filter { $0 % 2 == 1 }.map { String(pieces[$0]) }
         }
-        let inURL = names(request.url)
-        var all = inURL
-        for text in request.headers.map(\.value) + [request.body ?? "", request.credentials.map { $0.username + ":" + $0.password } ?? ""] {
-            all += names(text)
+        let contentType = request.headers.first { $0.name.lowercased() == "content-type" }?.value.lowercased() ?? ""
+        let bodyEncoding = contentType.contains("json") ? "JSON-escaped"
+            : contentType.contains("x-www-form-urlencoded") ? "URL-encoded" : nil
+        // By variable, in order: each encoding it needs, with the places that need it.
+        var order: [String] = []
+        var needs: [String: [(encoding: String, places: [String])]] = [:]
+        func add(_ text: String, _ encoding: String?, in place: String) {
+            for name in names(text) {
+                if needs[name] == nil { order.append(name); needs[name] = [] }
+                guard let encoding else { continue }
+                if let index = needs[name]!.firstIndex(where: { $0.encoding == encoding }) {
+                    if !needs[name]![index].places.contains(place) { needs[name]![index].places.append(place) }
+                } else {
+                    needs[name]!.append((encoding, [place]))
+                }
+            }
         }
-        var seen = Set<String>()
-        let unique = all.filter { seen.insert($0).inserted }
-        guard !unique.isEmpty else { return "" }
-        let named = unique.map { name in "$" + name + (inURL.contains(name) ? " (URL-encoded: it goes into the URL as it is)" : "") }
+        add(request.url, "URL-encoded", in: "the URL")
+        for header in request.headers { add(header.value, nil, in: "a header") }
+        add(request.body ?? "", bodyEncoding, in: "the body")
+        if let credentials = request.credentials { add(credentials.username + ":" + credentials.password, nil, in: "-u") }
+        guard !order.isEmpty else { return "" }
+        let named = order.map { name in
+            let how = needs[name]!.map { "\($0.encoding) in \($0.places.joined(separator: " and "))" }
+            return "$" + name + (how.isEmpty ? "" : " (\(how.joined(separator: "; ")))")
+        }
         return "# set first: \(named.joined(separator: ", "))\n"
     }
 

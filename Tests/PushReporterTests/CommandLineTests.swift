@@ -250,8 +250,8 @@ struct CommandLineTests {
         #expect(output.status == 0, "\(output.stderr)")
         #expect(!output.stdout.contains("pw 1"))
         #expect(output.stdout.contains(#"--data-binary 'x='"$DEMO_PASSWORD""#))
-        // It says which variables to set, and that one in the URL goes in as it is.
-        #expect(output.stdout.hasPrefix("# a pushTokenReporter\n# set first: $DEMO_PASSWORD (URL-encoded: it goes into the URL as it is)\ncurl "),
+        // It says which variables to set, and how each must be held where it goes in as it is.
+        #expect(output.stdout.hasPrefix("# a pushTokenReporter\n# set first: $DEMO_PASSWORD (URL-encoded in the URL and the body)\ncurl "),
                 "\(output.stdout)")
         // The shell turns the command's URL word back into the URL, with the variable filled in.
         let url = try #require(output.stdout.split(separator: " ").last.map(String.init))
