@@ -487,6 +487,12 @@ struct YAMLParserErrorTests {
         #expect(latin1.errors == [YAMLError(
             message: "the file is not valid UTF-8 text: byte 0xE9 does not begin a UTF-8 character here (the file may be in Latin-1 or Windows-1252; save it as UTF-8)", position: pos(1, 8))])
 
+        // A stray Windows-1252 ’ (0x92) at its own column; a Latin-1 é as the file's last byte.
+        let quote = YAMLParser.parse(Array("x: it".utf8) + [0x92] + Array("s\n".utf8))
+        #expect(quote.errors == [YAMLError(message: "the file is not valid UTF-8 text: byte 0x92 does not begin a UTF-8 character here (the file may be in Latin-1 or Windows-1252; save it as UTF-8)", position: pos(1, 6))])
+        let last = YAMLParser.parse(Array("name: Jos".utf8) + [0xE9])
+        #expect(last.errors == [YAMLError(message: "the file is not valid UTF-8 text: byte 0xE9 does not begin a UTF-8 character here (the file may be in Latin-1 or Windows-1252; save it as UTF-8)", position: pos(1, 10))])
+
         let truncated = YAMLParser.parse(Array("x: ".utf8) + [0xE2, 0x82])
         #expect(truncated.errors == [YAMLError(
             message: "the file is not valid UTF-8 text (it ends in the middle of a multi-byte character)",

@@ -171,14 +171,16 @@ public enum YAMLParser {
         case YAML_READER_ERROR:
             // Reader errors carry a byte offset into the input we passed, not a mark.
             let source = SourceText(bytes: bytes)
+            let lonelyLastByte = problem == "incomplete UTF-8 octet sequence" && bytes.last.map { $0 >= 0xC0 } == true
             if problem.hasPrefix("invalid leading UTF-8") || problem.hasPrefix("invalid trailing UTF-8")
-                || problem.hasPrefix("invalid length of a UTF-8"), let offset = firstInvalidUTF8(bytes) {
+                || problem.hasPrefix("invalid length of a UTF-8") || lonelyLastByte, let offset = firstInvalidUTF8(bytes) {
                 // libyaml names the byte after the bad one ("invalid trailing UTF-8 octet 0x0A"
-                // for a Latin-1 é): say the one that is wrong, where it is.
+                // for a Latin-1 é): say the one that is wrong, where it is. A lead byte alone at
+                // the end is one too (a Latin-1 é as the file's last byte).
                 let byte = "0x" + String(bytes[offset], radix: 16, uppercase: true)
                 return YAMLError(message: "the file is not valid UTF-8 text: byte \(byte) does not begin a UTF-8 character here "
                                      + "(the file may be in Latin-1 or Windows-1252; save it as UTF-8)",
-                                 position: source.position(ofByteOffset: offset))
+                                 position: position(ofInvalidByte: offset, in: bytes, line: source.position(ofByteOffset: offset).line))
             }
             let position = source.position(ofByteOffset: state.problem_offset + bomLength)
             return YAMLError(message: readerMessage(problem: problem, value: Int(state.problem_value)),
@@ -228,29 +230,52 @@ public enum YAMLParser {
         }
     }
 
+    /// The place of the byte at `offset` on `line`: the characters before it on its line count one
+    /// column each, as do bytes that begin none (``SourceText`` counts a stray 0x80–0xBF byte, a
+    /// Windows-1252 ’ say, with the character before it).
+    static func position(ofInvalidByte offset: Int, in bytes: [UInt8], line: Int) -> SourcePosition {
+        var start = offset
+        while start > 0, bytes[start - 1] != 0x0A, bytes[start - 1] != 0x0D { start -= 1 }
+        var column = 1
+        // A byte order mark is no column (as SourceText counts).
+        var index = start == 0 && bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : start
+        while index < offset {
+            let length = sequenceLength(bytes, at: index)
+            index += length > 0 ? length : 1
+            column += 1
+        }
+        return SourcePosition(line: line, column: column)
+    }
+
+    /// The length of the well-formed UTF-8 character at `index`, or 0 when none begins there.
+    private static func sequenceLength(_ bytes: [UInt8], at index: Int) -> Int {
+        let (length, low, high): (Int, UInt8, UInt8) = switch bytes[index] {
+        case 0x00...0x7F: (1, 0x80, 0xBF)
+        case 0xC2...0xDF: (2, 0x80, 0xBF)
+        case 0xE0: (3, 0xA0, 0xBF)
+        case 0xED: (3, 0x80, 0x9F)
+        case 0xE1...0xEF: (3, 0x80, 0xBF)
+        case 0xF0: (4, 0x90, 0xBF)
+        case 0xF4: (4, 0x80, 0x8F)
+        case 0xF1...0xF3: (4, 0x80, 0xBF)
+        default: (0, 0, 0)
+        }
+        guard length > 0, index + length <= bytes.count else { return 0 }
+        if length > 1 {
+            guard (low...high).contains(bytes[index + 1]) else { return 0 }
+            for next in index + 2 ..< index + length where !(0x80...0xBF).contains(bytes[next]) { return 0 }
+        }
+        return length
+    }
+
     /// The offset of the first byte of `bytes` that does not begin a well-formed UTF-8
     /// character (as Unicode defines it: no overlong forms, surrogates or values past U+10FFFF),
     /// or nil when all of them are well-formed.
     static func firstInvalidUTF8(_ bytes: [UInt8]) -> Int? {
         var index = 0
         while index < bytes.count {
-            let lead = bytes[index]
-            let (length, low, high): (Int, UInt8, UInt8) = switch lead {
-            case 0x00...0x7F: (1, 0x80, 0xBF)
-            case 0xC2...0xDF: (2, 0x80, 0xBF)
-            case 0xE0: (3, 0xA0, 0xBF)
-            case 0xED: (3, 0x80, 0x9F)
-            case 0xE1...0xEF: (3, 0x80, 0xBF)
-            case 0xF0: (4, 0x90, 0xBF)
-            case 0xF4: (4, 0x80, 0x8F)
-            case 0xF1...0xF3: (4, 0x80, 0xBF)
-            default: (0, 0, 0)
-            }
-            guard length > 0, index + length <= bytes.count else { return index }
-            if length > 1 {
-                guard (low...high).contains(bytes[index + 1]) else { return index }
-                for next in index + 2 ..< index + length where !(0x80...0xBF).contains(bytes[next]) { return index }
-            }
+            let length = sequenceLength(bytes, at: index)
+            guard length > 0 else { return index }
             index += length
         }
         return nil
