@@ -265,8 +265,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         defer { unfed.withLock { $0 = [] } }
         var next = later.startIndex
         // Each run twice the one before, up to `largestStartRunFactor` first runs: the scheduler
-        // has the earlier runs to send meanwhile, and 100,000 subscriptions take 16 transactions
-        // instead of 99.
+        // has the earlier runs to send meanwhile, and the rest of 100,000 subscriptions takes 15
+        // transactions instead of 99.
         var size = startRunSize
         while next < later.endIndex {
             if Task.isCancelled || isStopping.withLock({ $0 }) { return }
@@ -290,11 +290,10 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     /// The most submissions the feeder writes and submits at once, as a multiple of the first
     /// run (8,000 for the default 1,000): a run's records wait in the recorder, and its batch is
-    /// copied to be written, at the moment the start holds the most. Doubling to 64,000 put
-    /// `run --once` 100k's peak RSS at 208–213 MB, in this burst; capped here it is 198 MB, at
-    /// the end of planning, for no measured change in time. A multiple, so that every run is one
-    /// of the batch sizes too (100 for Journeys, 20 for FCM): a run that ended inside a batch
-    /// sent it in two requests (a cap of 8,192 made Journeys' 1,000 batches 1,001).
+    /// copied to be written, at the moment the start holds the most; unbounded doubling made that
+    /// burst the peak of a large `run --once` (docs/performance.md, fifth round). A multiple, so
+    /// that every run is one of the batch sizes too (100 for Journeys, 20 for FCM): a run that
+    /// ended inside a batch would send it in two requests.
     static var largestStartRunFactor: Int { 8 }
 
     /// The items of `run` that nothing else submitted meanwhile (a reload's submissions take
@@ -1037,7 +1036,7 @@ extension AgentSettings {
         if new.concurrency != concurrency { names.append("agent.concurrency") }
         if new.perHostConcurrency != perHostConcurrency { names.append("agent.perHostConcurrency") }
         if new.retry != retry { names.append("agent.retry") }
-        if new.tlsCAFile != tlsCAFile { names.append("agent.tlsCAFile") }
+        if new.tlsCAFile != tlsCAFile { names.append("agent.tls.caFile") }
         if new.state != state { names.append("agent.state") }
         if new.statePassword != statePassword { names.append("agent.statePassword") }
         if new.leaseTimeout != leaseTimeout { names.append("agent.leaseTimeout") }

@@ -119,6 +119,6 @@ struct Remove: AsyncParsableCommand {
             + "removal \(delivered + 1) was not delivered "
         }
         return done + "within the deadline (\(DurationText(agent.deadlineDuration))):\n" + outcome.undeliveredLines.joined(separator: "\n")
-            + (count > delivered ? "\nIt stays owed in the state: run remove again, or the agent sends it when it next starts." : "")
+            + (count > delivered ? "\nIt stays owed in the state: run remove again; the agent sends it when it next starts, unless the account is still in the configuration (then it is reported instead)." : "")
     }
 }

@@ -21,7 +21,7 @@ struct Status: ParsableCommand {
         case text, json, prometheus
     }
 
-    @Option(help: ArgumentHelp("The agent's state directory (default: $STATE_DIRECTORY, else /var/lib/pushreporter).",
+    @Option(help: ArgumentHelp("The agent's state directory, or a postgres:// database several agents share (default: agent.state or agent.stateDirectory of --config, else $STATE_DIRECTORY, else /var/lib/pushreporter).",
                                valueName: "dir"))
     var stateDir: String?
 
@@ -72,11 +72,14 @@ struct Status: ParsableCommand {
         // empty table would read as an empty system.
         let known = Set([SubscriptionKey.acrobits] + configured + records.map(\.key.service))
         for name in services where !known.contains(name) {
-            if let nearest = NameSuggester.nearest(to: name, among: known) {
-                printError("status: no service '\(name.displayEscaped)' in the state or the configuration; did you mean '\(nearest.displayEscaped)'?")
+            let nearest = NameSuggester.nearest(to: name, among: known).map { "; did you mean '\($0.displayEscaped)'?" } ?? ""
+            // Only a configuration knows every service: without one, a service may be there with
+            // nothing reported yet.
+            if !configPaths.isEmpty && !nearest.isEmpty {
+                printError("status: no service '\(name.displayEscaped)' in the state or the configuration\(nearest)")
                 throw ExitCode(64)
             }
-            printError("status: the state has no subscription of a service '\(name.displayEscaped)'")
+            printError("status: the state has no subscription of a service '\(name.displayEscaped)'\(nearest)")
         }
         // With --service, the agents line counts what is shown, too.
         let shown = { (key: SubscriptionKey) in services.isEmpty || services.contains(key.service) }
