@@ -140,8 +140,10 @@ struct Run: AsyncParsableCommand {
             if !quiet.isEmpty {
                 // Otherwise "reporting 10 accounts" after validate's "12 enabled accounts" reads as two lost.
                 let shown = quiet.prefix(5).map(\.displayEscaped).joined(separator: ", ") + (quiet.count > 5 ? " and \(quiet.count - 5) more" : "")
+                let adobe = setup.configuration.services.values.contains { $0.type == "adobe-campaign" }
+                    ? " (Adobe's reports events, with pushreporter track)" : ""
                 let sentence = "\(quiet.count) enabled \(plural(quiet.count, "account")) \(quiet.count == 1 ? "has" : "have") nothing to report on start, "
-                    + "with no pushTokenReporterUrl and no service that registers devices (Adobe's reports events, with pushreporter track): \(shown)"
+                    + "with no pushTokenReporterUrl and no service that registers devices\(adobe): \(shown)"
                 logger.info("\(sentence)")
             }
         }
