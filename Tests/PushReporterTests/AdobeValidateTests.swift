@@ -96,13 +96,9 @@ import Testing
         let directory = TemporaryDirectory()
         let path = directory.write("c.yaml", """
             services:
-              adobe:
-                type: adobe-campaign
-                trackingServer: https://track.example.com
+              adobe: {type: adobe-campaign, trackingServer: "https://track.example.com"}
             accounts:
-              - username: dana
-                services:
-                  adobe: {ecid: "%account[username]%-ecid"}
+              - {username: dana, services: {adobe: {ecid: "%account[username]%-ecid"}}}
               - username: erin
                 pushToken: T1
                 pushTokenReporterUrl: \(server.baseURL)/report?token=%pushToken%
