@@ -958,6 +958,12 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             announceWhenSettled.withLock { $0 = true }
             releaseWhenAnswered.withLock { $0 = true }
             logger.info("reloaded: \(summary.added) new, \(summary.changed) changed, \(summary.unchanged) unchanged, \(summary.removed) removed")
+            for kind in AgentBook.ReloadSummary.Kind.allCases {
+                let total = switch kind { case .added: summary.added; case .changed: summary.changed; case .removed: summary.removed }
+                guard let keys = summary.named[kind], !keys.isEmpty else { continue }
+                let more = total > keys.count ? " and \(total - keys.count) more" : ""
+                logger.debug("reloaded, \(kind.rawValue): \(keys.map { $0.description.displayEscaped }.joined(separator: ", "))\(more)")
+            }
             let waiting = settings.waitingForRestart(newSettings)
             if !waiting.isEmpty {
                 logger.notice("\(waiting.joined(separator: ", ")) changed; \(waiting.count == 1 ? "it takes" : "they take") effect when the agent restarts, and until then the agent keeps the values it started with")

@@ -133,6 +133,24 @@ struct AgentBook {
         var changed = 0
         var unchanged = 0
         var removed = 0
+        /// The first few subscriptions of each kind, for the log to name.
+        var named: [Kind: [SubscriptionKey]] = [:]
+
+        enum Kind: String, CaseIterable {
+            case added = "new", changed, removed
+        }
+
+        /// The most subscriptions of a kind the summary names.
+        static let namedLimit = 10
+
+        mutating func count(_ kind: Kind, _ key: SubscriptionKey) {
+            switch kind {
+            case .added: added += 1
+            case .changed: changed += 1
+            case .removed: removed += 1
+            }
+            if named[kind, default: []].count < Self.namedLimit { named[kind, default: []].append(key) }
+        }
     }
 
     /// How an outcome settled a subscription, for the log.
@@ -446,7 +464,7 @@ struct AgentBook {
                 continue
             }
             guard var entry = entries[key], isOwned(key) else {
-                if entries[key] == nil { summary.added += 1 } else { summary.unchanged += 1 }
+                if entries[key] == nil { summary.count(.added, key) } else { summary.unchanged += 1 }
                 var record = entries[key]?.record ?? SubscriptionRecord(key: key)
                 plan.apply(to: &record)
                 guard owned == nil else {
@@ -508,7 +526,7 @@ struct AgentBook {
                 entries[key] = entry
                 continue
             }
-            if wasRemoving { summary.added += 1 } else { summary.changed += 1 }
+            summary.count(wasRemoving ? .added : .changed, key)
             if entry.job != nil { actions.append(.cancel(key)) }
             if wasRemoving {
                 // Back before its cleanups all went out: they stay owed for a later removal.
@@ -540,7 +558,7 @@ struct AgentBook {
             !planned.contains(key) && !entry.record.isRemoving ? (key, copy entry) : nil
         }
         for (key, entry) in leaving {
-            summary.removed += 1
+            summary.count(.removed, key)
             guard isOwned(key) else {
                 // Shared state: the agent that holds it cleans it up.
                 entries[key] = nil

@@ -389,7 +389,9 @@ import Testing
 
         let (actions, summary) = Self.reload(&book, [Self.plan("alice", token: "1"), Self.plan("bob", token: "2"),
                                                      Self.plan("dave", token: "1")], reportInterval: nil, now: 2_000)
-        #expect(summary == .init(added: 1, changed: 1, unchanged: 1, removed: 1))
+        // Named too, for the log at debug.
+        #expect(summary == .init(added: 1, changed: 1, unchanged: 1, removed: 1,
+                                 named: [.added: [Self.k("dave")], .changed: [Self.k("bob")], .removed: [Self.k("carol")]]))
         #expect(Set(Self.submitted(actions)) == ["bob@push.example.com:443", "dave@push.example.com:443",
                                                  "carol@gone.example.com:443"])
         #expect(book.currentRequest(Self.k("bob"))?.rendered.url == "https://push.example.com/r/bob?t=2")
