@@ -83,13 +83,22 @@ struct Preview: ParsableCommand {
         // those of the accounts shown, and those of no account.
         var warnings = loaded.diagnostics
         warnings.append(contentsOf: problems.all)
+        // With --service, not those written in the definition of a service not shown (FCM's
+        // deprecation under --service journeys).
+        var elsewhere = Set<String>()
+        for definition in configuration.services.values where !services.isEmpty && !services.contains(definition.name) {
+            for position in [definition.position] + definition.keyPositions.values {
+                elsewhere.insert("\(definition.file):\(position.line)")
+            }
+        }
         for warning in warnings.sorted(fileOrder: configuration.files)
-        where warning.severity == .warning && (named.isEmpty || warning.account.map(named.contains) ?? true) {
+        where warning.severity == .warning && (named.isEmpty || warning.account.map(named.contains) ?? true)
+            && !elsewhere.contains("\(warning.file):\(warning.line)") {
             printError(warning.formatted)
         }
 
         planners = backends.planners(context, diagnostics: &problems)
-        var output = Output(format: format)
+        var output = Output(format: format, services: Set(services))
         if configuration.accountsLeftOut.count == 0 {
             for account in selected {
                 output.print(requests(for: account, planners: &planners, display: display, diagnostics: &problems), of: account)
@@ -114,16 +123,23 @@ struct Preview: ParsableCommand {
     /// Prints requests as they come, and what was not printed at the end.
     private struct Output {
         let format: Format
+        /// With --service: the services shown, by which a disabled account counts as skipped.
+        let services: Set<String>
         var printed = 0
         var disabled = 0
 
-        init(format: Format) {
+        init(format: Format, services: Set<String>) {
             self.format = format
+            self.services = services
         }
 
         mutating func print(_ requests: [RenderedRequest], of account: Account) {
             guard account.isEnabled else {
-                disabled += 1
+                // Only one that would have had a request among those shown.
+                if services.isEmpty || services.contains(where: { account.services[$0] != nil })
+                    || (services.contains(SubscriptionKey.acrobits) && account.values.contains(Self.urlKey)) {
+                    disabled += 1
+                }
                 return
             }
             for request in requests {
@@ -139,6 +155,8 @@ struct Preview: ParsableCommand {
                 printed += 1
             }
         }
+
+        private static let urlKey = AccountValueTable.PreparedKey("pushTokenReporterUrl")
 
         /// Once, after the last request.
         func finish() {

@@ -294,6 +294,11 @@ struct CommandLineTests {
         let json = try ProcessRunner.pushreporter(["preview", "--config", "examples", "--service", "journeys", "--format", "json"],
                                                   directory: RepositoryPaths.root)
         #expect(json.stdout.components(separatedBy: #""reporter": "journeys""#).count - 1 == 4, "\(json.stdout)")
+        // Nothing said of the services not shown: not FCM's deprecation, not a disabled account without journeys.
+        #expect(json.stderr.isEmpty, "\(json.stderr)")
+        let all = try ProcessRunner.pushreporter(["preview", "--config", "examples", "--format", "json"], directory: RepositoryPaths.root)
+        #expect(all.stderr.contains("warning: Google deprecates Firebase device group messaging"), "\(all.stderr)")
+        #expect(all.stderr.contains("preview: skipped 1 disabled account"), "\(all.stderr)")
     }
 
     @Test("a file named twice, or in a directory named too, is read once")
