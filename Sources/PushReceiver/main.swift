@@ -56,6 +56,7 @@ struct ReceiverOptions {
                 return number
             }
             switch flag {
+            case "--help", "-h": throw UsageError.help
             case "--port": port = try number(0...65535)
             case "--port-file":
                 let path = try takeValue()
@@ -72,6 +73,26 @@ struct ReceiverOptions {
 struct UsageError: Error {
     var message: String
     init(_ message: String) { self.message = message }
+
+    /// `--help`: what the flags do, on standard output, exit 0.
+    static let help = UsageError("")
+    var isHelp: Bool { message.isEmpty }
+}
+
+extension ReceiverOptions {
+    static let help = """
+        \(usage)
+
+        Listens on 127.0.0.1, prints every request it is sent and answers it (the demo receiver of
+        `make run`): Journeys and Firebase paths as their fake servers do, everything else with
+        --status and `{}`.
+
+          --port N        listen on port N (default: a free ephemeral port)
+          --port-file P   write the port to P once listening
+          --count N       exit 0 after answering N requests (default: run until SIGTERM or SIGINT)
+          --status CODE   the status of every other answer (default 200)
+
+        """
 }
 
 /// Writes `text` to standard error as one line, prefixed with the program's name.
@@ -127,6 +148,9 @@ func writePortFile(_ path: String, port: Int) throws {
 let options: ReceiverOptions
 do {
     options = try ReceiverOptions(Array(CommandLine.arguments.dropFirst()))
+} catch where error.isHelp {
+    print(ReceiverOptions.help, terminator: "")
+    exit(0)
 } catch {
     complain("\(error.message) (\(ReceiverOptions.usage))")
     exit(64)

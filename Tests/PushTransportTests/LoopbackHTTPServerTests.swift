@@ -496,6 +496,14 @@ import Testing
         #expect(result.stderr.hasPrefix("pushreporter-receiver: cannot write the port to /nonexistent/port: "))
     }
 
+    @Test func helpSaysWhatEachFlagDoes() async throws {
+        let result = try await offThePool { try ProcessRunner.run(Self.receiver, ["--help"]) }
+        #expect(result.status == 0)
+        #expect(result.stdout.hasPrefix("usage: pushreporter-receiver [--port N] [--port-file PATH] [--count N] [--status CODE]\n"))
+        for flag in ["--port N", "--port-file P", "--count N", "--status CODE"] { #expect(result.stdout.contains("  \(flag) "), "\(flag)") }
+        #expect(result.stderr.isEmpty)
+    }
+
     @Test(arguments: [
         (["--nope"], "unknown argument '--nope'"),
         (["--count", "0"], "--count must be a number from 1 to \(Int.max), not '0'"),
