@@ -67,7 +67,7 @@ public struct TestPushMessage: Sendable {
             func invalid(_ why: String) { diagnostics.error("\(key) must be \(why), not '\(text.displayEscaped)'", file: file, at: entry.value.start) }
             switch key {
             case "badge":
-                guard let number = Int(text), number >= 0, number <= Int(Int32.max) else { invalid("a whole number from 0"); continue }
+                guard let number = Int(text), number >= 0, number <= Int(Int32.max) else { invalid("a whole number, 0 or more"); continue }
                 message.badge = number
             case "contentAvailable":
                 switch text.lowercased() {

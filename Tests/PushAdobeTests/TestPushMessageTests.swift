@@ -35,7 +35,7 @@ import Testing
         let (message, lines) = Self.parse("badge: -1\npriority: urgent\nsound: !env SOUND\ncustom: [a]\n")
         #expect(message == nil)
         #expect(lines == [
-            "m.yaml:1:8: error: badge must be a whole number from 0, not '-1'",
+            "m.yaml:1:8: error: badge must be a whole number, 0 or more, not '-1'",
             "m.yaml:2:11: error: priority must be high or normal, not 'urgent'",
             "m.yaml:3:13: error: sound cannot be tagged !env in a message: write the value itself",
             "m.yaml:4:9: error: custom must be a mapping of keys to values, not a sequence",

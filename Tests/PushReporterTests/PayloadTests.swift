@@ -138,7 +138,7 @@ import Testing
         #expect(result.stdout.isEmpty)
         #expect(result.stderr == """
             \(path):1:1: error: unknown key 'titel' in a message; did you mean 'title'?
-            \(path):2:8: error: badge must be a whole number from 0, not 'lots'
+            \(path):2:8: error: badge must be a whole number, 0 or more, not 'lots'
             \(path):3:11: error: tracking must be on or off, not 'maybe'
             \(path):5:3: error: custom key 'uri' is one the payload writes itself; give it another name
             \(path):6:11: error: custom key 'nested' must be a single value, not a mapping
