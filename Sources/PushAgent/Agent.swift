@@ -491,7 +491,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 let request = book.currentRequest(key) ?? entry.plan?.delivery
                 return .init(key: key, label: request.map { "\(key.account.displayEscaped): \($0.label.displayEscaped)" } ?? key.description.displayEscaped,
                              host: request?.host ?? "", state: entry.record.state, attempts: entry.record.attempts,
-                             reason: entry.record.lastOutcome ?? "no response before the deadline")
+                             reason: entry.record.lastOutcome ?? OnceOutcome.noResponse)
             }
             let total = jobs.count + refused.count
             return OnceOutcome(total: total, delivered: total - undelivered.count, undelivered: undelivered,

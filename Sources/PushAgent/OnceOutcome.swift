@@ -27,6 +27,11 @@ public struct OnceOutcome: Sendable {
     public var deadline: Duration
     /// False when the state could not be written: the outcomes are sent again next time.
     public var stateWritten: Bool
+    /// The signal that ended the round before its deadline (`SIGTERM`), if one did.
+    public var stoppedBy: String?
+
+    /// The reason of a subscription whose attempt had no answer when the round ended.
+    static let noResponse = "no response before the deadline"
 
     /// Whether the round succeeded: nothing left retrying, rejected or stopped, and the state
     /// written. Accepted subscriptions are confirmed by a later run or by the agent.
@@ -47,7 +52,10 @@ public struct OnceOutcome: Sendable {
         let refused = undelivered.count { $0.state == .rejected || $0.state == .stopped }
         let late = undelivered.count - refused
         var parts: [String] = []
-        if late > 0 { parts.append("\(late) not delivered within the deadline (\(DurationText(deadline)))") }
+        if late > 0 {
+            parts.append(stoppedBy.map { "\(late) not delivered before \($0) stopped the round" }
+                         ?? "\(late) not delivered within the deadline (\(DurationText(deadline)))")
+        }
         if refused > 0 { parts.append("\(refused) refused") }
         first += "; " + (parts + notes).joined(separator: "; ") + ":"
         return ([first] + undeliveredLines).joined(separator: "\n")
@@ -58,7 +66,8 @@ public struct OnceOutcome: Sendable {
         undelivered.map { failure in
             let attempts = failure.attempts == 1 ? "1 attempt" : "\(failure.attempts) attempts"
             let state = failure.state == .rejected || failure.state == .stopped ? ", \(failure.state.rawValue)" : ""
-            return "  \(failure.label) to \(failure.host): \(failure.reason.displayEscaped) (\(attempts)\(state))"
+            let reason = failure.reason == Self.noResponse ? stoppedBy.map { "no response before \($0)" } ?? failure.reason : failure.reason
+            return "  \(failure.label) to \(failure.host): \(reason.displayEscaped) (\(attempts)\(state))"
         }
     }
 }

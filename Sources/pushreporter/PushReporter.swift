@@ -27,14 +27,15 @@ struct PushReporter: AsyncParsableCommand {
         // tenth less CPU. The agent goes back to the default once loaded.
         Allocator.useLargeSteps()
         // As ArgumentParser's main(nil), but parsed here, so that the signals are unblocked on
-        // this thread for every command but the long-running agent.
+        // this thread for every command but `run`.
         var command: ParsableCommand
         do {
             command = try parseAsRoot()
         } catch {
             exit(withError: error)
         }
-        if (command as? Run)?.once != false { AgentSignals.unblock() }
+        // `run` reads them itself (the agent, and `run --once` to end its round cleanly).
+        if !(command is Run) { AgentSignals.unblock() }
         let finished = DispatchSemaphore(value: 0)
         Task.detached { [command] in
             await execute(command)

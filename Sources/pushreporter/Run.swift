@@ -8,6 +8,7 @@ import PushState
 import PushTemplates
 import PushTransport
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 /// `pushreporter run`: report every account's tokens and retry failures.
@@ -58,6 +59,10 @@ struct Run: AsyncParsableCommand {
         let hangups = once ? nil : await UnixSignalsSequence(trapping: .sighup)
         let output = LogOutput(format: logFormat)
         let logger = agent.logger(output: output)
+        // `run --once` keeps them blocked too: SIGTERM or SIGINT while it sends ends the round
+        // as its deadline would, the state written and the summary printed; before it sends,
+        // or a second time, it ends the process at once.
+        let round = once ? await OnceRound(logger: logger) : nil
 
         let prepared = prepare(output: output, logger: logger)
         // Loaded: freed memory goes back to the system from here, as the agent runs for weeks.
@@ -93,7 +98,7 @@ struct Run: AsyncParsableCommand {
         if once {
             let runtime = prepared.runtime
             _ = consume prepared
-            await runOnce(runtime, start: consume start, logger: logger, output: output)
+            await runOnce(runtime, start: consume start, round: round!, logger: logger, output: output)
         } else {
             await runAgent(consume prepared, start: consume start, logger: logger, hangups: hangups)
         }
@@ -163,19 +168,34 @@ struct Run: AsyncParsableCommand {
         return candidates.lazy.map { accounts[$0].id }.filter { !planned.contains($0) }
     }
 
-    /// `run --once`: every delivery and every owed cleanup, retried until the deadline.
-    private func runOnce(_ runtime: AgentRuntime, start: consuming AgentStart, logger: Logger, output: LogOutput) async -> Never {
-        let outcome: OnceOutcome
-        do {
-            outcome = try await runtime.runOnce(consume start, deadline: agent.deadlineDuration, output: output)
-        } catch {
+    /// `run --once`: every delivery and every owed cleanup, retried until the deadline, or
+    /// until SIGTERM or SIGINT (``OnceRound``).
+    private func runOnce(_ runtime: AgentRuntime, start: consuming AgentStart, round: OnceRound, logger: Logger,
+                         output: LogOutput) async -> Never {
+        let deadline = agent.deadlineDuration
+        let sending = Task { [start = consume start] () -> Result<OnceOutcome, AgentRuntime.Failure> in
+            do throws(AgentRuntime.Failure) {
+                return .success(try await runtime.runOnce(start, deadline: deadline, output: output))
+            } catch {
+                return .failure(error)
+            }
+        }
+        round.started(sending)
+        var outcome: OnceOutcome
+        switch await sending.value {
+        case .success(let ended): outcome = ended
+        case .failure(let error):
             logger.error("\(error.description)")
             exitNow(Exit.failure)
         }
         if !outcome.stateWritten {
             logger.error("the state could not be written; the outcomes are not recorded, so they are sent again next time")
         }
+        outcome.stoppedBy = round.stoppedBy
         print(outcome.summary)
+        if let signal = round.stoppedBy, !outcome.undelivered.isEmpty {
+            logger.notice("stopped by \(signal) before the deadline; what was not delivered is sent again next time")
+        }
         exitNow(outcome.succeeded ? .success : Exit.failure)
     }
 
@@ -219,3 +239,40 @@ struct Run: AsyncParsableCommand {
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
 extension LogOutput.Format: ExpressibleByArgument {}
+
+/// SIGTERM and SIGINT for `run --once`, read from the start (they stay blocked, SPEC §12): the
+/// first while the round sends cancels it, so that it ends as its deadline would, with the state
+/// written; the first before it sends, or a second one, ends the process (exit 130 or 143).
+final class OnceRound: Sendable {
+    private struct State {
+        var sending: Task<Result<OnceOutcome, AgentRuntime.Failure>, Never>?
+        var stoppedBy: String?
+    }
+
+    private let state = Mutex(State())
+
+    init(logger: Logger) async {
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        Task.detached { [self] in
+            for await signal in signals {
+                let name = signal == .sigint ? "SIGINT" : "SIGTERM"
+                let sending = self.state.withLock { state -> Task<Result<OnceOutcome, AgentRuntime.Failure>, Never>? in
+                    guard state.stoppedBy == nil, let sending = state.sending else { return nil }
+                    state.stoppedBy = name
+                    return sending
+                }
+                guard let sending else { exitNow(ExitCode(signal == .sigint ? 130 : 143)) }
+                logger.notice("\(name): stopping the round; no new request starts, and the state is written")
+                sending.cancel()
+            }
+        }
+    }
+
+    /// The round's task, from now cancelled by the first signal.
+    func started(_ sending: Task<Result<OnceOutcome, AgentRuntime.Failure>, Never>) {
+        state.withLock { $0.sending = sending }
+    }
+
+    /// The signal that stopped the round, if one did.
+    var stoppedBy: String? { state.withLock { $0.stoppedBy } }
+}

@@ -205,6 +205,30 @@ import Testing
         #expect(!result.stdout.contains("s3cret-pass"))
     }
 
+    @Test func sigtermEndsTheRoundWithTheStateWrittenAndTheSummaryPrinted() throws {
+        let answering = try LoopbackHTTPServer { _, _ in .status(200) }
+        let silent = try LoopbackHTTPServer { _, _ in .hang }
+        let files = TemporaryDirectory()
+        let config = files.write("c.yaml", """
+            accounts:
+              - {username: m1, pushTokenOther: T1, pushTokenReporterUrl: "\(answering.baseURL)/r?t=%pushTokenOther%"}
+              - {username: m2, pushTokenOther: T2, pushTokenReporterUrl: "\(silent.baseURL)/r?t=%pushTokenOther%"}
+            """)
+        let state = files.path + "/state"
+        let round = try RunningProcess(pushreporter: ["run", "--once", "--config", config, "--state-dir", state])
+        // Both sent: m1 answered, m2 waiting for an answer that never comes.
+        #expect(answering.waitForRequests(1, timeout: Polling.generous) && silent.waitForRequests(1, timeout: Polling.generous))
+        round.signal(SIGTERM)
+        #expect(round.waitForExit() == 1, "\(round.stderr)")
+        #expect(round.stdout == "Delivered 1 of 2 reports; 1 not delivered before SIGTERM stopped the round:\n"
+                + "  m2: pushTokenReporter to 127.0.0.1:\(silent.port): no response before SIGTERM (0 attempts)\n", "\(round.stdout)")
+        #expect(round.stderr.contains("notice: SIGTERM: stopping the round; no new request starts, and the state is written"))
+        // m1's delivery is in the state: the next run does not count it lost.
+        let status = try ProcessRunner.pushreporter(["status", "--state-dir", state, "--format", "json"])
+        let rows = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]] ?? []
+        #expect(rows.first { $0["account"] as? String == "m1" }?["state"] as? String == "delivered", "\(status.stdout)")
+    }
+
     @Test func aJSONLogLineAboutAnAttemptNamesItsSubscriptionInFields() throws {
         let server = try LoopbackHTTPServer { _, _ in .status(503) }
         let config = Self.config(url: server.baseURL + "/push" + Self.acrobitsQuery.dropFirst(6))
