@@ -100,6 +100,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// In `runOnce`: when its deadline passes, so that a failure whose retry would come later
     /// says that it was the last attempt.
     private let onceEnd = Mutex<C.Instant?>(nil)
+    /// In `runOnce`: the subscriptions whose next attempt falls after the deadline. Once every
+    /// job left is one of them, nothing more can happen before it, and the round ends.
+    private let outOfTime = Mutex(Set<SubscriptionKey>())
     /// In `runOnce`: told whenever the book may have settled.
     private let progress: Mutex<AsyncStream<Void>.Continuation?> = Mutex(nil)
 
@@ -413,13 +416,13 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 return .other
             }
             group.addTask {
-                for await _ in settled where self.book.withLock({ $0.isSettled }) && (self.shared == nil || self.claimedAll.withLock { $0 }) {
+                for await _ in settled where self.roundIsOver() && (self.shared == nil || self.claimedAll.withLock { $0 }) {
                     // Everything sent: one more question about what awaits confirmation. A
                     // delivery accepted while it was asked (one the answers sent again, say) is
                     // asked about too: the next turn, which its acceptance signalled.
                     let accepted = self.book.withLock { $0.acceptances }
                     await self.pollOnce(scheduler: scheduler, before: end)
-                    if self.book.withLock({ $0.isSettled && $0.acceptances == accepted }) {
+                    if self.roundIsOver(), self.book.withLock({ $0.acceptances == accepted }) {
                         scheduler.shutdown()
                         break
                     }
@@ -598,9 +601,18 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         scheduler.submit(submissions)
     }
 
+    /// In `runOnce`: whether nothing is left to send before the deadline: every job done, or
+    /// every one left waiting for a retry that comes after it.
+    private func roundIsOver() -> Bool {
+        let waiting = outOfTime.withLock { $0.count }
+        return book.withLock { $0.isSettled || (waiting > 0 && $0.entries.jobCount <= waiting) }
+    }
+
     private func handle(_ event: SchedulerEvent<SubscriptionKey>, scheduler: ReportScheduler<SubscriptionKey, C>) {
         switch event {
-        case .started, .delivered:
+        case .started(let key, _):
+            _ = outOfTime.withLock { $0.remove(key) }
+        case .delivered:
             break
         case .failed(let key, let attempt, let failure, let retryIn):
             // An attempt cut short by shutdown or the deadline is not the subscription's fault.
@@ -614,6 +626,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
             if let request {
                 let last = onceEnd.withLock { $0 }.map { clock.now.advanced(by: retryIn) >= $0 } ?? false
+                if last { _ = outOfTime.withLock { $0.insert(key) } }
                 logger.failed(request, key: key, attempt: attempt, failure: failure, retryIn: last ? nil : retryIn)
             }
         }

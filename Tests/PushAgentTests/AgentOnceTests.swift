@@ -239,6 +239,28 @@ final class ScriptedTransport: HTTPTransport {
         }
     }
 
+    @Test func aRoundWhoseRetriesAllComeAfterTheDeadlineEndsWithoutWaitingForIt() async {
+        // a is delivered; b gets a 503, and its first retry (5 s to 10 s later) is after the
+        // 4 s deadline: nothing is left to do, so the round ends at once, the clock unmoved.
+        let transport = ScriptedTransport { request, _ in TransportResponse(status: request.url.hasSuffix("/b") ? 503 : 204) }
+        let clock = ManualClock()
+        let agent = Self.agent([Self.plan("a", url: "http://x.example/a"), Self.plan("b", url: "http://x.example/b")],
+                               transport: transport, clock: clock)
+        let ended = Mutex<OnceOutcome?>(nil)
+        let run = Task(executorPreference: TestThreads.shared) {
+            let outcome = await agent.runOnce(deadline: .seconds(4))
+            ended.withLock { $0 = outcome }
+        }
+        #expect(await Polling.until { ended.withLock { $0 != nil } }, "the round waited for the deadline")
+        let outcome = ended.withLock { $0 }
+        #expect(outcome?.delivered == 1)
+        #expect(outcome?.undelivered.map(\.key.account) == ["b"])
+        #expect(outcome?.undelivered.first?.reason == "HTTP 503")
+        // A round that did wait ends here.
+        clock.advance(by: .seconds(4))
+        await run.value
+    }
+
     @Test func anAttemptCutShortByTheDeadlineKeepsTheLastRealReason() async {
         // The first attempt gets a 503; later ones end as the deadline's cancellation does.
         let transport = ScriptedTransport { _, earlier in
