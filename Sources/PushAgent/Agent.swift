@@ -10,7 +10,7 @@ import Synchronization
 /// What loading the configuration gave, for a reload.
 public enum ConfigurationLoad: Sendable {
     /// A valid configuration: its subscriptions, what polls its services, and its agent settings.
-    case loaded(plans: [SubscriptionPlan], pollers: [any ConfirmationPoller], settings: AgentSettings)
+    case loaded(plans: [SubscriptionPlan], pollers: [any ConfirmationPoller], settings: AgentSettings, warnings: [Diagnostic] = [])
     /// An invalid one, with a sentence that says why (the first error, where it is, and how many).
     case invalid(reason: String)
 }
@@ -932,7 +932,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         case .invalid(let why):
             logger.error("the new configuration is invalid, so the previous one keeps running: \(why)")
             statusNote.withLock { $0 = "reload failed, previous configuration kept: \(why)" }
-        case .loaded(let plans, let newPollers, let newSettings):
+        case .loaded(let plans, let newPollers, let newSettings, let warnings):
             let now = wallClock()
             defaultTimeout.withLock { $0 = newSettings.timeout }
             // Cancels and state changes first; the changed subscriptions are held (no attempt
@@ -971,6 +971,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             announceWhenSettled.withLock { $0 = true }
             releaseWhenAnswered.withLock { $0 = true }
             logger.info("reloaded: \(summary.added) new, \(summary.changed) changed, \(summary.unchanged) unchanged, \(summary.removed) removed")
+            // As at start: the fix an operator reloaded may itself be misspelt.
+            for warning in warnings { logger.warning("\(warning.formatted)", metadata: warning.logFields) }
             for kind in AgentBook.ReloadSummary.Kind.allCases {
                 let total = switch kind { case .added: summary.added; case .changed: summary.changed; case .removed: summary.removed }
                 guard let keys = summary.named[kind], !keys.isEmpty else { continue }

@@ -36,7 +36,12 @@ public struct AgentLogHandler: LogHandler {
             var fields = [("time", JSONText.string(now.iso8601)), ("level", JSONText.string(level.rawValue)),
                           ("message", JSONText.string(message))]
             for key in metadata.keys.sorted() {
-                fields.append((key, JSONText.string("\(metadata[key]!)")))
+                // A number stays one (a diagnostic's line and column, as validate's JSON has them).
+                if case .stringConvertible(let value) = metadata[key]!, value is Int {
+                    fields.append((key, "\(value)"))
+                } else {
+                    fields.append((key, JSONText.string("\(metadata[key]!)")))
+                }
             }
             return "{" + fields.map { JSONText.string($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
         case .text:
@@ -51,8 +56,9 @@ public struct AgentLogHandler: LogHandler {
         }
     }
 
-    /// Metadata a text line leaves out, as its sentence names them (``Logger/fields(_:host:)``).
-    static let namedInTheMessage: Set<String> = ["account", "service", "host"]
+    /// Metadata a text line leaves out, as its sentence names them (``Logger/fields(_:host:)``,
+    /// ``Diagnostic/logFields``).
+    static let namedInTheMessage: Set<String> = ["account", "service", "host", "file", "line", "column"]
 
     /// syslog(3) priorities, as journald reads them from a `<N>` prefix.
     static func syslogPriority(_ level: Logger.Level) -> Int {
@@ -76,16 +82,25 @@ extension LogOutput {
         let level: Logger.Level = diagnostic.severity == .error ? .error : .warning
         switch format {
         case .json:
-            var place: Logger.Metadata = ["file": "\(diagnostic.file)"]
-            if diagnostic.line > 0 {
-                place["line"] = "\(diagnostic.line)"
-                place["column"] = "\(diagnostic.column)"
-            }
-            if let account = diagnostic.account { place["account"] = "\(account)" }
-            line(AgentLogHandler.format(level: level, message: diagnostic.formatted, metadata: place, output: self, now: WallClock.now()))
+            line(AgentLogHandler.format(level: level, message: diagnostic.formatted, metadata: diagnostic.logFields, output: self,
+                                        now: WallClock.now()))
         case .text:
             line(journal ? "<\(AgentLogHandler.syslogPriority(level))>" + diagnostic.formatted : diagnostic.formatted)
         }
+    }
+}
+
+extension Diagnostic {
+    /// Its place as fields of a JSON log line: `file`, `line` and `column` (numbers, as in
+    /// `validate --format json`; none for a whole file), and `account`.
+    var logFields: Logger.Metadata {
+        var fields: Logger.Metadata = ["file": "\(file)"]
+        if line > 0 {
+            fields["line"] = .stringConvertible(line)
+            fields["column"] = .stringConvertible(column)
+        }
+        if let account { fields["account"] = "\(account)" }
+        return fields
     }
 }
 

@@ -67,7 +67,8 @@ struct AgentSetup {
         let errors = problems.errors(fileOrder: loaded.result.configuration.files)
         guard let first = errors.first else {
             runtime.trackingTargets.replace(with: AdobeBackend.trackingTargets(context))
-            return .loaded(plans: planned.plans, pollers: planned.pollers, settings: loaded.result.configuration.agent)
+            return .loaded(plans: planned.plans, pollers: planned.pollers, settings: loaded.result.configuration.agent,
+                           warnings: problems.sorted(fileOrder: loaded.result.configuration.files).filter { $0.severity == .warning })
         }
         let more = errors.count > 1 ? " (and \(errors.count - 1) more; \(options.validateCommand) lists them)" : ""
         return .invalid(reason: first.formatted + more)

@@ -52,6 +52,14 @@ import Testing
         #expect(Set(Self.seen(server, from: 3)) == ["GET /report/bob?token=B2", "GET /report/dave?token=D1",
                                                      "DELETE /remove/carol?token=C1"])
 
+        // A reload's warnings are logged, as at start: a fix may itself be misspelt.
+        files.write("accounts.yaml", Self.config([("alice", "A1"), ("bob", "B2"), ("dave", "D1")], base: server.baseURL)
+                    + "    pushTokenIncommingCall: x\n")
+        agent.signal(SIGHUP)
+        #expect(agent.waitForStderr("reloaded: 0 new, 0 changed, 3 unchanged, 0 removed"), "\(agent.stderr)")
+        #expect(agent.waitForStderr("'pushTokenIncommingCall' is not a key pushreporter acts on; did you mean 'pushTokenIncomingCall'? [account dave]"),
+                "\(agent.stderr)")
+
         // A broken file leaves the agent running on the previous configuration.
         files.write("accounts.yaml", "accounts:\n  - id: [broken\n")
         agent.signal(SIGHUP)

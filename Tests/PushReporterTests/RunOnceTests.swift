@@ -269,7 +269,8 @@ import Testing
         let first = objects.first ?? nil
         #expect(first?["level"] as? String == "warning")
         #expect(first?["file"] as? String == config)
-        #expect(first?["line"] as? String == "3" && first?["column"] as? String == "5" && first?["account"] as? String == "alice",
+        // Numbers, as in validate --format json.
+        #expect(first?["line"] as? Int == 3 && first?["column"] as? Int == 5 && first?["account"] as? String == "alice",
                 "\(json.stderr)")
         // Under journald: with the priority of a warning, as every line has its own.
         let journal = try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", directory.path + "/s3"],
