@@ -118,11 +118,12 @@ struct AdobePlanner: SubscriptionPlanner {
         for name in account.services.keys.sorted() {
             let settings = services[name]
             guard settings != nil || checkedOnly.contains(name), let values = account.services[name] else { continue }
-            // A misspelt key is said once, not also as a missing ecid.
-            guard values.checkKeys(Self.keys, service: name, type: AdobeBackend.type, account: account.id,
-                                   diagnostics: &diagnostics) else { continue }
+            // A misspelt key leaves nothing to track, but the ecid is still checked; a misspelt
+            // ecid is said once, not also as a missing one.
+            let keysKnown = values.checkKeys(Self.keys, service: name, type: AdobeBackend.type, account: account.id,
+                                             diagnostics: &diagnostics)
             guard let value = values.values["ecid"] else {
-                if values.keyPositions["ecid"] == nil {
+                if keysKnown && values.keyPositions["ecid"] == nil {
                     diagnostics.error("the service '\(name)' needs 'ecid' for each account that names it (the Experience Cloud id)",
                                       file: values.file, at: values.position, account: account.id)
                 }
@@ -143,7 +144,7 @@ struct AdobePlanner: SubscriptionPlanner {
                     templates.report(.warning, "ecid renders empty for this account, so its payloads are not tracked",
                                      at: value, diagnostics: &diagnostics, account: account.id)
                 }
-                if settings != nil { found[name] = ecid }
+                if settings != nil && keysKnown { found[name] = ecid }
             } catch {
                 templates.reportRenderFailure(error, account: account.id, diagnostics: &diagnostics)
             }

@@ -238,16 +238,15 @@ struct JourneysPlanner: SubscriptionPlanner, Sendable {
             let userId = try templates.render(userIdTemplate, accountValues, .reveal, origin: userIdValue)
             let platform = try templates.render(platformTemplate, accountValues, .reveal, origin: platformValue).lowercased()
             let token = try templates.render(tokenTemplate, accountValues, .reveal, origin: tokenValue)
-            guard !userId.isEmpty else {
+            // Each said, not the first alone.
+            if userId.isEmpty {
                 templates.report(.error, "userId renders empty for this account", at: userIdValue, diagnostics: &diagnostics, account: account.id)
-                return nil
             }
-            guard platform == "ios" || platform == "android" else {
+            if platform != "ios" && platform != "android" {
                 templates.report(.error, "platform must be ios or android, not '\(platformValue.isSecret ? "********" : platform)'",
                                  at: platformValue, diagnostics: &diagnostics, account: account.id)
-                return nil
             }
-            guard keysKnown else { return nil }
+            guard keysKnown, !userId.isEmpty, platform == "ios" || platform == "android" else { return nil }
             let keepMarkers = display == .shellVariables
             func json(_ text: String) -> String { JSONText.string(text, keepingMarkers: keepMarkers) }
             let shownUserId = try templates.render(userIdTemplate, accountValues, masking, origin: userIdValue)

@@ -42,6 +42,9 @@ import Testing
               - username: hal
                 services:
                   missing: {ecdi: x}
+              - username: ida
+                services:
+                  good: {ecid: "%nope2%", foo: 1}
             """)
         let result = try ProcessRunner.pushreporter(["validate", "--config", path])
         #expect(result.status == 78)
@@ -57,7 +60,9 @@ import Testing
             \(path):27:21: error: no account has a key 'ecidd'; did you mean 'ecid'?
             \(path):31:20: warning: ecid renders empty for this account, so its payloads are not tracked [account gus]
             \(path):34:17: error: unknown key 'ecdi' for the service 'missing' (adobe-campaign takes ecid); did you mean 'ecid'? [account hal]
-            1 file, 5 enabled accounts: 10 errors, 1 warning
+            \(path):37:21: error: unknown variable 'nope2'
+            \(path):37:31: error: unknown key 'foo' for the service 'good' (adobe-campaign takes ecid) [account ida]
+            1 file, 6 enabled accounts: 12 errors, 1 warning
 
             """)
     }

@@ -119,6 +119,14 @@ import Testing
         ])
     }
 
+    @Test func anEmptyUserIdDoesNotHideABadPlatform() throws {
+        let yaml = Self.yaml(account: "journeys: {userId: \"\", platform: windows}")
+        try expectErrors(yaml, [
+            "12:\(Self.column(of: "\"\"", inLastLineOf: yaml)): error: userId renders empty for this account [account alice]",
+            "12:\(Self.column(of: "windows", inLastLineOf: yaml)): error: platform must be ios or android, not 'windows' [account alice]",
+        ])
+    }
+
     @Test func anUnknownAccountKeyDoesNotHideABadPlatform() throws {
         // Both at once, not one validate run after the other.
         let yaml = Self.yaml(account: "journeys: {userId: u1, platform: windows, ecdi: x}")
