@@ -1026,7 +1026,10 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             if settled && counts[.removing] == 0 && announceWhenSettled.withLock({ announce in defer { announce = false }; return announce }) {
                 let awaiting = counts[.accepted] > 0 ? " (\(counts[.accepted]) awaiting the backend's confirmation)" : ""
                 if shared == nil {
-                    logger.info("all \(counts.accounts) \(counts.accounts == 1 ? "account is" : "accounts are") reported\(awaiting)")
+                    // With nothing to report (the warning at start said so), no "all 0 accounts".
+                    if counts.accounts > 0 {
+                        logger.info("all \(counts.accounts) \(counts.accounts == 1 ? "account is" : "accounts are") reported\(awaiting)")
+                    }
                 } else if counts.accounts == 0 {
                     logger.info("holds no account now: the group's other agents hold them all")
                 } else {

@@ -139,7 +139,10 @@ struct Run: AsyncParsableCommand {
             logger.warning("\(plan.account.displayEscaped): secrets are sent as ******** because \(host) is plain http and not loopback; use https")
         }
         if setup.plans.isEmpty && (once || setup.configuration.agent.trackingSpool == nil) {
-            logger.warning("no enabled account has a pushTokenReporterUrl or a service, so there is nothing to report")
+            let adobe = setup.configuration.services.values.contains { $0.type == "adobe-campaign" }
+            logger.warning(adobe
+                ? "no enabled account has a pushTokenReporterUrl or a service that registers devices, so there is nothing to report on start (Adobe's reports events, with pushreporter track)"
+                : "no enabled account has a pushTokenReporterUrl or a service, so there is nothing to report")
         } else {
             let quiet = Self.quietAccounts(setup.configuration.accounts, plans: setup.plans)
             if !quiet.isEmpty {
