@@ -41,7 +41,10 @@ public struct AgentRuntime: Sendable {
     /// directory, created when missing: 0700, taken for this process alone (`state.lock`: a
     /// second writer fails, naming the first), with its installation id and its database
     /// (migrated from an earlier layout).
-    public init(settings: AgentSettings, state: String, backends: Backends = .standard, logger: Logger) throws(Failure) {
+    /// `lockAdvice`: what the error says to do when another process holds the state directory
+    /// (nil: as for a second agent).
+    public init(settings: AgentSettings, state: String, backends: Backends = .standard, logger: Logger,
+                lockAdvice: String? = nil) throws(Failure) {
         self.settings = settings
         self.backends = backends
         self.logger = logger
@@ -64,7 +67,7 @@ public struct AgentRuntime: Sendable {
         let directory: StateDirectory
         do {
             directory = try StateDirectory(path: state)
-            try directory.lockForThisProcess()
+            if let lockAdvice { try directory.lockForThisProcess(advice: lockAdvice) } else { try directory.lockForThisProcess() }
             installID = try directory.installID()
         } catch {
             throw Failure(description: error.description)

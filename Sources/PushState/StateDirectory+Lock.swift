@@ -14,7 +14,9 @@ extension StateDirectory {
     ///
     /// Throws a sentence naming the directory and the holder's process id when another process
     /// holds it. Called again in the same process, it succeeds (the lock is already this one's).
-    public func lockForThisProcess() throws(Problem) {
+    /// `advice`: what to do when another process holds it (by default, as for a second agent).
+    public func lockForThisProcess(advice: String = "two agents on one state directory would deliver every report twice; "
+                                       + "stop that one first, or give this one another --state-dir") throws(Problem) {
         let file = path + "/" + Self.lockFileName
         let fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw Problem(description: "cannot open \(file) (\(String(cString: strerror(errno))))") }
@@ -28,9 +30,7 @@ extension StateDirectory {
             var holder = Self.wholeFile(F_WRLCK)
             let pid = fcntl(fd, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK && holder.l_pid > 0
                 ? "\(holder.l_pid)" : Self.recordedPID(fd) ?? "unknown"
-            throw Problem(description: "the state directory \(path) is in use by process \(pid) (see \(file)): "
-                          + "two agents on one state directory would deliver every report twice; stop that one first, "
-                          + "or give this one another --state-dir")
+            throw Problem(description: "the state directory \(path) is in use by process \(pid) (see \(file)): " + advice)
         }
         // Left open on purpose: closing any descriptor of the file would release the lock.
         let text = Array("\(getpid())\n".utf8)

@@ -37,7 +37,9 @@ struct AgentSetup {
         do {
             runtime = try AgentRuntime(settings: configuration.agent,
                                        state: stateDir ?? configuration.agent.resolvedState(environment: environment.variables),
-                                       logger: logger)
+                                       logger: logger,
+                                       lockAdvice: forRemove ? "remove works while the agent is stopped (systemctl stop pushreporter); "
+                                           + "or delete the account from the files and reload the agent, which then sends its removal" : nil)
         } catch {
             throw Failure(lines: [error.description], code: Exit.failure)
         }
