@@ -83,10 +83,12 @@ struct Preview: ParsableCommand {
         // those of the accounts shown, and those of no account.
         var warnings = loaded.diagnostics
         warnings.append(contentsOf: problems.all)
-        // With --service, not those written in the definition of a service not shown (FCM's
-        // deprecation under --service journeys).
+        // With --service or --account, not those written in the definition of a service not
+        // shown (FCM's deprecation under --service journeys, or for an account without FCM).
+        let shownServices: Set<String>? = !services.isEmpty ? Set(services)
+            : named.isEmpty ? nil : Set(selected.flatMap(\.services.keys))
         var elsewhere = Set<String>()
-        for definition in configuration.services.values where !services.isEmpty && !services.contains(definition.name) {
+        for definition in configuration.services.values where shownServices.map({ !$0.contains(definition.name) }) ?? false {
             for position in [definition.position] + definition.keyPositions.values {
                 elsewhere.insert("\(definition.file):\(position.line)")
             }

@@ -299,6 +299,11 @@ struct CommandLineTests {
         let all = try ProcessRunner.pushreporter(["preview", "--config", "examples", "--format", "json"], directory: RepositoryPaths.root)
         #expect(all.stderr.contains("warning: Google deprecates Firebase device group messaging"), "\(all.stderr)")
         #expect(all.stderr.contains("preview: skipped 1 disabled account"), "\(all.stderr)")
+        // Nor of the services an account shown does not name.
+        let desk = try ProcessRunner.pushreporter(["preview", "--config", "examples", "--account", "desk-1001"], directory: RepositoryPaths.root)
+        #expect(desk.status == 0 && desk.stderr.isEmpty, "\(desk.stderr)")
+        let frank = try ProcessRunner.pushreporter(["preview", "--config", "examples", "--account", "frank-phone"], directory: RepositoryPaths.root)
+        #expect(frank.stderr.contains("warning: Google deprecates Firebase device group messaging"), "\(frank.stderr)")
     }
 
     @Test("a file named twice, or in a directory named too, is read once")
