@@ -31,7 +31,11 @@ struct AgentSetup {
         loaded = LoadedConfiguration(options: options)
         let configuration = loaded.result.configuration
         if loaded.diagnostics.hasErrors && !forRemove {
-            throw Failure(diagnostics: loaded.diagnostics.errors(fileOrder: configuration.files), code: Exit.configuration)
+            // Every error at once, rendering's too, as validate says them.
+            var problems = loaded.diagnostics
+            Backends.standard.check(loaded.context(installID: loaded.storedInstallID), skipping: loaded.result.passedEarly,
+                                    diagnostics: &problems)
+            throw Failure(diagnostics: problems.errors(fileOrder: configuration.files), code: Exit.configuration)
         }
         let environment = loaded.environment
         do {

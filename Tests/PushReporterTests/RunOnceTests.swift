@@ -307,6 +307,12 @@ import Testing
         #expect(result.status == 78)
         #expect(result.stderr.contains("unknown variable"))
         #expect(server.requests.isEmpty)
+        // An error found loading and one found rendering, both at once, as validate says them.
+        let both = try Self.runOnce(Self.config(url: server.baseURL + "/r?u=%account[usrname]%", agent: "  reportIntervall: 1h"))
+        #expect(both.status == 78)
+        #expect(both.stderr.contains("error: unknown key 'reportIntervall' under agent; did you mean 'reportInterval'?"), "\(both.stderr)")
+        #expect(both.stderr.contains("error: no account has a key 'usrname'"), "\(both.stderr)")
+        #expect(server.requests.isEmpty)
     }
 
     @Test func anUnusableStateDirectoryIsOneSentence() throws {
