@@ -107,6 +107,7 @@ struct AdobePlanner: SubscriptionPlanner {
                                               + (masked ? ecid : TrackingRequest.queryEncoded(ecid)),
                                           headers: TrackingRequest.headers, body: nil, timeout: settings.timeout)
             request.hasSecretMarkers = display == .shellVariables
+            request.kind = "tracking"
             return request
         }
     }

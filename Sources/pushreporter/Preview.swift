@@ -100,7 +100,7 @@ struct Preview: ParsableCommand {
         }
 
         planners = backends.planners(context, diagnostics: &problems)
-        var output = Output(format: format, services: Set(services))
+        var output = Output(format: format, services: Set(services), defaultTimeout: configuration.agent.timeout)
         if configuration.accountsLeftOut.count == 0 {
             for account in selected {
                 output.print(requests(for: account, planners: &planners, display: display, diagnostics: &problems), of: account)
@@ -127,12 +127,15 @@ struct Preview: ParsableCommand {
         let format: Format
         /// With --service: the services shown, by which a disabled account counts as skipped.
         let services: Set<String>
+        /// `agent.timeout`: curl's `--max-time` for a request without its own.
+        let defaultTimeout: Duration
         var printed = 0
         var disabled = 0
 
-        init(format: Format, services: Set<String>) {
+        init(format: Format, services: Set<String>, defaultTimeout: Duration) {
             self.format = format
             self.services = services
+            self.defaultTimeout = defaultTimeout
         }
 
         mutating func print(_ requests: [RenderedRequest], of account: Account) {
@@ -150,7 +153,7 @@ struct Preview: ParsableCommand {
                     Swift.print(printed == 0 ? "[" : ",", terminator: "\n")
                     Swift.print("  " + RequestFormatter.json(request, indent: "  "), terminator: "")
                 case .curl:
-                    Swift.print((printed == 0 ? "" : "\n") + RequestFormatter.curl(request))
+                    Swift.print((printed == 0 ? "" : "\n") + RequestFormatter.curl(request, defaultTimeout: defaultTimeout))
                 case .http:
                     Swift.print((printed == 0 ? "" : "\n") + RequestFormatter.http(request))
                 }

@@ -28,6 +28,8 @@ enum RequestFormatter {
         let (host, target) = split(request.url)
         lines.append("\(request.method) \(target) HTTP/1.1")
         lines.append("Host: \(host)")
+        // libcurl's own, sent unless the request has one.
+        if !request.headers.contains(where: { $0.name.lowercased() == "accept" }) { lines.append("Accept: */*") }
         for header in request.headers { lines.append("\(header.name): \(header.value)") }
         guard let body = request.body else {
             // The transport sends a POST without a body with a length of zero.
@@ -39,8 +41,9 @@ enum RequestFormatter {
         return lines.joined(separator: "\n") + "\n\n" + body
     }
 
-    /// One runnable `curl` command; secrets become `"$NAME"` shell variables.
-    static func curl(_ request: RenderedRequest) -> String {
+    /// One runnable `curl` command; secrets become `"$NAME"` shell variables. `defaultTimeout`:
+    /// `agent.timeout`, for a request without a timeout of its own.
+    static func curl(_ request: RenderedRequest, defaultTimeout: Duration? = nil) -> String {
         let word = { (text: String) in shellWord(text, markers: request.hasSecretMarkers) }
         var words = ["curl", "--fail-with-body", "-sS"]
         if request.method != "GET" || request.body != nil {
@@ -59,7 +62,7 @@ enum RequestFormatter {
         if let credentials = request.credentials {
             words += ["--anyauth", "-u", word(credentials.username + ":" + credentials.password)]
         }
-        if let timeout = request.timeout {
+        if let timeout = request.timeout ?? defaultTimeout {
             words += ["--max-time", String(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)]
         }
         words.append(word(request.url))

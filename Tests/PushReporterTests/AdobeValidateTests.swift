@@ -87,7 +87,7 @@ import Testing
         #expect(validated.stderr == "1 file, 1 enabled account: 0 errors, 0 warnings\n")
         let preview = try ProcessRunner.pushreporter(["preview", "--config", path, "--service", "adobe", "--format", "curl"])
         #expect(preview.stdout == """
-            # dana adobe
+            # dana adobe tracking
             curl --fail-with-body -sS -H 'User-Agent: pushreporter/0.1.0' -H 'Accept: */*' --max-time 2.0 'https://track.example.com/r/?id=<_mId>,<_dId>,<action>&mcId=dana-ecid'
 
             """)

@@ -203,6 +203,7 @@ struct CommandLineTests {
             ### desk-1001 pushTokenReporter
             POST /push/register HTTP/1.1
             Host: pbx.example.net
+            Accept: */*
             User-Agent: pushreporter/0.1.0
             Content-Type: application/x-www-form-urlencoded
             Content-Length: 162
@@ -226,6 +227,7 @@ struct CommandLineTests {
             ### a pushTokenReporter
             POST /t?s=s HTTP/1.1
             Host: h.example
+            Accept: */*
             User-Agent: pushreporter/0.1.0
             Content-Length: 0
 
@@ -233,7 +235,7 @@ struct CommandLineTests {
         let curl = try ProcessRunner.pushreporter(config: config, ["preview", "--format", "curl"])
         #expect(curl.stdout == """
             # a pushTokenReporter
-            curl --fail-with-body -sS -X POST -H 'User-Agent: pushreporter/0.1.0' -H 'Content-Type:' --data-binary '' 'https://h.example/t?s=s'
+            curl --fail-with-body -sS -X POST -H 'User-Agent: pushreporter/0.1.0' -H 'Content-Type:' --data-binary '' --max-time 30.0 'https://h.example/t?s=s'
 
             """)
     }
