@@ -542,8 +542,15 @@ struct LoadSession {
                         if let text = scalarText(tlsValue, file: file, what: "agent.tls.caFile") {
                             let path = text.hasPrefix("/") ? text : FileSystem.join(FileSystem.directory(of: file), text)
                             configuration.agent.tlsCAFile = path
-                            if case .failure(let problem) = FileSystem.read(path, limit: FileSystem.maximumSecretSize * 16) {
+                            switch FileSystem.read(path, limit: FileSystem.maximumSecretSize * 16) {
+                            case .failure(let problem):
                                 diagnostics.error("agent.tls.caFile: cannot read \(path): \(problem.message)", file: file, at: tlsValue.start)
+                            case .success(let bytes) where !Self.holdsPEMCertificate(bytes):
+                                // libcurl would refuse it only when the first https request is made.
+                                diagnostics.error("agent.tls.caFile: \(path) holds no PEM certificate (a CA bundle is -----BEGIN CERTIFICATE----- blocks)",
+                                                  file: file, at: tlsValue.start)
+                            case .success:
+                                break
                             }
                         }
                     } else {
@@ -1048,6 +1055,13 @@ struct LoadSession {
         }
         accountOwners[id] = (path, position)
         return true
+    }
+
+    /// Whether `bytes` hold a PEM certificate block, as a CA bundle does.
+    static func holdsPEMCertificate(_ bytes: [UInt8]) -> Bool {
+        let marker = Array("-----BEGIN CERTIFICATE-----".utf8)
+        guard bytes.count >= marker.count else { return false }
+        return (0...(bytes.count - marker.count)).contains { start in bytes[start] == marker[0] && bytes[start..<start + marker.count].elementsEqual(marker) }
     }
 
     /// The checker of accounts as they are read, for the globals loaded so far; nil without

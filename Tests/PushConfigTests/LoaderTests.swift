@@ -346,7 +346,7 @@ struct RequestBuildingTests {
         #expect(l.lines.contains { $0.hasPrefix("config.yaml:9:32: error: the rendered pushTokenReporterPostData is not valid JSON: ") })
     }
 
-    @Test("agent.tls.caFile is read relative to its file, and must be readable")
+    @Test("agent.tls.caFile is read relative to its file, and must be a readable CA bundle")
     func caFile() throws {
         let directory = TemporaryDirectory()
         directory.write("ca.pem", "-----BEGIN CERTIFICATE-----\n")
@@ -358,6 +358,12 @@ struct RequestBuildingTests {
         let bad = directory.write("bad.yaml", "agent:\n  tls: {caFile: missing.pem}\n")
         #expect(loader.load(paths: [bad]).diagnostics.all.map(\.formatted)
             == ["\(bad):2:17: error: agent.tls.caFile: cannot read \(directory.path)/missing.pem: no such file or directory"])
+        // A file that is not a CA bundle: said now, not at the first https request.
+        directory.write("garbage.pem", "garbage\n")
+        let garbage = directory.write("garbage.yaml", "agent:\n  tls: {caFile: garbage.pem}\n")
+        #expect(loader.load(paths: [garbage]).diagnostics.all.map(\.formatted)
+            == ["\(garbage):2:17: error: agent.tls.caFile: \(directory.path)/garbage.pem holds no PEM certificate "
+                + "(a CA bundle is -----BEGIN CERTIFICATE----- blocks)"])
     }
 
     @Test("secrets are filled over https and to loopback, withheld over plain http elsewhere")
