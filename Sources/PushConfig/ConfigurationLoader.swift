@@ -130,14 +130,16 @@ public struct ConfigurationLoader: Sendable {
 
 extension ConfigurationLoader {
     /// `files` with each file once, at its first place: the same file named twice (`--config
-    /// c.yaml --config ./c.yaml`, or a directory and a file in it) would otherwise load twice,
-    /// and every account of it be a duplicate of itself.
+    /// c.yaml --config ./c.yaml`, a directory and a file in it, a link to it) would otherwise
+    /// load twice, and every account of it be a duplicate of itself.
     static func withoutRepeats(_ files: [String]) -> [String] {
+        // By the file itself (device and inode), so that a link, hard or symbolic, is the same
+        // file too; by its path when it cannot be looked at (it is then said missing once).
         var seen = Set<String>()
         return files.filter { file in
-            guard let resolved = realpath(file, nil) else { return seen.insert(file).inserted }
-            defer { free(resolved) }
-            return seen.insert(String(cString: resolved)).inserted
+            var info = stat()
+            guard stat(file, &info) == 0 else { return seen.insert("path:" + file).inserted }
+            return seen.insert("file:\(info.st_dev):\(info.st_ino)").inserted
         }
     }
 }

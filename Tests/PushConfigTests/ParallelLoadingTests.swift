@@ -389,6 +389,10 @@ struct ParallelLoadingTests {
         #expect(diagnostics([path, copy], leaveOut: true) == kept)
         #expect(!diagnostics([path, path], leaveOut: false).contains { $0.contains("is already used") })
         #expect(!diagnostics([path, directory.path + "/./10-late-defaults.yaml"], leaveOut: true).contains { $0.contains("is already used") })
+        // A hard link is the same file too.
+        let linked = directory.path + "/12-linked.yaml"
+        #expect(link(path, linked) == 0)
+        #expect(!diagnostics([path, linked], leaveOut: false).contains { $0.contains("is already used") })
     }
 
     /// A file long enough to split, of accounts that pass but a few, with ids repeated in both
