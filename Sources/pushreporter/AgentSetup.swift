@@ -31,11 +31,8 @@ struct AgentSetup {
         loaded = LoadedConfiguration(options: options)
         let configuration = loaded.result.configuration
         if loaded.diagnostics.hasErrors && !forRemove {
-            // Every error at once, rendering's too, as validate says them.
-            var problems = loaded.diagnostics
-            Backends.standard.check(loaded.context(installID: loaded.storedInstallID), skipping: loaded.result.passedEarly,
-                                    diagnostics: &problems)
-            throw Failure(diagnostics: problems.errors(fileOrder: configuration.files), code: Exit.configuration)
+            loaded.checkRendering(installID: loaded.storedInstallID)
+            throw Failure(diagnostics: loaded.diagnostics.errors(fileOrder: configuration.files), code: Exit.configuration)
         }
         let environment = loaded.environment
         do {
@@ -60,16 +57,16 @@ struct AgentSetup {
 
     /// Loads the configuration again for a reload: its subscriptions, or why it is invalid.
     static func reload(options: ConfigOptions, runtime: AgentRuntime) -> ConfigurationLoad {
-        let loaded = LoadedConfiguration(options: options)
-        var problems = loaded.diagnostics
+        var loaded = LoadedConfiguration(options: options)
         var planned: (plans: [SubscriptionPlan], pollers: [any ConfirmationPoller]) = ([], [])
         let context = runtime.context(loaded.result, hostname: loaded.environment.hostname)
-        if !problems.hasErrors {
-            planned = runtime.plan(context, diagnostics: &problems)
+        if !loaded.diagnostics.hasErrors {
+            planned = runtime.plan(context, diagnostics: &loaded.diagnostics)
         } else {
-            // Counted as validate counts them, so that "(and N more …)" takes in what rendering finds.
-            runtime.backends.check(context, skipping: loaded.result.passedEarly, diagnostics: &problems)
+            // So that "(and N more …)" counts what rendering finds too.
+            loaded.checkRendering(installID: runtime.installID, backends: runtime.backends)
         }
+        let problems = loaded.diagnostics
         let errors = problems.errors(fileOrder: loaded.result.configuration.files)
         guard let first = errors.first else {
             runtime.trackingTargets.replace(with: AdobeBackend.trackingTargets(context))

@@ -107,6 +107,12 @@ struct LoadedConfiguration {
                        hostname: environment.hostname)
     }
 
+    /// Adds to the diagnostics every problem rendering would find, each once, as `validate`
+    /// says them: a command that stops on errors says them all at once, not in rounds.
+    mutating func checkRendering(installID: String?, backends: Backends = .standard) {
+        backends.check(context(installID: installID), skipping: result.passedEarly, diagnostics: &diagnostics)
+    }
+
     /// The installation id kept in the configuration's state directory, for `validate` and
     /// `preview` (which take no `--state-dir`); nil when the agent has not run with it.
     var storedInstallID: String? {

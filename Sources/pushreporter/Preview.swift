@@ -47,11 +47,9 @@ struct Preview: ParsableCommand {
         let installID = loaded.storedInstallID
         let configuration = loaded.result.configuration
         if loaded.diagnostics.hasErrors {
-            // Stopping here, the problems rendering finds too, as validate says them: otherwise
-            // a user who runs only preview fixes them in rounds.
-            var problems = loaded.diagnostics
-            Backends.standard.check(loaded.context(installID: installID), skipping: loaded.result.passedEarly, diagnostics: &problems)
-            try stopOnErrors(problems, files: configuration.files)
+            var checked = loaded
+            checked.checkRendering(installID: installID)
+            try stopOnErrors(checked.diagnostics, files: configuration.files)
         }
         let known = Set(configuration.accounts.map(\.id))
         for id in accounts where !known.contains(id) {

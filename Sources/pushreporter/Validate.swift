@@ -30,9 +30,7 @@ struct Validate: ParsableCommand {
         // Accounts are checked while they load, as far as that can tell, and only the others are
         // kept, to be checked after.
         var loaded = LoadedConfiguration(options: config, checkingEarly: true, leavingOutPassed: true)
-        let installID = loaded.storedInstallID
-        Backends.standard.check(loaded.context(installID: installID), skipping: loaded.result.passedEarly,
-                                diagnostics: &loaded.diagnostics)
+        loaded.checkRendering(installID: loaded.storedInstallID)
         let diagnostics = loaded.diagnostics.sorted(fileOrder: loaded.result.configuration.files)
         let errors = loaded.diagnostics.errorCount
         let warnings = loaded.diagnostics.warningCount
