@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import PushAcrobits
+import PushAdobe
 import PushAgent
 import PushBackend
 import PushConfig
@@ -139,8 +140,9 @@ struct Run: AsyncParsableCommand {
             let host = plan.delivery?.host ?? plan.service
             logger.warning("\(plan.account.displayEscaped): secrets are sent as ******** because \(host) is plain http and not loopback; use https")
         }
+        // Adobe's service reports events (pushreporter track), not devices on start.
+        let adobe = setup.configuration.services.values.contains { $0.type == AdobeBackend.type }
         if setup.plans.isEmpty && (once || setup.configuration.agent.trackingSpool == nil) {
-            let adobe = setup.configuration.services.values.contains { $0.type == "adobe-campaign" }
             logger.warning(adobe
                 ? "no enabled account has a pushTokenReporterUrl or a service that registers devices, so there is nothing to report on start (Adobe's reports events, with pushreporter track)"
                 : "no enabled account has a pushTokenReporterUrl or a service, so there is nothing to report")
@@ -149,10 +151,9 @@ struct Run: AsyncParsableCommand {
             if !quiet.isEmpty {
                 // Otherwise "reporting 10 accounts" after validate's "12 enabled accounts" reads as two lost.
                 let shown = quiet.prefix(5).map(\.displayEscaped).joined(separator: ", ") + (quiet.count > 5 ? " and \(quiet.count - 5) more" : "")
-                let adobe = setup.configuration.services.values.contains { $0.type == "adobe-campaign" }
-                    ? " (Adobe's reports events, with pushreporter track)" : ""
                 let sentence = "\(quiet.count) enabled \(plural(quiet.count, "account")) \(quiet.count == 1 ? "has" : "have") nothing to report on start, "
-                    + "with no pushTokenReporterUrl and no service that registers devices\(adobe): \(shown)"
+                    + "with no pushTokenReporterUrl and no service that registers devices"
+                    + (adobe ? " (Adobe's reports events, with pushreporter track)" : "") + ": \(shown)"
                 logger.info("\(sentence)")
             }
         }
@@ -180,20 +181,16 @@ struct Run: AsyncParsableCommand {
         // Handed over, not captured: a closure's capture would hold every plan to the end of
         // the round (12 MB more at the peak of 100,000 accounts).
         let handoff = Mutex<AgentStart?>(consume start)
-        let sending = Task { () -> Result<OnceOutcome, AgentRuntime.Failure> in
+        let sending = Task { () async throws -> OnceOutcome in
             let start = handoff.withLock { $0.take()! }
-            do throws(AgentRuntime.Failure) {
-                return .success(try await runtime.runOnce(consume start, deadline: deadline, output: output))
-            } catch {
-                return .failure(error)
-            }
+            return try await runtime.runOnce(consume start, deadline: deadline, output: output)
         }
-        round.started(sending)
+        round.started(cancel: { sending.cancel() })
         var outcome: OnceOutcome
-        switch await sending.value {
-        case .success(let ended): outcome = ended
-        case .failure(let error):
-            logger.error("\(error.description)")
+        do {
+            outcome = try await sending.value
+        } catch {
+            logger.error("\(error)")
             exitNow(Exit.failure)
         }
         if !outcome.stateWritten {
@@ -201,9 +198,6 @@ struct Run: AsyncParsableCommand {
         }
         outcome.stoppedBy = round.stoppedBy
         print(outcome.summary)
-        if let signal = round.stoppedBy, !outcome.undelivered.isEmpty {
-            logger.notice("stopped by \(signal) before the deadline; what was not delivered is sent again next time")
-        }
         exitNow(outcome.succeeded ? .success : Exit.failure)
     }
 
@@ -248,12 +242,13 @@ struct Run: AsyncParsableCommand {
 extension Logger.Level: @retroactive ExpressibleByArgument {}
 extension LogOutput.Format: ExpressibleByArgument {}
 
-/// SIGTERM and SIGINT for `run --once`, read from the start (they stay blocked, SPEC §12): the
-/// first while the round sends cancels it, so that it ends as its deadline would, with the state
-/// written; the first before it sends, or a second one, ends the process (exit 130 or 143).
+/// SIGTERM and SIGINT for `run --once`, read once it has loaded (they stay blocked, SPEC §12):
+/// the first while the round sends cancels it, so that it ends as its deadline would, with the
+/// state written; one before it sends, or a second one, ends the process (exit 130 or 143).
 final class OnceRound: Sendable {
     private struct State {
-        var sending: Task<Result<OnceOutcome, AgentRuntime.Failure>, Never>?
+        /// Cancels the round; nil until it sends.
+        var cancel: (@Sendable () -> Void)?
         var stoppedBy: String?
     }
 
@@ -265,24 +260,24 @@ final class OnceRound: Sendable {
             let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
             for await signal in signals {
                 let name = signal == .sigint ? "SIGINT" : "SIGTERM"
-                let sending = self.state.withLock { state -> Task<Result<OnceOutcome, AgentRuntime.Failure>, Never>? in
-                    guard state.stoppedBy == nil, let sending = state.sending else { return nil }
+                let cancel = self.state.withLock { state -> (@Sendable () -> Void)? in
+                    guard state.stoppedBy == nil, let cancel = state.cancel else { return nil }
                     state.stoppedBy = name
-                    return sending
+                    return cancel
                 }
-                guard let sending else {
+                guard let cancel else {
                     if self.stoppedBy == nil { logger.notice("\(name): stopped before anything was sent") }
                     exitNow(ExitCode(signal == .sigint ? 130 : 143))
                 }
                 logger.notice("\(name): stopping the round; no new request starts, and the state is written")
-                sending.cancel()
+                cancel()
             }
         }
     }
 
-    /// The round's task, from now cancelled by the first signal.
-    func started(_ sending: Task<Result<OnceOutcome, AgentRuntime.Failure>, Never>) {
-        state.withLock { $0.sending = sending }
+    /// The round sends from now on: the first signal calls `cancel`.
+    func started(cancel: @escaping @Sendable () -> Void) {
+        state.withLock { $0.cancel = cancel }
     }
 
     /// The signal that stopped the round, if one did.
