@@ -1051,7 +1051,7 @@ struct LoadSession {
     private mutating func claim(_ id: String, path: SourcePath, at position: SourcePosition) -> Bool {
         if let owner = accountOwners[id] {
             diagnostics.error("account id '\(id)' is already used at \(owner.file.string):\(owner.position.line):\(owner.position.column); "
-                              + "ids must be unique across all files (an account without `id:` takes its username: give one of them an `id:` of its own)",
+                              + "ids must be unique across all files (an account's id is its `id:`, else its username)",
                               file: path.string, at: position, account: id)
             return false
         }

@@ -164,7 +164,8 @@ struct Preview: ParsableCommand {
         /// Once, after the last request.
         func finish() {
             if format == .json { Swift.print(printed == 0 ? "[]" : "\n]") }
-            if printed == 0 { printError("preview: no request to show") }
+            // Nothing shown may be a mistake only validate's warnings explain (a misspelt URL key).
+            if printed == 0 { printError("preview: no request to show; pushreporter validate says why an account reports nothing") }
             if disabled > 0 { printError("preview: skipped \(disabled) disabled \(plural(disabled, "account"))") }
         }
     }

@@ -131,7 +131,7 @@ struct DiagnosticsTests {
         let errors = loaded.lines.filter { $0.contains("error") }
         #expect(errors.count == 1)
         #expect(errors.first?.hasPrefix("b.yaml:5:5: error: account id 'alice' is already used at ") == true)
-        #expect(errors.first?.hasSuffix("a.yaml:2:5; ids must be unique across all files (an account without `id:` takes its username: give one of them an `id:` of its own) [account alice]") == true)
+        #expect(errors.first?.hasSuffix("a.yaml:2:5; ids must be unique across all files (an account's id is its `id:`, else its username) [account alice]") == true)
     }
 
     @Test("an unset !env variable")

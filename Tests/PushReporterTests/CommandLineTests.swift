@@ -308,6 +308,15 @@ struct CommandLineTests {
         #expect(frank.stderr.contains("warning: Google deprecates Firebase device group messaging"), "\(frank.stderr)")
     }
 
+    @Test("preview with nothing to show points at validate, which says why")
+    func previewWithNothingToShow() throws {
+        let output = try ProcessRunner.pushreporter(config: "accounts:\n  - id: bob\n    pushToken: T\n    pushTokenReporterUrll: https://h.example/t\n",
+                                                    ["preview"])
+        #expect(output.status == 0)
+        #expect(output.stderr.hasSuffix("preview: no request to show; pushreporter validate says why an account reports nothing\n"),
+                "\(output.stderr)")
+    }
+
     @Test("a file named twice, or in a directory named too, is read once")
     func aFileNamedTwiceIsReadOnce() throws {
         let directory = TemporaryDirectory()
