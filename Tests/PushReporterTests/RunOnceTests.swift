@@ -215,9 +215,12 @@ import Testing
               - {username: m2, pushTokenOther: T2, pushTokenReporterUrl: "\(silent.baseURL)/r?t=%pushTokenOther%"}
             """)
         let state = files.path + "/state"
-        let round = try RunningProcess(pushreporter: ["run", "--once", "--config", config, "--state-dir", state])
-        // Both sent: m1 answered, m2 waiting for an answer that never comes.
-        #expect(answering.waitForRequests(1, timeout: Polling.generous) && silent.waitForRequests(1, timeout: Polling.generous))
+        let round = try RunningProcess(pushreporter: ["run", "--once", "--config", config, "--state-dir", state, "--log-level", "debug"])
+        // Both sent: m2 waiting for an answer that never comes, and m1's answer taken in (logged
+        // once the round has settled it; the server having answered is not enough, as the round
+        // may not have read the answer yet when the signal comes).
+        #expect(silent.waitForRequests(1, timeout: Polling.generous))
+        #expect(round.waitForStderr("m1: pushTokenReporter delivered to 127.0.0.1:\(answering.port)"), "\(round.stderr)")
         round.signal(SIGTERM)
         #expect(round.waitForExit() == 1, "\(round.stderr)")
         #expect(round.stdout == "Delivered 1 of 2 reports; 1 not delivered before SIGTERM stopped the round:\n"
