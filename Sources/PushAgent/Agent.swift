@@ -27,7 +27,7 @@ public enum AgentStart: Sendable {
 
 /// The agent (`pushreporter run`, SPEC §5, §8, §9.0): delivers every subscription on start,
 /// retries for as long as it runs, polls accepted ones, reloads on request, sends cleanups,
-/// and keeps systemd told; or, with ``runOnce(deadline:output:)``, one round that ends.
+/// and keeps systemd told; or, with ``runOnce(deadline:output:stops:)``, one round that ends.
 ///
 /// Decisions are made by ``AgentBook``; this applies them to the scheduler and the state
 /// recorder, and has the ``Backends`` send. Stopping: on graceful shutdown it sends
@@ -117,7 +117,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     ///   - wallClock: Unix time in milliseconds, for the state and `Retry-After` dates.
     ///   - load: loads the configuration again, for a reload.
     ///   - reloadSources: what asks for reloads; each runs in a child task of ``run()``.
-    ///   - gracePeriod: how long requests in flight may finish after graceful shutdown.
+    ///   - gracePeriod: how long requests in flight may finish after graceful shutdown, or once a
+    ///     round is stopped (``runOnce(deadline:output:stops:)``).
     ///   - statusInterval: the least time between two `STATUS=` messages.
     public init(start: AgentStart, settings: AgentSettings, backends: Backends = .standard, transport: any HTTPTransport,
                 recorder: StateRecorder<C>, shared: (any SharedStateStore)? = nil,
@@ -355,17 +356,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 } catch {
                     return .other
                 }
-                self.isStopping.withLock { $0 = true }
-                self.pollerContinuation.yield()
                 self.notifier.notify("STOPPING=1")
-                let inFlight = scheduler.inFlightCount
-                let waiting = inFlight > 0 ? "; \(inFlight) in flight get \(DurationText(self.gracePeriod)) to finish" : ""
-                self.logger.info("stopping: no new requests\(waiting)")
-                scheduler.shutdown()
-                try? await self.clock.sleep(for: self.gracePeriod)
-                if !Task.isCancelled {
-                    self.logger.warning("\(scheduler.inFlightCount) requests still in flight after the grace period are cancelled")
-                }
+                await self.stopSending(scheduler)
                 return .graceExpired
             }
             // Stopped once the scheduler has finished what it had in flight and no status query is
@@ -384,12 +376,32 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         handBackLeases()
     }
 
+    /// Stopping: no new request starts, and those in flight get the grace period to finish;
+    /// returns once it is over (or the task is cancelled, when they have all finished).
+    private func stopSending(_ scheduler: ReportScheduler<SubscriptionKey, C>) async {
+        isStopping.withLock { $0 = true }
+        pollerContinuation.yield()
+        let inFlight = scheduler.inFlightCount
+        let waiting = inFlight > 0 ? "; \(inFlight) in flight \(inFlight == 1 ? "gets" : "get") \(DurationText(gracePeriod)) to finish" : ""
+        logger.info("stopping: no new requests\(waiting)")
+        scheduler.shutdown()
+        try? await clock.sleep(for: gracePeriod)
+        if !Task.isCancelled {
+            let left = scheduler.inFlightCount
+            logger.warning("\(left) \(left == 1 ? "request still in flight after the grace period is" : "requests still in flight after the grace period are") cancelled")
+        }
+    }
+
     // MARK: Once
 
     /// One round (`run --once`, `remove`): sends every due delivery and cleanup, retries until
     /// each is settled or `deadline` passes, asks once more about accepted subscriptions if time
     /// allows, then writes the state. `output` draws a progress line on a terminal.
-    public func runOnce(deadline: Duration, output: LogOutput? = nil) async -> OnceOutcome {
+    ///
+    /// An element of `stops` (SIGTERM or SIGINT) ends the round early, as SPEC §8 stops the
+    /// agent: no new request starts, those in flight get the grace period to finish, and the
+    /// state is written. Cancelling the task ends it at once, with the state written too.
+    public func runOnce(deadline: Duration, output: LogOutput? = nil, stops: AsyncStream<Void>? = nil) async -> OnceOutcome {
         let start = clock.now
         let scheduler = makeScheduler()
         // One round: nothing is scheduled for later (`reportInterval` is the agent's business).
@@ -416,7 +428,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 return .other
             }
             group.addTask {
-                for await _ in settled where self.roundIsOver() && (self.shared == nil || self.claimedAll.withLock { $0 }) {
+                for await _ in settled where self.roundIsOver() && !self.isStopping.withLock({ $0 })
+                    && (self.shared == nil || self.claimedAll.withLock { $0 }) {
                     // Everything sent: one more question about what awaits confirmation. A
                     // delivery accepted while it was asked (one the answers sent again, say) is
                     // asked about too: the next turn, which its acceptance signalled.
@@ -434,6 +447,16 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                     try await self.clock.sleep(until: end, tolerance: nil)
                     return .deadline
                 } catch {
+                    return .other
+                }
+            }
+            if let stops {
+                group.addTask {
+                    for await _ in stops {
+                        // Ends with the scheduler once what is in flight has finished, or here.
+                        await self.stopSending(scheduler)
+                        return Task.isCancelled ? .other : .graceExpired
+                    }
                     return .other
                 }
             }

@@ -147,16 +147,21 @@ public struct AgentRuntime: Sendable {
                       + "which then send its removal")
     }
 
-    /// One round (`run --once`, `remove`): see ``Agent/runOnce(deadline:output:)``.
-    public func runOnce(_ start: consuming AgentStart, deadline: Duration, output: LogOutput? = nil) async throws(Failure) -> OnceOutcome {
+    /// One round (`run --once`, `remove`): see ``Agent/runOnce(deadline:output:stops:)``.
+    public func runOnce(_ start: consuming AgentStart, deadline: Duration, output: LogOutput? = nil,
+                        stops: AsyncStream<Void>? = nil) async throws(Failure) -> OnceOutcome {
         let transport = try makeTransport()
         defer { transport.shutdown() }
         let clock = ContinuousClock()
         let recorder = StateRecorder(store: store, logger: logger, clock: clock)
         let agent = Agent(start: consume start, settings: settings, backends: backends, transport: transport, recorder: recorder,
-                          shared: shared, logger: logger, clock: clock)
-        return await agent.runOnce(deadline: deadline, output: output)
+                          shared: shared, logger: logger, clock: clock, gracePeriod: gracePeriod)
+        return await agent.runOnce(deadline: deadline, output: output, stops: stops)
     }
+
+    /// How long the requests in flight may finish once the agent or a round stops: the
+    /// request timeout, at most 10 seconds.
+    public var gracePeriod: Duration { min(settings.timeout, .seconds(10)) }
 
     /// The long-running agent, as a group of services that stops on SIGTERM or SIGINT; returns
     /// once it has stopped, throwing when it stopped on an error (logged).
@@ -173,7 +178,7 @@ public struct AgentRuntime: Sendable {
         let recorder = StateRecorder(store: store, logger: logger, clock: ContinuousClock())
         let agent = Agent(start: consume start, settings: settings, backends: backends, transport: transport,
                           recorder: recorder, shared: shared, notifier: notifier, logger: logger, clock: ContinuousClock(),
-                          load: load, reloadSources: reloadSources, gracePeriod: min(settings.timeout, .seconds(10)))
+                          load: load, reloadSources: reloadSources, gracePeriod: gracePeriod)
         // The recorder first: a group stops its services in reverse order, so the last flush
         // comes after the agent's last change.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: recorder)]

@@ -22,7 +22,8 @@ struct Run: AsyncParsableCommand {
             reports new and changed accounts at once, sends the removal report of accounts that left, sends the \
             Adobe tracking of the payload files dropped in agent.trackingSpool, and keeps systemd told (READY, STATUS, WATCHDOG, RELOADING, STOPPING). With --once: report every \
             account, retry until each is delivered or the deadline passes, print a summary on standard \
-            output and exit 0 (all delivered) or 1. Logs go to standard error, never with secrets.
+            output and exit 0 (all delivered) or 1; SIGTERM or SIGINT ends the round early, giving the requests \
+            in flight the grace period (a second signal cancels them). Logs go to standard error, never with secrets.
             """
     )
 
@@ -61,9 +62,9 @@ struct Run: AsyncParsableCommand {
         let output = LogOutput(format: logFormat)
         let logger = agent.logger(output: output)
         let prepared = prepare(output: output, logger: logger)
-        // `run --once` keeps them blocked too: SIGTERM or SIGINT while it sends ends the round
-        // as its deadline would, the state written and the summary printed; one that came while
-        // it loaded, or a second one, ends the process here or then. Read from here on, not
+        // `run --once` keeps them blocked too: SIGTERM or SIGINT while it sends stops the round
+        // (the requests in flight get the grace period), the state written and the summary
+        // printed; one that came while it loaded, or a third one, ends the process here or then. Read from here on, not
         // during loading: a thread waiting for them beside the loading ones made loading's peak
         // memory 15 MB higher (glibc hands threads their heaps in the order they first allocate).
         let round = once ? OnceRound(logger: logger) : nil
@@ -181,11 +182,12 @@ struct Run: AsyncParsableCommand {
         // Handed over, not captured: a closure's capture would hold every plan to the end of
         // the round (12 MB more at the peak of 100,000 accounts).
         let handoff = Mutex<AgentStart?>(consume start)
+        let (stops, stopper) = AsyncStream<Void>.makeStream()
         let sending = Task { () async throws -> OnceOutcome in
             let start = handoff.withLock { $0.take()! }
-            return try await runtime.runOnce(consume start, deadline: deadline, output: output)
+            return try await runtime.runOnce(consume start, deadline: deadline, output: output, stops: stops)
         }
-        round.started(cancel: { sending.cancel() })
+        round.started(stop: { stopper.yield() }, cancel: { sending.cancel() })
         var outcome: OnceOutcome
         do {
             outcome = try await sending.value
@@ -242,14 +244,18 @@ struct Run: AsyncParsableCommand {
 extension Logger.Level: @retroactive ExpressibleByArgument {}
 extension LogOutput.Format: ExpressibleByArgument {}
 
-/// SIGTERM and SIGINT for `run --once`, read once it has loaded (they stay blocked, SPEC §12):
-/// the first while the round sends cancels it, so that it ends as its deadline would, with the
-/// state written; one before it sends, or a second one, ends the process (exit 130 or 143).
+/// SIGTERM and SIGINT for `run --once`, read once it has loaded (they stay blocked, SPEC §12).
+/// The first while the round sends stops it as SIGTERM stops the agent (SPEC §8): no new request
+/// starts, those in flight get the grace period, and the state is written. A second cancels
+/// those still in flight, the state written all the same; a third, or one before the round
+/// sends, ends the process (exit 130 or 143).
 final class OnceRound: Sendable {
     private struct State {
-        /// Cancels the round; nil until it sends.
+        /// Stops the round, then cancels it; nil until it sends.
+        var stop: (@Sendable () -> Void)?
         var cancel: (@Sendable () -> Void)?
         var stoppedBy: String?
+        var signals = 0
     }
 
     private let state = Mutex(State())
@@ -260,24 +266,38 @@ final class OnceRound: Sendable {
             let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
             for await signal in signals {
                 let name = signal == .sigint ? "SIGINT" : "SIGTERM"
-                let cancel = self.state.withLock { state -> (@Sendable () -> Void)? in
-                    guard state.stoppedBy == nil, let cancel = state.cancel else { return nil }
-                    state.stoppedBy = name
-                    return cancel
+                let (count, action) = self.state.withLock { state -> (Int, (@Sendable () -> Void)?) in
+                    guard let stop = state.stop, let cancel = state.cancel else { return (0, nil) }
+                    state.signals += 1
+                    if state.stoppedBy == nil { state.stoppedBy = name }
+                    return (state.signals, state.signals == 1 ? stop : state.signals == 2 ? cancel : nil)
                 }
-                guard let cancel else {
-                    if self.stoppedBy == nil { logger.notice("\(name): stopped before anything was sent") }
+                switch (count, action) {
+                case (1, let stop?):
+                    let sentence = "\(name): stopping the round; no new request starts, and the state is written "
+                        + "(a second \(name) cancels the requests in flight)"
+                    logger.notice("\(sentence)")
+                    stop()
+                case (2, let cancel?):
+                    logger.notice("\(name) again: the requests in flight are cancelled, and the state is written")
+                    cancel()
+                case (0, _):
+                    logger.notice("\(name): stopped before anything was sent")
+                    exitNow(ExitCode(signal == .sigint ? 130 : 143))
+                default:
+                    logger.notice("\(name) again: ended without writing the state; this round's deliveries are sent again next time")
                     exitNow(ExitCode(signal == .sigint ? 130 : 143))
                 }
-                logger.notice("\(name): stopping the round; no new request starts, and the state is written")
-                cancel()
             }
         }
     }
 
-    /// The round sends from now on: the first signal calls `cancel`.
-    func started(cancel: @escaping @Sendable () -> Void) {
-        state.withLock { $0.cancel = cancel }
+    /// The round sends from now on: the first signal calls `stop`, the second `cancel`.
+    func started(stop: @escaping @Sendable () -> Void, cancel: @escaping @Sendable () -> Void) {
+        state.withLock {
+            $0.stop = stop
+            $0.cancel = cancel
+        }
     }
 
     /// The signal that stopped the round, if one did.

@@ -279,6 +279,86 @@ final class ScriptedTransport: HTTPTransport {
         #expect(outcome.undelivered.first?.attempts == 1)
     }
 
+    /// A transport whose request to a URL ending in `/held` waits until `release()`, or ends as
+    /// a cancelled transfer does when its task is cancelled; any other is answered 204 at once.
+    final class HoldingTransport: HTTPTransport {
+        private let released = Mutex(false)
+        let log = Mutex<[String]>([])
+
+        func release() { released.withLock { $0 = true } }
+
+        func send(_ request: TransportRequest) async throws -> TransportResponse {
+            log.withLock { $0.append(request.url) }
+            if request.url.hasSuffix("/held") {
+                while !released.withLock({ $0 }) {
+                    if Task.isCancelled { throw TransportError.cancelled }
+                    try? await Task.sleep(for: .milliseconds(5))
+                }
+            }
+            return TransportResponse(status: 204)
+        }
+    }
+
+    /// What a round logged.
+    final class LogText: Sendable {
+        private let text = Mutex("")
+        func append(_ more: String) { text.withLock { $0 += more } }
+        var value: String { text.withLock { $0 } }
+    }
+
+    /// A round with one request at a time, a continuation to stop it, and its log lines.
+    static func stoppableRound(_ transport: HoldingTransport, clock: ManualClock, logged: LogText)
+        -> (run: Task<OnceOutcome, Never>, stop: AsyncStream<Void>.Continuation) {
+        var settings = Self.settings()
+        settings.concurrency = 1
+        let output = LogOutput(format: .text, environment: ["JOURNAL_STREAM": "1:1"], isTerminal: false) { logged.append($0) }
+        let plans = [Self.plan("a0", url: "http://x.example/held"), Self.plan("a1", url: "http://x.example/1"),
+                     Self.plan("a2", url: "http://x.example/2")]
+        let agent = Agent(start: .configuration(plans: plans, records: [], pollers: []), settings: settings, transport: transport,
+                          recorder: StateRecorder(store: MemoryStateStore(), logger: quiet, clock: clock),
+                          logger: Logger(label: "test") { _ in AgentLogHandler(output: output) }, clock: clock, wallClock: { 0 },
+                          gracePeriod: Duration.seconds(7))
+        let (stops, stop) = AsyncStream<Void>.makeStream()
+        let run = Task(executorPreference: TestThreads.shared) { await agent.runOnce(deadline: .seconds(60), stops: stops) }
+        return (run, stop)
+    }
+
+    @Test func aStoppedRoundStartsNoNewRequestAndLetsTheOneInFlightFinish() async {
+        let transport = HoldingTransport()
+        let logged = LogText()
+        let (run, stop) = Self.stoppableRound(transport, clock: ManualClock(), logged: logged)
+        #expect(await Polling.until { transport.log.withLock { $0 } == ["http://x.example/held"] })
+        stop.yield()
+        #expect(await Polling.until { logged.value.contains("<6>stopping: no new requests; 1 in flight gets 7s to finish") },
+                "\(logged.value)")
+        // Answered within the grace period (the clock has not moved): taken in, and the round ends.
+        transport.release()
+        let outcome = await run.value
+        #expect(outcome.delivered == 1)
+        #expect(outcome.undelivered.map { $0.key.account } == ["a1", "a2"])
+        #expect(outcome.undelivered.map { $0.attempts } == [0, 0])
+        #expect(transport.log.withLock { $0 } == ["http://x.example/held"])
+        #expect(!logged.value.contains("after the grace period"))
+    }
+
+    @Test func aStoppedRoundCancelsWhatIsStillInFlightOnceTheGracePeriodIsOver() async {
+        let transport = HoldingTransport()
+        let logged = LogText()
+        let clock = ManualClock()
+        let (run, stop) = Self.stoppableRound(transport, clock: clock, logged: logged)
+        #expect(await Polling.until { transport.log.withLock { $0 } == ["http://x.example/held"] })
+        stop.yield()
+        #expect(await Polling.until { logged.value.contains("stopping: no new requests; 1 in flight gets 7s to finish") })
+        // The deadline's sleep and the grace period's.
+        await clock.waitForSleepers(2)
+        clock.advance(by: .seconds(7))
+        let outcome = await run.value
+        #expect(outcome.delivered == 0)
+        #expect(outcome.undelivered.map { $0.key.account } == ["a0", "a1", "a2"])
+        #expect(transport.log.withLock { $0 } == ["http://x.example/held"])
+        #expect(logged.value.contains("<4>1 request still in flight after the grace period is cancelled"), "\(logged.value)")
+    }
+
     @Test func aStateThatCannotBeWrittenSendsNothing() async {
         let transport = ScriptedTransport { _, _ in TransportResponse(status: 204) }
         let store = MemoryStateStore()

@@ -125,7 +125,7 @@ import Testing
         #expect(server.waitForRequests(1, timeout: Polling.generous))
         agent.signal(SIGTERM)
         #expect(agent.waitForExit() == 0, "\(agent.stderr)")
-        #expect(agent.stderr.contains("stopping: no new requests; 1 in flight get 2s to finish"), "\(agent.stderr)")
+        #expect(agent.stderr.contains("stopping: no new requests; 1 in flight gets 2s to finish"), "\(agent.stderr)")
         #expect(listener.waitForMessage { $0 == "STOPPING=1" } != nil)
         let records = try SQLiteStateStore(directory: StateDirectory(path: files.path + "/state"), readOnly: true).records()
         #expect(records.map(\.key.account) == ["alice"])

@@ -205,8 +205,15 @@ import Testing
         #expect(!result.stdout.contains("s3cret-pass"))
     }
 
-    @Test func sigtermEndsTheRoundWithTheStateWrittenAndTheSummaryPrinted() throws {
-        let answering = try LoopbackHTTPServer { _, _ in .status(200) }
+    @Test func sigtermLetsTheRequestsInFlightFinishAndASecondCancelsThem() throws {
+        // m1's answer waits for the gate, opened once the round has stopped: it comes within the
+        // grace period, and is taken in. m2's never comes: the second SIGTERM cancels it.
+        let gate = DispatchSemaphore(value: 0)
+        defer { gate.signal() }
+        let answering = try LoopbackHTTPServer { _, _ in
+            gate.wait()
+            return .status(200)
+        }
         let silent = try LoopbackHTTPServer { _, _ in .hang }
         let files = TemporaryDirectory()
         let config = files.write("c.yaml", """
@@ -216,20 +223,25 @@ import Testing
             """)
         let state = files.path + "/state"
         let round = try RunningProcess(pushreporter: ["run", "--once", "--config", config, "--state-dir", state, "--log-level", "debug"])
-        // Both sent: m2 waiting for an answer that never comes, and m1's answer taken in (logged
-        // once the round has settled it; the server having answered is not enough, as the round
-        // may not have read the answer yet when the signal comes).
-        #expect(silent.waitForRequests(1, timeout: Polling.generous))
+        #expect(answering.waitForRequests(1, timeout: Polling.generous) && silent.waitForRequests(1, timeout: Polling.generous))
+        round.signal(SIGTERM)
+        #expect(round.waitForStderr("stopping: no new requests; 2 in flight get 10s to finish"), "\(round.stderr)")
+        #expect(round.stderr.contains("notice: SIGTERM: stopping the round; no new request starts, and the state is written "
+                                      + "(a second SIGTERM cancels the requests in flight)"), "\(round.stderr)")
+        gate.signal()
+        // Logged once the round has settled it.
         #expect(round.waitForStderr("m1: pushTokenReporter delivered to 127.0.0.1:\(answering.port)"), "\(round.stderr)")
         round.signal(SIGTERM)
         #expect(round.waitForExit() == 1, "\(round.stderr)")
+        #expect(round.stderr.contains("notice: SIGTERM again: the requests in flight are cancelled, and the state is written"))
         #expect(round.stdout == "Delivered 1 of 2 reports; 1 not delivered before SIGTERM stopped the round:\n"
                 + "  m2: pushTokenReporter to 127.0.0.1:\(silent.port): no response before SIGTERM (0 attempts)\n", "\(round.stdout)")
-        #expect(round.stderr.contains("notice: SIGTERM: stopping the round; no new request starts, and the state is written"))
-        // m1's delivery is in the state: the next run does not count it lost.
+        #expect(answering.requests.count == 1 && silent.requests.count == 1)
+        // m1's delivery is in the state: the next run does not send it again.
         let status = try ProcessRunner.pushreporter(["status", "--state-dir", state, "--format", "json"])
         let rows = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]] ?? []
         #expect(rows.first { $0["account"] as? String == "m1" }?["state"] as? String == "delivered", "\(status.stdout)")
+        #expect(rows.first { $0["account"] as? String == "m2" }?["state"] as? String == "pending", "\(status.stdout)")
     }
 
     @Test func aJSONLogLineAboutAnAttemptNamesItsSubscriptionInFields() throws {

@@ -42,16 +42,22 @@ import Testing
     @Test func runOnceEndsItsRoundOnAnInterruptOrATermination() throws {
         let server = try LoopbackHTTPServer { _, _ in .hang }
         let files = TemporaryDirectory()
-        let config = files.write("accounts.yaml", AgentTests.config([("alice", "A1")], base: server.baseURL))
+        // The grace period is agent.timeout (2s); the request's own timeout is far longer, so it
+        // is still in flight when the grace period ends, however long that takes.
+        let config = files.write("accounts.yaml", AgentTests.config([("alice", "A1")], base: server.baseURL, agent: "  timeout: 2s")
+                                 + "    pushTokenReporterTimeout: 10m\n")
         for (index, (signal, name)) in [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM")].enumerated() {
             let once = try RunningProcess(pushreporter: ["run", "--once", "--config", config, "--state-dir", files.path + "/state"])
             #expect(server.waitForRequests(index + 1, timeout: Polling.generous))
             // A hangup is not fatal: the round goes on.
             once.signal(SIGHUP)
             once.signal(signal)
-            // Ended as the deadline would end it, with the summary and the state written.
+            // The request in flight gets the grace period, then the round ends as the deadline
+            // would end it, with the summary and the state written.
             #expect(once.waitForExit() == 1, "\(once.stderr)")
             #expect(once.stdout.hasPrefix("Delivered 0 of 1 report; 1 not delivered before \(name) stopped the round:\n"), "\(once.stdout)")
+            #expect(once.stderr.contains("stopping: no new requests; 1 in flight gets 2s to finish"), "\(once.stderr)")
+            #expect(once.stderr.contains("1 request still in flight after the grace period is cancelled"), "\(once.stderr)")
         }
     }
 }
