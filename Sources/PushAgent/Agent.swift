@@ -1036,6 +1036,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// every subscription has been reported.
     private func reportStatus() async {
         var last = ""
+        // Whether the last "all … reported" said some await confirmation: once none does, that is
+        // said too (at info, where the confirmations themselves are debug lines).
+        var awaitingSaid = false
         for await _ in statusChanges {
             // With shared state, settled means too that nothing is left to claim.
             let (counts, settled, answered) = book.withLock {
@@ -1047,17 +1050,21 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 last = text
             }
             if settled && counts[.removing] == 0 && announceWhenSettled.withLock({ announce in defer { announce = false }; return announce }) {
+                awaitingSaid = counts[.accepted] > 0 && counts.accounts > 0
                 let awaiting = counts[.accepted] > 0 ? " (\(counts[.accepted]) awaiting the backend's confirmation)" : ""
                 if shared == nil {
                     // With nothing to report (the warning at start said so), no "all 0 accounts".
                     if counts.accounts > 0 {
-                        logger.info("all \(counts.accounts) \(counts.accounts == 1 ? "account is" : "accounts are") reported\(awaiting)")
+                        logger.info("\(counts.accounts == 1 ? "the 1 account is" : "all \(counts.accounts) accounts are") reported\(awaiting)")
                     }
                 } else if counts.accounts == 0 {
                     logger.info("holds no account now: the group's other agents hold them all")
                 } else {
-                    logger.info("all \(counts.accounts) \(counts.accounts == 1 ? "account" : "accounts") this agent holds are reported\(awaiting)")
+                    logger.info("\(counts.accounts == 1 ? "the 1 account this agent holds is" : "all \(counts.accounts) accounts this agent holds are") reported\(awaiting)")
                 }
+            } else if awaitingSaid && settled && counts[.accepted] == 0 {
+                awaitingSaid = false
+                logger.info("no registration awaits the backend's confirmation any more (\(text))")
             }
             if answered && releaseWhenAnswered.withLock({ release in defer { release = false }; return release }) {
                 // Loading, rendering and the first burst of requests are over: give the memory

@@ -88,6 +88,8 @@ import Testing
         let settled = try Self.call(port, "GET", "/metrics").body
         #expect(settled.contains("state=\"delivered\"} 1") && settled.contains("state=\"rejected\"} 1"), "\(settled)")
         #expect(agent.waitForStderr("eve: journeys registration rejected"), "\(agent.stderr)")
+        // At info, where each confirmation is a debug line, the end of the wait is said too.
+        #expect(agent.waitForStderr("info: no registration awaits the backend's confirmation any more (2 accounts: 1 reported, 0 retrying, 1 rejected)"), "\(agent.stderr)")
 
         agent.signal(SIGTERM)
         #expect(agent.waitForExit() == 0)

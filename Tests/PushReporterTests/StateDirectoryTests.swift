@@ -12,7 +12,7 @@ import Testing
         let state = files.path + "/state"
         let config = files.write("accounts.yaml", AgentTests.config([("alice", "A1")], base: server.baseURL))
         let first = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", state])
-        #expect(first.waitForStderr("all 1 account is reported"), "\(first.stderr)")
+        #expect(first.waitForStderr("the 1 account is reported"), "\(first.stderr)")
         let lock = state + "/state.lock"
         #expect(try String(contentsOfFile: lock, encoding: .utf8) == "\(first.pid)\n")
         #expect(try FileManager.default.attributesOfItem(atPath: lock)[.posixPermissions] as? Int == 0o600)
@@ -38,7 +38,7 @@ import Testing
         first.signal(SIGKILL)
         #expect(first.waitForExit() == 128 + SIGKILL)
         let third = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", state])
-        #expect(third.waitForStderr("all 1 account is reported"), "\(third.stderr)")
+        #expect(third.waitForStderr("the 1 account is reported"), "\(third.stderr)")
         #expect(try String(contentsOfFile: lock, encoding: .utf8) == "\(third.pid)\n")
         third.signal(SIGTERM)
         #expect(third.waitForExit() == 0)
