@@ -103,6 +103,22 @@ struct YAMLParserScalarTests {
         #expect(mapping["after"]?.start == pos(7, 8))
     }
 
+    @Test("the value shown quoted when it must be: to the end of its line or to a comment, its quotes doubled",
+          arguments: [
+              ("k: %u%/x?y=1\n", "'%u%/x?y=1'"),
+              ("k: %u%  \t\r\nnext: 1", "'%u%'"),
+              ("k: %u%/it's # a comment\n", "'%u%/it''s'"),
+              ("k: %u%#not-a-comment", "'%u%#not-a-comment'"),
+              ("k: {a: %u%}\n", nil),
+              ("k: [%u%]\n", nil),
+              ("k: %" + String(repeating: "x", count: 100) + "\n", nil),
+          ] as [(String, String?)])
+    func quotedValue(text: String, expected: String?) {
+        let bytes = Array(text.utf8)
+        let offset = bytes.firstIndex(of: UInt8(ascii: "%"))!
+        #expect(YAMLParser.quotedValue(at: offset, in: bytes) == expected)
+    }
+
     @Test func multiByteCharactersCountAsOneColumn() throws {
         let mapping = try rootMapping("é: ü€x\n😀: !env A\n")
         #expect(mapping.entries[0].key.value == "é")

@@ -204,8 +204,8 @@ public enum YAMLParser {
                 case UInt8(ascii: "%"), UInt8(ascii: "@"), UInt8(ascii: "`"):
                     // Acrobits templates often begin with a placeholder: the commonest mistake here.
                     let c = Character(Unicode.Scalar(bytes[offset]))
-                    explained = "a value cannot start with '\(c)' unless it is quoted; put it in single quotes, "
-                        + "as in '%account[username]%:%selector%'"
+                    explained = "a value cannot start with '\(c)' unless it is quoted; put it in single quotes"
+                        + (Self.quotedValue(at: offset, in: bytes).map { ": \($0)" } ?? ", as in '%account[username]%:%selector%'")
                     showContext = false
                 default:
                     break
@@ -228,6 +228,25 @@ public enum YAMLParser {
             }
             return YAMLError(message: message, position: position)
         }
+    }
+
+    /// The plain value that starts at `offset` and runs to the end of its line (or to a comment),
+    /// in single quotes as YAML would read it: the fix to show for a value that must be quoted.
+    /// Nil inside a flow collection (`{…}`, `[…]`), where the value's end cannot be told from the
+    /// line alone, and for a value too long to show.
+    static func quotedValue(at offset: Int, in bytes: [UInt8]) -> String? {
+        var start = offset
+        while start > 0, bytes[start - 1] != 0x0A, bytes[start - 1] != 0x0D { start -= 1 }
+        guard !bytes[start..<offset].contains(where: { $0 == UInt8(ascii: "{") || $0 == UInt8(ascii: "[") }) else { return nil }
+        var end = offset
+        while end < bytes.count, bytes[end] != 0x0A, bytes[end] != 0x0D {
+            // " #" begins a comment.
+            if bytes[end] == UInt8(ascii: "#"), end > offset, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { break }
+            end += 1
+        }
+        while end > offset, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
+        guard end - offset <= 100, let value = String(validating: bytes[offset..<end], as: UTF8.self) else { return nil }
+        return "'" + value.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "''") + "'"
     }
 
     /// The place of the byte at `offset` on `line`: the characters before it on its line count one
