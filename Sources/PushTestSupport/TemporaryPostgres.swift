@@ -119,7 +119,9 @@ public final class TemporaryPostgres: Sendable {
         return result.stdout
     }
 
-    /// Stops the server at once (as a crash would) and starts it again on the same port.
+    /// Stops the server at once (as a crash would) and starts it again on the same port. On a
+    /// server of the test's own (`TemporaryPostgres()`), never on ``shared()``: the other suites'
+    /// statements would fail meanwhile.
     public func restart() throws {
         _ = try run(binaries + "/pg_ctl", ["-D", directory + "/data", "-m", "immediate", "-w", "stop"])
         try startServer()

@@ -72,7 +72,7 @@ import Testing
         let files = TemporaryDirectory()
         let config = Self.write(in: files, base: server.baseURL)
         let state = files.path + "/state"
-        let once = try ProcessRunner.pushreporter(["run", "--once", "--deadline", "1s", "--config", config, "--state-dir", state])
+        let once = try ProcessRunner.pushreporter(["run", "--once", "--deadline", "3s", "--config", config, "--state-dir", state])
         #expect(once.status == 1)
         #expect(Self.isClean(once.stdout + once.stderr), "\(once.stdout)\(once.stderr)")
         let summary = once.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
@@ -87,7 +87,7 @@ import Testing
         #expect(once.stderr.contains(" warning: \(Self.printedID): pushTokenReporter to 127.0.0.1:\(server.port) failed: HTTP 503 (attempt 1)"),
                 "\(once.stderr)")
 
-        let json = try ProcessRunner.pushreporter(["run", "--once", "--deadline", "1s", "--log-format", "json",
+        let json = try ProcessRunner.pushreporter(["run", "--once", "--deadline", "3s", "--log-format", "json",
                                                    "--config", config, "--state-dir", state])
         #expect(Self.isClean(json.stderr), "\(json.stderr)")
         let objects = json.stderrLines.map { line in (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] }

@@ -85,9 +85,9 @@ import Testing
     @Test func aRegistrationStillPendingAfterStatusTimeoutIsUnconfirmed() throws {
         let bench = try JourneysBench()
         bench.fake.defaultStatus = .pending
-        bench.write([JourneysTests.alice], services: [JourneysService(settings: ["statusTimeout: 2s"])])
+        bench.write([JourneysTests.alice], services: [JourneysService(settings: ["statusTimeout: 4s"])])
         let agent = try bench.startAgent()
-        let warning = "alice/journeys: accepted, but not confirmed within 2s; not sent again until it changes"
+        let warning = "alice/journeys: accepted, but not confirmed within 4s; not sent again until it changes"
         #expect(agent.waitForStderr(warning), "\(agent.stderr)")
         #expect(agent.stderr.contains("warning: " + warning), "\(agent.stderr)")
         let queries = bench.fake.statusQueries.count
@@ -97,7 +97,7 @@ import Testing
         #expect(bench.fake.statusQueries.count == queries, "asked again once unconfirmed")
         #expect(bench.registeredTokens == ["tok-alice"], "registered again once unconfirmed")
         #expect(status["alice/journeys"]?.state == "unconfirmed")
-        #expect(status["alice/journeys"]?.detail == "accepted, but not confirmed within 2s; not sent again until it changes")
+        #expect(status["alice/journeys"]?.detail == "accepted, but not confirmed within 4s; not sent again until it changes")
         let text = try bench.pushreporter(["status"])
         #expect(text.stdout.hasPrefix("1 account: 0 reported, 0 retrying, 1 unconfirmed\n"), "\(text.stdout)")
     }

@@ -128,7 +128,7 @@ import Testing
     @Test func aServerThatHangsTimesOutAndIsRetried() throws {
         let server = try LoopbackHTTPServer { _, index in index == 0 ? .hang : .status(204) }
         // Long enough for the second attempt's answer on a loaded machine; the first never comes.
-        let result = try Self.runOnce(Self.config(url: server.baseURL + "/push", extra: "    pushTokenReporterTimeout: 2s"))
+        let result = try Self.runOnce(Self.config(url: server.baseURL + "/push", extra: "    pushTokenReporterTimeout: 5s"))
         #expect(result.status == 0, "\(result.stderr)")
         #expect(server.requests.count == 2)
         #expect(result.stderr.contains("timed out"))
@@ -247,7 +247,7 @@ import Testing
     @Test func aJSONLogLineAboutAnAttemptNamesItsSubscriptionInFields() throws {
         let server = try LoopbackHTTPServer { _, _ in .status(503) }
         let config = Self.config(url: server.baseURL + "/push" + Self.acrobitsQuery.dropFirst(6))
-        let json = try Self.runOnce(config, ["--deadline", "1s", "--log-format", "json"])
+        let json = try Self.runOnce(config, ["--deadline", "3s", "--log-format", "json"])
         #expect(json.status == 1)
         let failures = json.stderrLines.compactMap { line in (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] }
             .filter { ($0["message"] as? String)?.contains("failed: HTTP 503") == true }
@@ -255,7 +255,7 @@ import Testing
         #expect(failures.allSatisfy { $0["account"] as? String == "johndow" && $0["service"] as? String == "acrobits"
                                       && $0["host"] as? String == "127.0.0.1:\(server.port)" }, "\(json.stderr)")
         // In text the sentence names them; no fields are added to it.
-        let text = try Self.runOnce(config, ["--deadline", "1s"])
+        let text = try Self.runOnce(config, ["--deadline", "3s"])
         #expect(text.stderrLines.contains { $0.contains("johndow: pushTokenReporter to 127.0.0.1:\(server.port) failed: HTTP 503 (attempt 1)") },
                 "\(text.stderr)")
         #expect(!text.stderr.contains("account="), "\(text.stderr)")

@@ -195,13 +195,13 @@ import Testing
         let adobe = try FakeAdobeServer()
         adobe.answer(.status(500), forMessage: "h138a")
         let result = try Self.track(config: Self.config(adobe.baseURL),
-                                    ["--service", "adobe", "--event", "open", "--account", "dana", "--deadline", "2s"],
+                                    ["--service", "adobe", "--event", "open", "--account", "dana", "--deadline", "4s"],
                                     payloads: [Self.iosPayload])
         #expect(result.status == 1)
         #expect(adobe.hits.count >= 1)
         #expect(adobe.hits.allSatisfy { $0.action == "2" }, "the open waits for its click")
-        #expect(result.stdout.contains(": action 2 (click) not delivered within the deadline (2s): HTTP 500\n"))
-        #expect(result.stdout.contains(": action 1 (open) not delivered within the deadline (2s): it waits for the action before it\n"))
+        #expect(result.stdout.contains(": action 2 (click) not delivered within the deadline (4s): HTTP 500\n"))
+        #expect(result.stdout.contains(": action 1 (open) not delivered within the deadline (4s): it waits for the action before it\n"))
     }
 
     @Test func dryRunPrintsTheRequestsAndSendsNothing() throws {

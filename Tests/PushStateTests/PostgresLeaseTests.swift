@@ -6,7 +6,11 @@ import Testing
 /// The leases of SPEC §11 in the database itself: several stores on one real PostgreSQL, each an
 /// agent, driven statement by statement.
 @Suite struct PostgresLeaseTests {
-    static let timeout = Duration.seconds(1)
+    /// Long enough that no agent expires between two statements, however slow the machine.
+    static let timeout = Duration.seconds(30)
+    /// Where expiry is what a test is about: a round that finds a lease older than this (slept
+    /// past) frees it.
+    static let expiry = Duration.seconds(1)
 
     static func keys(_ count: Int) -> [SubscriptionKey] {
         (0..<count).map { SubscriptionKey(account: String(format: "a%03d", $0), service: "acrobits") }
@@ -52,7 +56,7 @@ import Testing
         // The first stops renewing; once its lease is older than the timeout, the next round
         // of the other frees and takes its subscriptions.
         Thread.sleep(forTimeInterval: 1.5)
-        let round = try survivor.renewAndClaim(leaseTimeout: Self.timeout, maxClaim: 100)
+        let round = try survivor.renewAndClaim(leaseTimeout: Self.expiry, maxClaim: 100)
         #expect(!round.expelled && round.agents == 1 && round.claimed.count == 10)
         #expect(Set(try survivor.holders().values) == ["h:2"])
         // The first comes back: it learns it was expelled, and what it writes is not kept.
@@ -144,12 +148,12 @@ import Testing
     @Test func aRestartedAgentWithTheSameNameDoesNotInheritTheDeadOnesLeases() throws {
         // A container restarted as pid 1 again: same host:pid, another process.
         let (uri, stores) = try Self.group(4, agents: ["box:1"])
-        #expect(try stores[0].renewAndClaim(leaseTimeout: Self.timeout, maxClaim: 100).claimed.count == 4)
+        #expect(try stores[0].renewAndClaim(leaseTimeout: Self.expiry, maxClaim: 100).claimed.count == 4)
         let again = try PostgresStateStore(uri: uri, agent: "box:1")
-        _ = try again.join(leaseTimeout: Self.timeout)
+        _ = try again.join(leaseTimeout: Self.expiry)
         Thread.sleep(forTimeInterval: 1.5)
         // The dead one's leases expire and the new one claims them as its own, with their records.
-        let round = try again.renewAndClaim(leaseTimeout: Self.timeout, maxClaim: 100)
+        let round = try again.renewAndClaim(leaseTimeout: Self.expiry, maxClaim: 100)
         #expect(round.claimed.count == 4)
     }
 }

@@ -212,9 +212,10 @@ import Testing
         let started = ContinuousClock.now
         await #expect(throws: TransportError.self) {
             try await transport.send(TransportRequest(method: "POST", url: fake.url(.register), headers: [("Content-Type", "application/json")],
-                                                      body: Array(registration("h", user: "u").utf8), timeout: .milliseconds(500)))
+                                                      body: Array(registration("h", user: "u").utf8), timeout: .seconds(5)))
         }
-        // Far longer than the 500ms timeout, far shorter than the hang.
+        // Far longer than the 5s timeout (long enough for the request to reach the fake however
+        // loaded the machine), far shorter than the hang.
         #expect(ContinuousClock.now - started < .seconds(60))
         #expect(fake.waitForRequests(1, timeout: Polling.generous))
         #expect(try await post(.register, registration("h", user: "u")).status == 202)
