@@ -533,7 +533,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             let jobs = started.count + claimedJobs.withLock { $0.isEmpty ? 0 : $0.subtracting(started).count }
             let counts = book.withLock { $0.counts }
             let pending = book.withLock { $0.entries.jobCount }
-            output.progress("Reporting: \(jobs - pending)/\(jobs) done, \(counts[.retrying]) retrying, \(scheduler.inFlightCount) in flight")
+            // Once stopped, only what is in flight is waited for.
+            let doing = isStopping.withLock { $0 } ? "Stopping" : "Reporting"
+            output.progress("\(doing): \(jobs - pending)/\(jobs) done, \(counts[.retrying]) retrying, \(scheduler.inFlightCount) in flight")
             try? await painter.sleep(for: .milliseconds(200))
         }
     }

@@ -307,7 +307,7 @@ final class ScriptedTransport: HTTPTransport {
     }
 
     /// A round with one request at a time, a continuation to stop it, and its log lines.
-    static func stoppableRound(_ transport: HoldingTransport, clock: ManualClock, logged: LogText)
+    static func stoppableRound(_ transport: HoldingTransport, clock: ManualClock, logged: LogText, painted: LogText? = nil)
         -> (run: Task<OnceOutcome, Never>, stop: AsyncStream<Void>.Continuation) {
         var settings = Self.settings()
         settings.concurrency = 1
@@ -319,18 +319,24 @@ final class ScriptedTransport: HTTPTransport {
                           logger: Logger(label: "test") { _ in AgentLogHandler(output: output) }, clock: clock, wallClock: { 0 },
                           gracePeriod: Duration.seconds(7))
         let (stops, stop) = AsyncStream<Void>.makeStream()
-        let run = Task(executorPreference: TestThreads.shared) { await agent.runOnce(deadline: .seconds(60), stops: stops) }
+        // A terminal, for the progress line.
+        let terminal = painted.map { painted in LogOutput(format: .text, environment: [:], isTerminal: true) { painted.append($0) } }
+        let run = Task(executorPreference: TestThreads.shared) { await agent.runOnce(deadline: .seconds(60), output: terminal, stops: stops) }
         return (run, stop)
     }
 
     @Test func aStoppedRoundStartsNoNewRequestAndLetsTheOneInFlightFinish() async {
         let transport = HoldingTransport()
         let logged = LogText()
-        let (run, stop) = Self.stoppableRound(transport, clock: ManualClock(), logged: logged)
+        let painted = LogText()
+        let (run, stop) = Self.stoppableRound(transport, clock: ManualClock(), logged: logged, painted: painted)
         #expect(await Polling.until { transport.log.withLock { $0 } == ["http://x.example/held"] })
+        #expect(await Polling.until { painted.value.contains("Reporting: 0/3 done, 0 retrying, 1 in flight") }, "\(painted.value)")
         stop.yield()
         #expect(await Polling.until { logged.value.contains("<6>stopping: no new requests; 1 in flight gets 7s to finish") },
                 "\(logged.value)")
+        // The progress line says what it waits for now.
+        #expect(await Polling.until { painted.value.contains("Stopping: 0/3 done, 0 retrying, 1 in flight") }, "\(painted.value)")
         // Answered within the grace period (the clock has not moved): taken in, and the round ends.
         transport.release()
         let outcome = await run.value
