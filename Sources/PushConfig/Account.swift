@@ -174,6 +174,13 @@ public struct Account: Sendable {
 
     public subscript(key: String) -> String? { values[key]?.text }
 
+    /// The text `%account[KEY]%` renders for `key`: the value written, else for `id` the
+    /// account's id (its username when it writes no `id:`, SPEC §2), else nil.
+    public func text(of key: AccountValueTable.PreparedKey) -> String? {
+        if let value = values[key] { return value.text }
+        return key.isID ? id : nil
+    }
+
     /// The account as a service of `type: acrobits` sees it (SPEC §9.1): the service's settings
     /// act as defaults under the account's own keys, and its values under the service's name
     /// (`services: {NAME: {…}}`) go over both.
@@ -193,9 +200,10 @@ public struct Account: Sendable {
         writes(AccountValueTable.PreparedKey(key))
     }
 
-    /// ``writes(_:)`` for a key whose digest is known.
+    /// ``writes(_:)`` for a key whose digest is known. `id` is always given: without `id:` it
+    /// is the username (``text(of:)``).
     public func writes(_ key: AccountValueTable.PreparedKey) -> Bool {
-        if values.contains(key) { return true }
+        if values.contains(key) || key.isID { return true }
         guard !unreadableKeys.isEmpty else { return false }
         let key = key.name
         if unreadableKeys.contains(key) { return true }

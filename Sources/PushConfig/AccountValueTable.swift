@@ -49,6 +49,11 @@ public struct AccountValueTable: Sendable {
             self.name = name
             digest = AccountValueTable.digest(of: name)
         }
+
+        /// Whether this is `id`, which every account has (see ``Account/text(of:)``).
+        var isID: Bool { digest == Self.idDigest && name == "id" }
+
+        private static let idDigest = AccountValueTable.digest(of: "id")
     }
 
     /// The value under `key`; setting nil removes it, setting a new key adds it last.

@@ -71,7 +71,7 @@ public struct AccountValues: TemplateValues, Sendable {
 
     public func value(at slot: Int) -> String {
         switch context.table.sources[slot] {
-        case .accountKey(let key): account.values[key]?.text ?? ""
+        case .accountKey(let key): account.text(of: key) ?? ""
         case .global(let name): context.globals[name]?.text ?? ""
         case .builtin(let builtin): context.builtins[builtin] ?? ""
         }

@@ -65,6 +65,31 @@ import Testing
         #expect(output.stderr == "1 file, 1 enabled account: 0 errors, 0 warnings\n")
     }
 
+    @Test func aCallbackURLNamesTheAccountIdWhetherItIsWrittenOrTheUsername() throws {
+        // SPEC §9.2's example: %account[id]% is the id, which defaults to the username.
+        let yaml = """
+            services:
+              journeys:
+                type: customer-insights-journeys
+                publicEndpoint: https://push.example.com
+                orgId: 0a1b2c3d-0000-0000-0000-000000000000
+                mobileAppId: 00000000-0000-0000-0000-000000000000
+                apiToken: t0ken
+                callbackUrl: https://agent.example.com/journeys/journeys/%account[id]%
+            accounts:
+              - {username: dana, pushTokenOther: tok-d, services: {journeys: {userId: u1, platform: ios}}}
+              - {id: eve-1, username: eve, pushTokenOther: tok-e, services: {journeys: {userId: u2, platform: ios}}}
+
+            """
+        let validate = try ProcessRunner.pushreporter(config: yaml, ["validate"])
+        #expect(validate.status == 0, "\(validate.stderr)")
+        #expect(validate.stderr == "1 file, 2 enabled accounts: 0 errors, 0 warnings\n")
+        let preview = try ProcessRunner.pushreporter(config: yaml, ["preview", "--format", "http"])
+        let callbacks = preview.stdout.split(separator: "\n").filter { $0.hasPrefix("x-ms-callback-url: ") }
+        #expect(callbacks == ["x-ms-callback-url: https://agent.example.com/journeys/journeys/dana",
+                              "x-ms-callback-url: https://agent.example.com/journeys/journeys/eve-1"], "\(preview.stdout)")
+    }
+
     @Test func aMisspeltSettingIsAnErrorAtItsKeyWithTheNearestName() throws {
         try expectErrors(Self.yaml(Self.settings("apiToken", ("apiTokn", "t0ken"))), [
             "2:3: error: service 'journeys' needs 'apiToken' (customer-insights-journeys: publicEndpoint, orgId, mobileAppId and apiToken)",
