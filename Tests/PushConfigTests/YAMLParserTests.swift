@@ -112,6 +112,15 @@ struct YAMLParserScalarTests {
               ("k: {a: %u%}\n", nil),
               ("k: [%u%]\n", nil),
               ("k: %" + String(repeating: "x", count: 100) + "\n", nil),
+              // A key, not a value.
+              ("%k: v\n", nil),
+              ("%k:\n  v\n", nil),
+              // Continued on the next line (after a blank line and a comment too).
+              ("a:\n  k: %u%\n\n  # note\n    more\n", nil),
+              ("a:\n  k: %u%\n\n  # note\n  next: 1\n", "'%u%'"),
+              ("k: %u%", "'%u%'"),
+              ("k: %u%\n\tmore\n", nil),
+              ("k: %u%\n  \t\n", nil),
           ] as [(String, String?)])
     func quotedValue(text: String, expected: String?) {
         let bytes = Array(text.utf8)

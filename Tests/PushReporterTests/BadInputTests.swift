@@ -84,6 +84,9 @@ struct BadInputTests {
         // In a flow mapping the value's end cannot be told from the line: an example instead.
         try expectOneError(directory.write("flow.yaml", "accounts:\n  - {id: a, pushTokenReporterUrl: %u%/x}\n"), containing:
             "flow.yaml:2:35: error: YAML syntax error: a value cannot start with '%' unless it is quoted; put it in single quotes, as in '%account[username]%:%selector%'")
+        // Also where the collection began on a line above.
+        try expectOneError(directory.write("flow2.yaml", "accounts:\n  - {id: a,\n     pushTokenReporterUrl: %u%/x,\n    }\n"), containing:
+            "flow2.yaml:3:28: error: YAML syntax error: a value cannot start with '%' unless it is quoted; put it in single quotes, as in '%account[username]%:%selector%'")
     }
 
     @Test("a top level that is a list")

@@ -205,7 +205,8 @@ public enum YAMLParser {
                     // Acrobits templates often begin with a placeholder: the commonest mistake here.
                     let c = Character(Unicode.Scalar(bytes[offset]))
                     explained = "a value cannot start with '\(c)' unless it is quoted; put it in single quotes"
-                        + (Self.quotedValue(at: offset, in: bytes).map { ": \($0)" } ?? ", as in '%account[username]%:%selector%'")
+                        + ((state.flow_level > 0 ? nil : Self.quotedValue(at: offset, in: bytes)).map { ": \($0)" }
+                           ?? ", as in '%account[username]%:%selector%'")
                     showContext = false
                 default:
                     break
@@ -232,8 +233,9 @@ public enum YAMLParser {
 
     /// The plain value that starts at `offset` and runs to the end of its line (or to a comment),
     /// in single quotes as YAML would read it: the fix to show for a value that must be quoted.
-    /// Nil inside a flow collection (`{…}`, `[…]`), where the value's end cannot be told from the
-    /// line alone, and for a value too long to show.
+    /// Nil where that would not be the fix: inside a flow collection (`{…}`, `[…]`, which the
+    /// caller knows from libyaml; a `{` or `[` earlier on the line is checked here too), for a
+    /// key (`%a: b`), for a value continued on the next lines, and for one too long to show.
     static func quotedValue(at offset: Int, in bytes: [UInt8]) -> String? {
         var start = offset
         while start > 0, bytes[start - 1] != 0x0A, bytes[start - 1] != 0x0D { start -= 1 }
@@ -242,11 +244,44 @@ public enum YAMLParser {
         while end < bytes.count, bytes[end] != 0x0A, bytes[end] != 0x0D {
             // " #" begins a comment.
             if bytes[end] == UInt8(ascii: "#"), end > offset, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { break }
+            // ": " (or a colon at the end) makes it a key.
+            if bytes[end] == UInt8(ascii: ":"), end + 1 == bytes.count || [0x20, 0x09, 0x0A, 0x0D].contains(bytes[end + 1]) { return nil }
             end += 1
         }
+        let lineEnd = end
         while end > offset, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
-        guard end - offset <= 100, let value = String(validating: bytes[offset..<end], as: UTF8.self) else { return nil }
+        guard end - offset <= 100, !continues(after: lineEnd, indentedMoreThan: indentation(at: start, in: bytes), in: bytes),
+              let value = String(validating: bytes[offset..<end], as: UTF8.self) else { return nil }
         return "'" + value.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "''") + "'"
+    }
+
+    /// The spaces that begin the line starting at `start`.
+    private static func indentation(at start: Int, in bytes: [UInt8]) -> Int {
+        var index = start
+        while index < bytes.count, bytes[index] == 0x20 { index += 1 }
+        return index - start
+    }
+
+    /// Whether the next line that is not blank nor a comment, after the line ending at
+    /// `lineEnd`, is indented more than `indent`: a plain value goes on there.
+    private static func continues(after lineEnd: Int, indentedMoreThan indent: Int, in bytes: [UInt8]) -> Bool {
+        var index = lineEnd
+        while index < bytes.count {
+            while index < bytes.count, bytes[index] == 0x0A || bytes[index] == 0x0D { index += 1 }
+            let start = index
+            let spaces = indentation(at: start, in: bytes)
+            index = start + spaces
+            guard index < bytes.count else { return false }
+            if bytes[index] == 0x0A || bytes[index] == 0x0D { continue }
+            // A tab where the indentation goes on: no telling how YAML reads it.
+            if bytes[index] == 0x09 { return true }
+            if bytes[index] == UInt8(ascii: "#") {
+                while index < bytes.count, bytes[index] != 0x0A, bytes[index] != 0x0D { index += 1 }
+                continue
+            }
+            return spaces > indent
+        }
+        return false
     }
 
     /// The place of the byte at `offset` on `line`: the characters before it on its line count one
