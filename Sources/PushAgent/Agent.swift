@@ -27,7 +27,7 @@ public enum AgentStart: Sendable {
 
 /// The agent (`pushreporter run`, SPEC §5, §8, §9.0): delivers every subscription on start,
 /// retries for as long as it runs, polls accepted ones, reloads on request, sends cleanups,
-/// and keeps systemd told; or, with ``runOnce(deadline:output:stops:)``, one round that ends.
+/// and keeps systemd told; or, with ``runOnce(deadline:output:stop:)``, one round that ends.
 ///
 /// Decisions are made by ``AgentBook``; this applies them to the scheduler and the state
 /// recorder, and has the ``Backends`` send. Stopping: on graceful shutdown it sends
@@ -118,7 +118,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     ///   - load: loads the configuration again, for a reload.
     ///   - reloadSources: what asks for reloads; each runs in a child task of ``run()``.
     ///   - gracePeriod: how long requests in flight may finish after graceful shutdown, or once a
-    ///     round is stopped (``runOnce(deadline:output:stops:)``).
+    ///     round is stopped (``runOnce(deadline:output:stop:)``).
     ///   - statusInterval: the least time between two `STATUS=` messages.
     public init(start: AgentStart, settings: AgentSettings, backends: Backends = .standard, transport: any HTTPTransport,
                 recorder: StateRecorder<C>, shared: (any SharedStateStore)? = nil,
@@ -357,7 +357,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                     return .other
                 }
                 self.notifier.notify("STOPPING=1")
-                await self.stopSending(scheduler)
+                self.stopSending(scheduler)
+                await self.waitOutTheGracePeriod(scheduler)
                 return .graceExpired
             }
             // Stopped once the scheduler has finished what it had in flight and no status query is
@@ -376,15 +377,20 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         handBackLeases()
     }
 
-    /// Stopping: no new request starts, and those in flight get the grace period to finish;
-    /// returns once it is over (or the task is cancelled, when they have all finished).
-    private func stopSending(_ scheduler: ReportScheduler<SubscriptionKey, C>) async {
+    /// Stopping: no new request starts from now on (those in flight get the grace period to
+    /// finish, ``waitOutTheGracePeriod(_:)``).
+    private func stopSending(_ scheduler: ReportScheduler<SubscriptionKey, C>) {
         isStopping.withLock { $0 = true }
         pollerContinuation.yield()
         let inFlight = scheduler.inFlightCount
         let waiting = inFlight > 0 ? "; \(inFlight) in flight \(inFlight == 1 ? "gets" : "get") \(DurationText(gracePeriod)) to finish" : ""
         logger.info("stopping: no new requests\(waiting)")
         scheduler.shutdown()
+    }
+
+    /// Returns once the grace period is over (or the task is cancelled, when what was in flight
+    /// has finished first).
+    private func waitOutTheGracePeriod(_ scheduler: ReportScheduler<SubscriptionKey, C>) async {
         try? await clock.sleep(for: gracePeriod)
         if !Task.isCancelled {
             let left = scheduler.inFlightCount
@@ -398,12 +404,16 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// each is settled or `deadline` passes, asks once more about accepted subscriptions if time
     /// allows, then writes the state. `output` draws a progress line on a terminal.
     ///
-    /// An element of `stops` (SIGTERM or SIGINT) ends the round early, as SPEC §8 stops the
-    /// agent: no new request starts, those in flight get the grace period to finish, and the
-    /// state is written. Cancelling the task ends it at once, with the state written too.
-    public func runOnce(deadline: Duration, output: LogOutput? = nil, stops: AsyncStream<Void>? = nil) async -> OnceOutcome {
+    /// `stop` (SIGTERM or SIGINT) ends the round early, as SPEC §8 stops the agent: no new
+    /// request starts from the moment it is requested, those in flight (a confirmation query
+    /// too) get the grace period to finish, and the state is written. Cancelling the task ends
+    /// it at once, with the state written too.
+    public func runOnce(deadline: Duration, output: LogOutput? = nil, stop: RoundStop? = nil) async -> OnceOutcome {
         let start = clock.now
         let scheduler = makeScheduler()
+        // At once, on the signal's thread: a stop that waited for a task of the round could let
+        // a first run of requests leave after it (one that came while the start was booked).
+        stop?.whenRequested { [self] in stopSending(scheduler) }
         // One round: nothing is scheduled for later (`reportInterval` is the agent's business).
         book.withLock { $0.reportInterval = nil }
         let beginning = begin(scheduler, keepingJobs: true)
@@ -434,13 +444,17 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                     // delivery accepted while it was asked (one the answers sent again, say) is
                     // asked about too: the next turn, which its acceptance signalled.
                     let accepted = self.book.withLock { $0.acceptances }
+                    self.pollInFlight.withLock { $0 = true }
                     await self.pollOnce(scheduler: scheduler, before: end)
+                    self.pollInFlight.withLock { $0 = false }
+                    // Stopped meanwhile: the question was the last thing the round waited for.
+                    if self.isStopping.withLock({ $0 }) { break }
                     if self.roundIsOver(), self.book.withLock({ $0.acceptances == accepted }) {
                         scheduler.shutdown()
                         break
                     }
                 }
-                return .other
+                return .pollerEnded
             }
             group.addTask {
                 do {
@@ -450,11 +464,11 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                     return .other
                 }
             }
-            if let stops {
+            if let stop {
                 group.addTask {
-                    for await _ in stops {
-                        // Ends with the scheduler once what is in flight has finished, or here.
-                        await self.stopSending(scheduler)
+                    for await _ in stop.requests {
+                        // The round ends once what is in flight has finished, or here.
+                        await self.waitOutTheGracePeriod(scheduler)
                         return Task.isCancelled ? .other : .graceExpired
                     }
                     return .other
@@ -472,7 +486,13 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                     return .other
                 }
             }
+            // Over at the deadline, at the end of the grace period, or once the scheduler has
+            // finished and no confirmation query is in flight (one gets the grace period too).
+            var finished: Set<Ending> = []
             for await ending in group where ending != .other {
+                finished.insert(ending)
+                if ending == .schedulerEnded && self.pollInFlight.withLock({ $0 }) { continue }
+                if ending == .pollerEnded && !finished.contains(.schedulerEnded) { continue }
                 group.cancelAll()
                 break
             }
@@ -652,7 +672,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             if let request {
                 let last = onceEnd.withLock { $0 }.map { clock.now.advanced(by: retryIn) >= $0 } ?? false
                 if last { _ = outOfTime.withLock { $0.insert(key) } }
-                logger.failed(request, key: key, attempt: attempt, failure: failure, retryIn: last ? nil : retryIn)
+                let next: Logger.NextAttempt = isStopping.withLock({ $0 }) ? .stopping : last ? .pastTheDeadline : .after(retryIn)
+                logger.failed(request, key: key, attempt: attempt, failure: failure, next: next)
             }
         }
         changed()

@@ -147,16 +147,16 @@ public struct AgentRuntime: Sendable {
                       + "which then send its removal")
     }
 
-    /// One round (`run --once`, `remove`): see ``Agent/runOnce(deadline:output:stops:)``.
+    /// One round (`run --once`, `remove`): see ``Agent/runOnce(deadline:output:stop:)``.
     public func runOnce(_ start: consuming AgentStart, deadline: Duration, output: LogOutput? = nil,
-                        stops: AsyncStream<Void>? = nil) async throws(Failure) -> OnceOutcome {
+                        stop: RoundStop? = nil) async throws(Failure) -> OnceOutcome {
         let transport = try makeTransport()
         defer { transport.shutdown() }
         let clock = ContinuousClock()
         let recorder = StateRecorder(store: store, logger: logger, clock: clock)
         let agent = Agent(start: consume start, settings: settings, backends: backends, transport: transport, recorder: recorder,
                           shared: shared, logger: logger, clock: clock, gracePeriod: gracePeriod)
-        return await agent.runOnce(deadline: deadline, output: output, stops: stops)
+        return await agent.runOnce(deadline: deadline, output: output, stop: stop)
     }
 
     /// How long the requests in flight may finish once the agent or a round stops: the

@@ -40,13 +40,27 @@ extension Logger {
     /// A failed attempt: at `warning` on attempts 1, 2, 4, 8, … and at `debug` otherwise, so a
     /// dead host is reported, not flooded. `retryIn` nil: the next attempt would come after
     /// `run --once`'s deadline, so this was the last (always at `warning`).
-    func failed(_ request: SubscriptionRequest, key: SubscriptionKey, attempt: Int, failure: AttemptFailure, retryIn: Duration?) {
-        let next = retryIn.map { "next attempt in \(DurationText($0))" } ?? "no time is left for another before the deadline"
+    /// When a failed attempt is tried again.
+    enum NextAttempt {
+        case after(Duration)
+        /// Not in this round: its retry would come after `run --once`'s deadline.
+        case pastTheDeadline
+        /// Not before the agent or the round stops (SIGTERM): it failed in the grace period.
+        case stopping
+    }
+
+    func failed(_ request: SubscriptionRequest, key: SubscriptionKey, attempt: Int, failure: AttemptFailure, next: NextAttempt) {
+        let said = switch next {
+        case .after(let delay): "next attempt in \(DurationText(delay))"
+        case .pastTheDeadline: "no time is left for another before the deadline"
+        case .stopping: "not tried again before stopping"
+        }
         let message: Logger.Message = """
             \(Self.describe(request, key: key)) to \(request.host) failed: \(failure.reason) \
-            (attempt \(attempt)); \(next)
+            (attempt \(attempt)); \(said)
             """
-        if retryIn == nil || attempt & (attempt - 1) == 0 { warning(message, metadata: Self.fields(key, host: request.host)) } else { debug(message, metadata: Self.fields(key, host: request.host)) }
+        let isLast = if case .after = next { false } else { true }
+        if isLast || attempt & (attempt - 1) == 0 { warning(message, metadata: Self.fields(key, host: request.host)) } else { debug(message, metadata: Self.fields(key, host: request.host)) }
     }
 
     /// A stored cleanup that cannot be read (written by another version, say): it is dropped,

@@ -182,12 +182,12 @@ struct Run: AsyncParsableCommand {
         // Handed over, not captured: a closure's capture would hold every plan to the end of
         // the round (12 MB more at the peak of 100,000 accounts).
         let handoff = Mutex<AgentStart?>(consume start)
-        let (stops, stopper) = AsyncStream<Void>.makeStream()
+        let stop = RoundStop()
         let sending = Task { () async throws -> OnceOutcome in
             let start = handoff.withLock { $0.take()! }
-            return try await runtime.runOnce(consume start, deadline: deadline, output: output, stops: stops)
+            return try await runtime.runOnce(consume start, deadline: deadline, output: output, stop: stop)
         }
-        round.started(stop: { stopper.yield() }, cancel: { sending.cancel() })
+        round.started(stop: { stop.request() }, cancel: { sending.cancel() })
         var outcome: OnceOutcome
         do {
             outcome = try await sending.value
@@ -285,7 +285,7 @@ final class OnceRound: Sendable {
                     logger.notice("\(name): stopped before anything was sent")
                     exitNow(ExitCode(signal == .sigint ? 130 : 143))
                 default:
-                    logger.notice("\(name) again: ended without writing the state; this round's deliveries are sent again next time")
+                    logger.notice("\(name) again: ended at once; what was delivered since the state was last written is sent again next time")
                     exitNow(ExitCode(signal == .sigint ? 130 : 143))
                 }
             }

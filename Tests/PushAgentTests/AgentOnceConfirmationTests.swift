@@ -92,6 +92,48 @@ import PushTestThreads
         return SubscriptionPlan(account: account, service: service, fingerprint: "f-\(account)", delivery: request, cleanup: nil)
     }
 
+    /// Answers "delivered" for everything once `release()` is called; nothing if cancelled first.
+    final class HeldPoller: ConfirmationPoller {
+        let service = "a"
+        var interval: Duration { .seconds(1) }
+        var timeout: Duration { .seconds(3_600) }
+        let asked = Mutex(false)
+        private let released = Mutex(false)
+
+        func release() { released.withLock { $0 = true } }
+
+        func poll(_ pending: [String], transport: any HTTPTransport, defaultTimeout: Duration) async -> [Outcome?] {
+            asked.withLock { $0 = true }
+            while !released.withLock({ $0 }) {
+                if Task.isCancelled { return pending.map { _ in nil } }
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+            return pending.map { _ in .delivered }
+        }
+    }
+
+    @Test func aConfirmationQueryInFlightWhenTheRoundStopsGetsTheGracePeriod() async throws {
+        let receiver = Receiver()
+        let store = MemoryStateStore()
+        let clock = ManualClock()
+        let poller = HeldPoller()
+        let agent = Agent(start: .configuration(plans: [Self.plan("alice", service: "a")], records: [], pollers: [poller]),
+                          settings: AgentOnceTests.settings(), backends: Backends([AcceptingBackend(receiver: receiver)]),
+                          transport: ScriptedTransport { _, _ in TransportResponse(status: 500) },
+                          recorder: StateRecorder(store: store, logger: AgentOnceTests.quiet, clock: clock),
+                          logger: AgentOnceTests.quiet, clock: clock, wallClock: { 0 })
+        let stop = RoundStop()
+        let run = Task(executorPreference: TestThreads.shared) { await agent.runOnce(deadline: .seconds(60), stop: stop) }
+        // Accepted, and the round's last question about it is in flight.
+        #expect(await Polling.until { poller.asked.withLock { $0 } })
+        stop.request()
+        // The clock stays: the answer comes within the grace period, and is taken in.
+        poller.release()
+        let outcome = await run.value
+        #expect(outcome.delivered == 1, "\(outcome.summary)")
+        #expect(try store.records().first?.state == .delivered)
+    }
+
     @Test func aDeliveryAcceptedAgainWhileThePollersAskIsAskedAboutBeforeTheRunEnds() async throws {
         let receiver = Receiver()
         let store = MemoryStateStore()

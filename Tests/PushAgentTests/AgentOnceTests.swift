@@ -284,6 +284,10 @@ final class ScriptedTransport: HTTPTransport {
     final class HoldingTransport: HTTPTransport {
         private let released = Mutex(false)
         let log = Mutex<[String]>([])
+        /// The held request's answer once released.
+        let heldStatus: Int
+
+        init(heldStatus: Int = 204) { self.heldStatus = heldStatus }
 
         func release() { released.withLock { $0 = true } }
 
@@ -294,6 +298,7 @@ final class ScriptedTransport: HTTPTransport {
                     if Task.isCancelled { throw TransportError.cancelled }
                     try? await Task.sleep(for: .milliseconds(5))
                 }
+                return TransportResponse(status: heldStatus)
             }
             return TransportResponse(status: 204)
         }
@@ -308,7 +313,7 @@ final class ScriptedTransport: HTTPTransport {
 
     /// A round with one request at a time, a continuation to stop it, and its log lines.
     static func stoppableRound(_ transport: HoldingTransport, clock: ManualClock, logged: LogText, painted: LogText? = nil)
-        -> (run: Task<OnceOutcome, Never>, stop: AsyncStream<Void>.Continuation) {
+        -> (run: Task<OnceOutcome, Never>, stop: RoundStop) {
         var settings = Self.settings()
         settings.concurrency = 1
         let output = LogOutput(format: .text, environment: ["JOURNAL_STREAM": "1:1"], isTerminal: false) { logged.append($0) }
@@ -318,10 +323,10 @@ final class ScriptedTransport: HTTPTransport {
                           recorder: StateRecorder(store: MemoryStateStore(), logger: quiet, clock: clock),
                           logger: Logger(label: "test") { _ in AgentLogHandler(output: output) }, clock: clock, wallClock: { 0 },
                           gracePeriod: Duration.seconds(7))
-        let (stops, stop) = AsyncStream<Void>.makeStream()
+        let stop = RoundStop()
         // A terminal, for the progress line.
         let terminal = painted.map { painted in LogOutput(format: .text, environment: [:], isTerminal: true) { painted.append($0) } }
-        let run = Task(executorPreference: TestThreads.shared) { await agent.runOnce(deadline: .seconds(60), output: terminal, stops: stops) }
+        let run = Task(executorPreference: TestThreads.shared) { await agent.runOnce(deadline: .seconds(60), output: terminal, stop: stop) }
         return (run, stop)
     }
 
@@ -332,7 +337,7 @@ final class ScriptedTransport: HTTPTransport {
         let (run, stop) = Self.stoppableRound(transport, clock: ManualClock(), logged: logged, painted: painted)
         #expect(await Polling.until { transport.log.withLock { $0 } == ["http://x.example/held"] })
         #expect(await Polling.until { painted.value.contains("Reporting: 0/3 done, 0 retrying, 1 in flight") }, "\(painted.value)")
-        stop.yield()
+        stop.request()
         #expect(await Polling.until { logged.value.contains("<6>stopping: no new requests; 1 in flight gets 7s to finish") },
                 "\(logged.value)")
         // The progress line says what it waits for now.
@@ -347,13 +352,43 @@ final class ScriptedTransport: HTTPTransport {
         #expect(!logged.value.contains("after the grace period"))
     }
 
+    @Test func aFailureInTheGracePeriodIsNotPromisedAnotherAttempt() async {
+        let transport = HoldingTransport(heldStatus: 503)
+        let logged = LogText()
+        let (run, stop) = Self.stoppableRound(transport, clock: ManualClock(), logged: logged)
+        #expect(await Polling.until { transport.log.withLock { $0 } == ["http://x.example/held"] })
+        stop.request()
+        transport.release()
+        let outcome = await run.value
+        #expect(outcome.undelivered.first?.reason == "HTTP 503")
+        #expect(logged.value.contains("<4>a0: pushTokenReporter to x.example:80 failed: HTTP 503 (attempt 1); not tried again before stopping"),
+                "\(logged.value)")
+    }
+
+    @Test func aRoundStoppedBeforeItSendsSendsNothing() async throws {
+        // A SIGTERM while the start is booked: no request may leave after it.
+        let transport = HoldingTransport()
+        let store = MemoryStateStore()
+        let agent = Agent(start: .configuration(plans: [Self.plan("a0", url: "http://x.example/0")], records: [], pollers: []),
+                          settings: Self.settings(), transport: transport,
+                          recorder: StateRecorder(store: store, logger: Self.quiet, clock: ManualClock()),
+                          logger: Self.quiet, clock: ManualClock(), wallClock: { 0 })
+        let stop = RoundStop()
+        stop.request()
+        let outcome = await agent.runOnce(deadline: .seconds(60), stop: stop)
+        #expect(transport.log.withLock { $0 }.isEmpty)
+        #expect(outcome.delivered == 0 && outcome.undelivered.map { $0.key.account } == ["a0"])
+        #expect(outcome.stateWritten)
+        #expect(try store.records().map { $0.state } == [.pending])
+    }
+
     @Test func aStoppedRoundCancelsWhatIsStillInFlightOnceTheGracePeriodIsOver() async {
         let transport = HoldingTransport()
         let logged = LogText()
         let clock = ManualClock()
         let (run, stop) = Self.stoppableRound(transport, clock: clock, logged: logged)
         #expect(await Polling.until { transport.log.withLock { $0 } == ["http://x.example/held"] })
-        stop.yield()
+        stop.request()
         #expect(await Polling.until { logged.value.contains("stopping: no new requests; 1 in flight gets 7s to finish") })
         // The deadline's sleep and the grace period's.
         await clock.waitForSleepers(2)
