@@ -193,6 +193,9 @@ public struct RequestBuilder: Sendable {
         if !hasScheme {
             templates.report(.error, "\(reporter.key(.url)) must start with http:// or https://", at: urlValue, diagnostics: &diagnostics)
             failed = true
+        } else if let (offset, problem) = URLText.literalProblem(in: urlValue.text) {
+            templates.report(.error, "\(reporter.key(.url)) \(problem.message)", at: urlValue, offset: offset, diagnostics: &diagnostics)
+            failed = true
         }
         // Without its scheme the URL's parts cannot be told apart: its placeholders are checked
         // as text, not reported as standing in a scheme or host they are not in.

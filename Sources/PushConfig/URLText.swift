@@ -123,6 +123,49 @@ public enum URLText {
         return target.scheme == "https" || isLoopback(target.host)
     }
 
+    /// What in the written text of a URL makes libcurl refuse it (``literalProblem(in:)``).
+    public enum LiteralProblem: Equatable, Sendable {
+        /// A space, a tab or another control character: which one.
+        case unsendable(String)
+        /// The text where the port goes, not a number from 1 to 65535.
+        case port(String)
+
+        /// What to say after the key's name, at the place.
+        public var message: String {
+            switch self {
+            case .unsendable(let what): "has \(what) here, which no URL may hold; write it percent-encoded (a space is %20)"
+            case .port(let written) where Int(written) != nil: "has port \(written), outside 1–65535"
+            case .port(let written): "has '\(written)' where the port goes, which is not a number"
+            }
+        }
+    }
+
+    /// What in the written text of a URL template (`http://` or `https://` first) makes every URL
+    /// rendered from it one that libcurl refuses: a space or a control character (placeholders
+    /// hold none: their values are percent-encoded), or a written port outside 1–65535; with its
+    /// UTF-8 offset in `text`. Nil when there is none.
+    public static func literalProblem(in text: String) -> (offset: Int, problem: LiteralProblem)? {
+        let bytes = Array(text.utf8)
+        if let index = bytes.firstIndex(where: { $0 <= 0x20 || $0 == 0x7F }) {
+            let what = bytes[index] == 0x20 ? "a space" : bytes[index] == 0x09 ? "a tab" : "a control character"
+            return (index, .unsendable(what))
+        }
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return nil }
+        let end = bytes.withUnsafeBufferPointer { authorityEnd(of: $0, afterScheme: colon) }
+        var start = colon + 3
+        guard start < end, !bytes[start..<end].contains(UInt8(ascii: "%")) else { return nil }
+        if let at = bytes[start..<end].lastIndex(of: UInt8(ascii: "@")) { start = at + 1 }
+        if start < end, bytes[start] == UInt8(ascii: "["), let close = bytes[start..<end].firstIndex(of: UInt8(ascii: "]")) {
+            start = close + 1
+        }
+        guard let portColon = bytes[start..<end].firstIndex(of: UInt8(ascii: ":")), portColon + 1 < end else { return nil }
+        let written = String(decoding: bytes[(portColon + 1)..<end], as: UTF8.self)
+        guard written.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let port = Int(written), (1...65535).contains(port) else {
+            return (portColon + 1, .port(written))
+        }
+        return nil
+    }
+
     /// Why `url` cannot be a backend's endpoint setting (SPEC §9.0: https, plain http only to a
     /// loopback address; a base URL, as requests add their own path or query), or nil.
     public static func endpointProblem(_ url: String) -> String? {
@@ -135,6 +178,10 @@ public enum URLText {
         if url.dropFirst(target.scheme.count + 3).contains(where: { $0 == "?" || $0 == "#" }) {
             return "must be a base URL without a query or fragment"
         }
-        return nil
+        switch literalProblem(in: url)?.problem {
+        case .unsendable(let what)?: return "must be a URL without \(what)"
+        case .port?: return "must have a port from 1 to 65535"
+        case nil: return nil
+        }
     }
 }

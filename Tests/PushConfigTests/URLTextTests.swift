@@ -13,6 +13,39 @@ import Testing
     func host(_ url: String, _ expected: String) {
         #expect(URLText.hostAndPort(of: url) == expected)
     }
+
+    @Test("what libcurl refuses in any URL rendered from a template's text, and where",
+          arguments: [
+              ("http://h/a b", 10, URLText.LiteralProblem.unsendable("a space")),
+              ("http://h /x", 8, .unsendable("a space")),
+              ("http://h/x?a=\tb", 13, .unsendable("a tab")),
+              ("http://h/\u{7F}", 9, .unsendable("a control character")),
+              ("http://h:99999/x", 9, .port("99999")),
+              ("http://h:0", 9, .port("0")),
+              ("http://u:p@h:80x/x", 13, .port("80x")),
+              ("http://[::1]:65536", 13, .port("65536")),
+          ] as [(String, Int, URLText.LiteralProblem)])
+    func literalProblem(_ text: String, offset: Int, problem: URLText.LiteralProblem) throws {
+        let found = try #require(URLText.literalProblem(in: text))
+        #expect(found.offset == offset && found.problem == problem)
+    }
+
+    @Test(arguments: ["http://h:65535/x", "http://u:p@h/x", "http://[::1]:8080/", "http://h:%port%/x", "https://h/%a b%",
+                      "http://h/?q=%selector%&t=%pushTokenOther%", "http://h:/x"])
+    func nothingLibcurlRefuses(_ text: String) {
+        if text.contains(" ") {
+            // A space, even in what looks like a placeholder, is in the text.
+            #expect(URLText.literalProblem(in: text)?.problem == .unsendable("a space"))
+        } else {
+            #expect(URLText.literalProblem(in: text) == nil)
+        }
+    }
+
+    @Test func anEndpointWithASpaceOrABadPortIsRefused() {
+        #expect(URLText.endpointProblem("https://prov example.com") == "must be a URL without a space")
+        #expect(URLText.endpointProblem("https://h.example:70000") == "must have a port from 1 to 65535")
+        #expect(URLText.endpointProblem("https://h.example:8443") == nil)
+    }
 }
 
 /// The byte-level readers and the cache answer as the straightforward reading of the text does.

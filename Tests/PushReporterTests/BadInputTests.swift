@@ -89,6 +89,15 @@ struct BadInputTests {
             "flow2.yaml:3:28: error: YAML syntax error: a value cannot start with '%' unless it is quoted; put it in single quotes, as in '%account[username]%:%selector%'")
     }
 
+    @Test("a URL libcurl would refuse is an error at the place in it")
+    func unsendableURL() throws {
+        try expectOneError(directory.write("space.yaml", "accounts:\n  - id: a\n    pushTokenOther: T\n    pushTokenReporterUrl: https://h.example/a b?u=%account[id]%\n"),
+                           containing: "space.yaml:4:46: error: pushTokenReporterUrl has a space here, which no URL may hold; "
+                               + "write it percent-encoded (a space is %20)")
+        try expectOneError(directory.write("port.yaml", "accounts:\n  - id: a\n    pushTokenOther: T\n    pushTokenReporterUrl: http://127.0.0.1:99999/x\n"),
+                           containing: "port.yaml:4:44: error: pushTokenReporterUrl has port 99999, outside 1–65535")
+    }
+
     @Test("a top level that is a list")
     func topLevelList() throws {
         try expectOneError(directory.write("list.yaml", "- id: a\n- id: b\n"),
