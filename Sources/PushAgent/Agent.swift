@@ -1075,7 +1075,12 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             if settled && counts[.removing] == 0 && announceWhenSettled.withLock({ announce in defer { announce = false }; return announce }) {
                 awaitingSaid = counts[.accepted] > 0 && counts.accounts > 0
                 let awaiting = counts[.accepted] > 0 ? " (\(counts[.accepted]) awaiting the backend's confirmation)" : ""
-                if shared == nil {
+                // Some are not sent at all (waiting for a value, rejected, …): "all … reported"
+                // would contradict `status`, so the counts say what is where.
+                let unsent = counts[.pending] + counts[.rejected] + counts[.unconfirmed] + counts[.stopped]
+                if unsent > 0 && counts.accounts > 0 {
+                    logger.info("nothing more to send for now (\(text))")
+                } else if shared == nil {
                     // With nothing to report (the warning at start said so), no "all 0 accounts".
                     if counts.accounts > 0 {
                         logger.info("\(counts.accounts == 1 ? "the 1 account is" : "all \(counts.accounts) accounts are") reported\(awaiting)")

@@ -183,7 +183,9 @@ struct JourneysPlanner: SubscriptionPlanner, Sendable {
         var requests: [RenderedRequest] = []
         for name in account.services.keys.sorted() {
             guard let settings = services[name], let values = account.services[name],
-                  let shown = render(account, settings: settings, values: values, display: display, diagnostics: &diagnostics)
+                  let shown = render(account, settings: settings, values: values, display: display, diagnostics: &diagnostics),
+                  // Nothing is sent without a device token (the warning says so).
+                  !shown.deviceToken.isEmpty
             else { continue }
             for item in [shown.registration, shown.cleanup] {
                 var request = RenderedRequest(account: account.id, service: name, reporter: name, method: "POST", url: item.url,
@@ -247,6 +249,13 @@ struct JourneysPlanner: SubscriptionPlanner, Sendable {
                                  at: platformValue, diagnostics: &diagnostics, account: account.id)
             }
             guard keysKnown, !userId.isEmpty, platform == "ios" || platform == "android" else { return nil }
+            if token.isEmpty {
+                // Not an error: the account waits for its device (SPEC §9.2), as `status` says.
+                let why = values.values["deviceToken"] == nil ? "the account has no pushTokenOther, which deviceToken defaults to"
+                    : "deviceToken renders empty for this account"
+                templates.report(.warning, "\(why), so '\(service)' does not register it until it has one",
+                                 at: tokenValue, diagnostics: &diagnostics, account: account.id)
+            }
             let keepMarkers = display == .shellVariables
             func json(_ text: String) -> String { JSONText.string(text, keepingMarkers: keepMarkers) }
             let shownUserId = try templates.render(userIdTemplate, accountValues, masking, origin: userIdValue)

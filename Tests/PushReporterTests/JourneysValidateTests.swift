@@ -90,6 +90,18 @@ import Testing
                               "x-ms-callback-url: https://agent.example.com/journeys/journeys/eve-1"], "\(preview.stdout)")
     }
 
+    @Test func anAccountWithoutADeviceTokenIsAWarningAndHasNothingToPreview() throws {
+        // It waits for its device (SPEC §9.2): not an error, but said, and nothing shown as sent.
+        let yaml = Self.yaml().replacingOccurrences(of: "    pushTokenOther: tok-alice\n", with: "")
+        let validate = try ProcessRunner.pushreporter(config: yaml, ["validate"])
+        #expect(validate.status == 0, "\(validate.stderr)")
+        #expect(validate.stderrLines.first?.hasSuffix(":11:7: warning: the account has no pushTokenOther, which deviceToken defaults to, "
+                                                      + "so 'journeys' does not register it until it has one [account alice]") == true,
+                "\(validate.stderr)")
+        let preview = try ProcessRunner.pushreporter(config: yaml, ["preview", "--format", "json"])
+        #expect(preview.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "[]", "\(preview.stdout)")
+    }
+
     @Test func aMisspeltSettingIsAnErrorAtItsKeyWithTheNearestName() throws {
         try expectErrors(Self.yaml(Self.settings("apiToken", ("apiTokn", "t0ken"))), [
             "2:3: error: service 'journeys' needs 'apiToken' (customer-insights-journeys: publicEndpoint, orgId, mobileAppId and apiToken)",
