@@ -85,7 +85,8 @@ extension ReceiverOptions {
 
         Listens on 127.0.0.1, prints every request it is sent and answers it (the demo receiver of
         `make run`): Journeys and Firebase paths as their fake servers do, everything else with
-        --status and `{}`.
+        --status and `{}`. Those paths are taken, so point test accounts elsewhere:
+        /api/v1.0/orgs/… (Journeys), /fcm/… and /token (Firebase; a GET there is answered 405).
 
           --port N        listen on port N (default: a free ephemeral port)
           --port-file P   write the port to P once listening
