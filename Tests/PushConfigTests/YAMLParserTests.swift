@@ -451,10 +451,25 @@ struct YAMLParserAliasTests {
 @Suite("YAMLParser errors")
 struct YAMLParserErrorTests {
     @Test func syntaxErrorMessageAndPosition() {
+        // libyaml's "mapping values are not allowed in this context", said as what to mend.
         let result = parseYAML("a: b: c\n")
         #expect(result.root == nil)
         #expect(result.errors == [YAMLError(
-            message: "YAML syntax error: mapping values are not allowed in this context", position: pos(1, 5))])
+            message: "YAML syntax error: a ': ' where YAML cannot start a key here: if it is part of a value, put the value in quotes; "
+                + "if it is a key, indent it as the keys beside it", position: pos(1, 5))])
+    }
+
+    @Test("a key indented more than the keys above it is placed at its line's start",
+          arguments: [
+              ("a: b\n  c: d\n", pos(2, 3), 1, 3),
+              ("accounts:\n  - username: bob\n     token: T\n", pos(3, 6), 5, 6),
+          ] as [(String, SourcePosition, Int, Int)])
+    func overIndentedKey(text: String, position: SourcePosition, keys: Int, line: Int) {
+        let result = parseYAML(text)
+        #expect(result.errors == [YAMLError(
+            message: "YAML syntax error: this line is indented more than the line above (its keys are at column \(keys), this one at "
+                + "column \(line)), so it reads as more of that line's value, where 'key: value' cannot be; indent it as the keys beside it",
+            position: position)])
     }
 
     @Test func syntaxErrorWithContext() {

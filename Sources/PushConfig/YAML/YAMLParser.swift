@@ -212,6 +212,12 @@ public enum YAMLParser {
                     break
                 }
             }
+            if problem == "mapping values are not allowed in this context", let offset = source.byteOffset(of: position) {
+                let (message, placed) = Self.explainMappingValue(at: offset, in: bytes)
+                explained = message
+                if let placed { position = source.position(ofByteOffset: placed) }
+                showContext = false
+            }
             if explained == nil, problem.hasPrefix("found a tab character") {
                 // libyaml's other tab problems ("… that violates indentation", "… where an
                 // indentation space is expected") say what, not what to do.
@@ -229,6 +235,43 @@ public enum YAMLParser {
             }
             return YAMLError(message: message, position: position)
         }
+    }
+
+    /// libyaml's "mapping values are not allowed in this context", at the `:` at `offset`, said
+    /// as what to mend: a line indented more than the one above it reads as the rest of that
+    /// line's value, so its `key:` cannot be a key (placed at the line's first character, the
+    /// byte offset returned); otherwise a value holds `: ` (placed where libyaml says).
+    static func explainMappingValue(at offset: Int, in bytes: [UInt8]) -> (message: String, offset: Int?) {
+        var start = offset
+        while start > 0, bytes[start - 1] != 0x0A, bytes[start - 1] != 0x0D { start -= 1 }
+        let indent = indentation(at: start, in: bytes)
+        // The line above that is neither blank nor a comment.
+        var end = start
+        while end > 0 {
+            while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
+            var lineStart = end
+            while lineStart > 0, bytes[lineStart - 1] != 0x0A, bytes[lineStart - 1] != 0x0D { lineStart -= 1 }
+            let spaces = indentation(at: lineStart, in: bytes)
+            let first = lineStart + spaces
+            if first < end, bytes[first] != UInt8(ascii: "#") {
+                // `- key: value` puts its keys at the column after "- ".
+                var keyColumn = spaces
+                var index = first
+                while index + 1 < end, bytes[index] == UInt8(ascii: "-"), bytes[index + 1] == 0x20 {
+                    index += 2
+                    while index < end, bytes[index] == 0x20 { index += 1 }
+                    keyColumn = index - lineStart
+                }
+                if indent > keyColumn {
+                    return ("this line is indented more than the line above (its keys are at column \(keyColumn + 1), this one at column \(indent + 1)), "
+                            + "so it reads as more of that line's value, where 'key: value' cannot be; indent it as the keys beside it", start + indent)
+                }
+                break
+            }
+            end = lineStart
+        }
+        return ("a ': ' where YAML cannot start a key here: if it is part of a value, put the value in quotes; "
+                + "if it is a key, indent it as the keys beside it", nil)
     }
 
     /// The plain value that starts at `offset` and runs to the end of its line (or to a comment),
