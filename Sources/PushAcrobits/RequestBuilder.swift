@@ -454,6 +454,7 @@ public struct RequestBuilder: Sendable {
     private mutating func checkRequest(for account: Account, reporter: Reporter, diagnostics: inout DiagnosticList) {
         guard let prepared = prepare(account, reporter: reporter, diagnostics: &diagnostics) else { return }
         let values = templates.values(for: account)
+        warnOfWithheldSecrets(prepared, values, reporter: reporter, account: account.id, diagnostics: &diagnostics)
         guard rendersAlikeForAllValues(prepared, values), !mayExceedSizeLimits(prepared, values),
               let hasHost = hostAnswer(prepared.url, values),
               bodyIsWellFormed(prepared, values) else {
@@ -469,6 +470,24 @@ public struct RequestBuilder: Sendable {
         if !hasHost {
             reportNoHost(reporter: reporter, at: prepared.urlValue, diagnostics: &diagnostics)
         }
+    }
+
+    /// A request bound for plain http to a host that is not loopback carries its secrets as
+    /// `********` (SPEC §12): said by `validate`, at the URL, rather than found out from the
+    /// receiver's refusals. The host is in the template's own text (no placeholder may stand
+    /// there). A request refused whole for it (``PreparedRequest/refusal``) is said elsewhere.
+    private func warnOfWithheldSecrets(_ prepared: PreparedRequest, _ values: AccountValues, reporter: Reporter, account: String,
+                                       diagnostics: inout DiagnosticList) {
+        guard prepared.refusal == nil, let target = URLText.target(of: prepared.urlValue.text),
+              target.scheme == "http", !URLText.isLoopback(target.host) else { return }
+        var pieces = [prepared.url] + [prepared.body].compactMap { $0 } + prepared.headerTemplates.map(\.value.template)
+        pieces += [prepared.authUsername, prepared.authPassword].compactMap { $0?.template }
+        let secret = prepared.headerTemplates.contains { $0.value.origin.isSecret }
+            || pieces.contains { piece in piece.references.contains { values.isSecret(at: $0.slot) } }
+        guard secret else { return }
+        templates.report(.warning, "\(reporter.key(.url)) is plain http to \(target.host), which is not "
+                         + "loopback, so the request's secrets are sent as ******** there; use https", at: prepared.urlValue,
+                         diagnostics: &diagnostics, account: account)
     }
 
     /// The most one rendered request may hold (SPEC §12): 1 MiB in all (URL, headers and body),

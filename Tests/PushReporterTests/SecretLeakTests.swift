@@ -208,6 +208,25 @@ import Testing
         #expect(status.stdout.contains("is plain http to 192.0.2.1"))
     }
 
+    @Test func aSecretPartOfARequestToPlainHTTPElsewhereIsAWarningOfValidate() throws {
+        // Sent as ******** (the run logs it too): said before the receiver refuses the login.
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", """
+            accounts:
+              - {id: ian, password: CANARY-PW-4, pushTokenOther: T, pushTokenReporterUrl: "http://prov.example/?u=%account[id]%&p=%account[password]%"}
+              - {id: jo, password: CANARY-PW-5, pushTokenOther: T, pushTokenReporterUrl: "http://127.0.0.1:9/?u=%account[id]%&p=%account[password]%"}
+              - {id: kim, password: CANARY-PW-6, pushTokenOther: T, pushTokenReporterUrl: "http://prov.example/?u=%account[id]%"}
+
+            """)
+        let validate = try ProcessRunner.pushreporter(["validate", "--config", config])
+        #expect(validate.status == 0)
+        #expect(validate.stderrLines == [
+            "\(config):2:79: warning: pushTokenReporterUrl is plain http to prov.example, which is not loopback, so the request's "
+                + "secrets are sent as ******** there; use https [account ian]",
+            "1 file, 3 enabled accounts: 0 errors, 1 warning",
+        ], "\(validate.stderr)")
+    }
+
     @Test func aLoopbackRequestNeverGoesThroughAProxy() throws {
         let receiver = try LoopbackHTTPServer { _, _ in .status(204) }
         let proxy = try LoopbackHTTPServer { _, _ in .status(502) }
