@@ -193,7 +193,7 @@ public struct RequestBuilder: Sendable {
         if !hasScheme {
             templates.report(.error, "\(reporter.key(.url)) must start with http:// or https://", at: urlValue, diagnostics: &diagnostics)
             failed = true
-        } else if let (offset, problem) = URLText.literalProblem(in: urlValue.text) {
+        } else if let (offset, problem) = literalProblem(of: urlValue.text) {
             templates.report(.error, "\(reporter.key(.url)) \(problem.message)", at: urlValue, offset: offset, diagnostics: &diagnostics)
             failed = true
         }
@@ -476,16 +476,15 @@ public struct RequestBuilder: Sendable {
     /// `********` (SPEC §12): said by `validate`, at the URL, rather than found out from the
     /// receiver's refusals. The host is in the template's own text (no placeholder may stand
     /// there). A request refused whole for it (``PreparedRequest/refusal``) is said elsewhere.
-    private func warnOfWithheldSecrets(_ prepared: PreparedRequest, _ values: AccountValues, reporter: Reporter, account: String,
-                                       diagnostics: inout DiagnosticList) {
-        guard prepared.refusal == nil, let target = URLText.target(of: prepared.urlValue.text),
-              target.scheme == "http", !URLText.isLoopback(target.host) else { return }
+    private mutating func warnOfWithheldSecrets(_ prepared: PreparedRequest, _ values: AccountValues, reporter: Reporter, account: String,
+                                                diagnostics: inout DiagnosticList) {
+        guard prepared.refusal == nil, let host = plainHTTPHostElsewhere(prepared.urlValue.text) else { return }
         var pieces = [prepared.url] + [prepared.body].compactMap { $0 } + prepared.headerTemplates.map(\.value.template)
         pieces += [prepared.authUsername, prepared.authPassword].compactMap { $0?.template }
         let secret = prepared.headerTemplates.contains { $0.value.origin.isSecret }
             || pieces.contains { piece in piece.references.contains { values.isSecret(at: $0.slot) } }
         guard secret else { return }
-        templates.report(.warning, "\(reporter.key(.url)) is plain http to \(target.host), which is not "
+        templates.report(.warning, "\(reporter.key(.url)) is plain http to \(host), which is not "
                          + "loopback, so the request's secrets are sent as ******** there; use https", at: prepared.urlValue,
                          diagnostics: &diagnostics, account: account)
     }
@@ -544,6 +543,28 @@ public struct RequestBuilder: Sendable {
 
     /// Answers about template texts whose answer is the same for all values, newest last.
     private var hostAnswers: [(source: String, hasHost: Bool)] = []
+    /// The last URL text read by ``literalProblem(of:)`` and ``plainHTTPHostElsewhere(_:)``, with
+    /// their answers: the accounts of a file nearly all share their URL template (`defaults`).
+    private var lastLiteral: (text: String, problem: (offset: Int, problem: URLText.LiteralProblem)?)?
+    private var lastPlainHTTP: (text: String, host: String?)?
+
+    /// ``URLText/literalProblem(in:)``, remembered for the last text.
+    private mutating func literalProblem(of text: String) -> (offset: Int, problem: URLText.LiteralProblem)? {
+        if let last = lastLiteral, last.text == text { return last.problem }
+        let problem = URLText.literalProblem(in: text)
+        lastLiteral = (text, problem)
+        return problem
+    }
+
+    /// The host of a URL text that is plain http to a host other than loopback, else nil;
+    /// remembered for the last text.
+    private mutating func plainHTTPHostElsewhere(_ text: String) -> String? {
+        if let last = lastPlainHTTP, last.text == text { return last.host }
+        var host: String?
+        if let target = URLText.target(of: text), target.scheme == "http", !URLText.isLoopback(target.host) { host = target.host }
+        lastPlainHTTP = (text, host)
+        return host
+    }
     /// JSON body templates that render to JSON whatever the values.
     private var wellFormedJSONBodies: [String] = []
     private static let answerCount = 8
