@@ -454,7 +454,7 @@ public struct RequestBuilder: Sendable {
     private mutating func checkRequest(for account: Account, reporter: Reporter, diagnostics: inout DiagnosticList) {
         guard let prepared = prepare(account, reporter: reporter, diagnostics: &diagnostics) else { return }
         let values = templates.values(for: account)
-        warnOfWithheldSecrets(prepared, values, reporter: reporter, account: account.id, diagnostics: &diagnostics)
+        warnOfWithheldSecrets(prepared, values, reporter: reporter, diagnostics: &diagnostics)
         guard rendersAlikeForAllValues(prepared, values), !mayExceedSizeLimits(prepared, values),
               let hasHost = hostAnswer(prepared.url, values),
               bodyIsWellFormed(prepared, values) else {
@@ -476,7 +476,8 @@ public struct RequestBuilder: Sendable {
     /// `********` (SPEC §12): said by `validate`, at the URL, rather than found out from the
     /// receiver's refusals. The host is in the template's own text (no placeholder may stand
     /// there). A request refused whole for it (``PreparedRequest/refusal``) is said elsewhere.
-    private mutating func warnOfWithheldSecrets(_ prepared: PreparedRequest, _ values: AccountValues, reporter: Reporter, account: String,
+    /// Said once for the accounts that share the URL (`defaults`), not once for each.
+    private mutating func warnOfWithheldSecrets(_ prepared: PreparedRequest, _ values: AccountValues, reporter: Reporter,
                                                 diagnostics: inout DiagnosticList) {
         guard prepared.refusal == nil, let host = plainHTTPHostElsewhere(prepared.urlValue.text) else { return }
         var pieces = [prepared.url] + [prepared.body].compactMap { $0 } + prepared.headerTemplates.map(\.value.template)
@@ -486,7 +487,7 @@ public struct RequestBuilder: Sendable {
         guard secret else { return }
         templates.report(.warning, "\(reporter.key(.url)) is plain http to \(host), which is not "
                          + "loopback, so the request's secrets are sent as ******** there; use https", at: prepared.urlValue,
-                         diagnostics: &diagnostics, account: account)
+                         diagnostics: &diagnostics)
     }
 
     /// The most one rendered request may hold (SPEC §12): 1 MiB in all (URL, headers and body),

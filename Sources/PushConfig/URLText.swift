@@ -134,7 +134,8 @@ public enum URLText {
         public var message: String {
             switch self {
             case .unsendable(let what): "has \(what) here, which no URL may hold; write it percent-encoded (a space is %20)"
-            case .port(let written) where Int(written) != nil: "has port \(written), outside 1–65535"
+            case .port(let written) where !written.isEmpty && written.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }):
+                "has port \(written), outside 1–65535"
             case .port(let written): "has '\(written)' where the port goes, which is not a number"
             }
         }
@@ -146,8 +147,13 @@ public enum URLText {
     /// UTF-8 offset in `text`. Nil when there is none.
     public static func literalProblem(in text: String) -> (offset: Int, problem: LiteralProblem)? {
         let bytes = Array(text.utf8)
-        if let index = bytes.firstIndex(where: { $0 <= 0x20 || $0 == 0x7F }) {
-            let what = bytes[index] == 0x20 ? "a space" : bytes[index] == 0x09 ? "a tab" : "a control character"
+        if let index = firstUnsendableLiteralByte(bytes) {
+            let what = switch bytes[index] {
+            case 0x20: "a space"
+            case 0x09: "a tab"
+            case 0x0A, 0x0D: "a line break"
+            default: "a control character"
+            }
             return (index, .unsendable(what))
         }
         guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return nil }
@@ -162,6 +168,41 @@ public enum URLText {
         let written = String(decoding: bytes[(portColon + 1)..<end], as: UTF8.self)
         guard written.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let port = Int(written), (1...65535).contains(port) else {
             return (portColon + 1, .port(written))
+        }
+        return nil
+    }
+
+    /// The first space or control character of `bytes` outside placeholders: inside one
+    /// (`%hmac_sha256(%account[username]%,a b)%`, `%account[home region]%`) they are the
+    /// template's own text, not the URL's. A `%` followed by a letter opens a placeholder, which
+    /// ends at the next `%` outside its parentheses (placeholders nest only inside them); `%%` is
+    /// a literal `%`. A `%` that opens none (a percent-escape such as `%C3`) may hide a byte
+    /// from this check, never add one: `validate` renders such templates anyway.
+    private static func firstUnsendableLiteralByte(_ bytes: [UInt8]) -> Int? {
+        func isLetter(_ byte: UInt8) -> Bool { (byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z") }
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "%") {
+                if index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "%") {
+                    index += 2
+                    continue
+                }
+                if index + 1 < bytes.count, isLetter(bytes[index + 1]) {
+                    // Skip to the `%` that closes it.
+                    var parentheses = 0
+                    var end = index + 1
+                    while end < bytes.count, !(bytes[end] == UInt8(ascii: "%") && parentheses == 0) {
+                        if bytes[end] == UInt8(ascii: "(") { parentheses += 1 }
+                        if bytes[end] == UInt8(ascii: ")") { parentheses = max(0, parentheses - 1) }
+                        end += 1
+                    }
+                    index = end + 1
+                    continue
+                }
+            }
+            if byte <= 0x20 || byte == 0x7F { return index }
+            index += 1
         }
         return nil
     }

@@ -459,6 +459,14 @@ struct YAMLParserErrorTests {
                 + "if it is a key, indent it as the keys beside it", position: pos(1, 5))])
     }
 
+    @Test("a value holding ': ' under a line that opens a block is not called over-indented",
+          arguments: ["accounts:\n  - username: jo: x\n", "agent:\n  timeout: a: b\n", "accounts:\n  - - a: b: c\n",
+                      "a:\n  b: 1\n  c: d: e\n"])
+    func aValueHoldingAColon(text: String) {
+        let message = parseYAML(text).errors.first?.message ?? ""
+        #expect(message.hasPrefix("YAML syntax error: a ': ' where YAML cannot start a key here"), "\(message)")
+    }
+
     @Test("a key indented more than the keys above it is placed at its line's start",
           arguments: [
               ("a: b\n  c: d\n", pos(2, 3), 1, 3),

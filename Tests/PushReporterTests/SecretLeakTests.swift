@@ -222,9 +222,24 @@ import Testing
         #expect(validate.status == 0)
         #expect(validate.stderrLines == [
             "\(config):2:79: warning: pushTokenReporterUrl is plain http to prov.example, which is not loopback, so the request's "
-                + "secrets are sent as ******** there; use https [account ian]",
+                + "secrets are sent as ******** there; use https",
             "1 file, 3 enabled accounts: 0 errors, 1 warning",
         ], "\(validate.stderr)")
+    }
+
+    @Test func theWarningOfSecretsOverPlainHTTPIsSaidOnceForAURLTheAccountsShare() throws {
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", """
+            defaults:
+              pushTokenReporterUrl: http://prov.example/?u=%account[id]%&p=%account[password]%&t=%pushTokenOther%
+            accounts:
+              - {id: a1, password: CANARY-PW-7, pushTokenOther: T}
+              - {id: a2, password: CANARY-PW-8, pushTokenOther: T}
+
+            """)
+        let validate = try ProcessRunner.pushreporter(["validate", "--config", config])
+        #expect(validate.stderrLines.count { $0.contains("secrets are sent as ******** there") } == 1, "\(validate.stderr)")
+        #expect(!validate.stderr.contains("CANARY"))
     }
 
     @Test func aLoopbackRequestNeverGoesThroughAProxy() throws {

@@ -242,9 +242,16 @@ public enum YAMLParser {
     /// line's value, so its `key:` cannot be a key (placed at the line's first character, the
     /// byte offset returned); otherwise a value holds `: ` (placed where libyaml says).
     static func explainMappingValue(at offset: Int, in bytes: [UInt8]) -> (message: String, offset: Int?) {
+        let holdsColon: (message: String, offset: Int?) = (
+            "a ': ' where YAML cannot start a key here: if it is part of a value, put the value in quotes; "
+                + "if it is a key, indent it as the keys beside it", nil)
         var start = offset
         while start > 0, bytes[start - 1] != 0x0A, bytes[start - 1] != 0x0D { start -= 1 }
         let indent = indentation(at: start, in: bytes)
+        // A ': ' before this one on the line: this line's key is read, and a value holds ': '.
+        if bytes[start..<offset].indices.contains(where: { bytes[$0] == UInt8(ascii: ":") && [0x20, 0x09].contains(bytes[$0 + 1]) }) {
+            return holdsColon
+        }
         // The line above that is neither blank nor a comment.
         var end = start
         while end > 0 {
@@ -254,6 +261,14 @@ public enum YAMLParser {
             let spaces = indentation(at: lineStart, in: bytes)
             let first = lineStart + spaces
             if first < end, bytes[first] != UInt8(ascii: "#") {
+                // A line that opens a block (`accounts:`, `- `) is followed by a deeper one.
+                var last = end
+                if let hash = bytes[first..<end].firstIndex(where: { $0 == UInt8(ascii: "#") }),
+                   hash > first, bytes[hash - 1] == 0x20 || bytes[hash - 1] == 0x09 { last = hash }
+                while last > first, bytes[last - 1] == 0x20 || bytes[last - 1] == 0x09 { last -= 1 }
+                if last > first, bytes[last - 1] == UInt8(ascii: ":") || (bytes[last - 1] == UInt8(ascii: "-") && last - 1 == first) {
+                    return holdsColon
+                }
                 // `- key: value` puts its keys at the column after "- ".
                 var keyColumn = spaces
                 var index = first
@@ -270,8 +285,7 @@ public enum YAMLParser {
             }
             end = lineStart
         }
-        return ("a ': ' where YAML cannot start a key here: if it is part of a value, put the value in quotes; "
-                + "if it is a key, indent it as the keys beside it", nil)
+        return holdsColon
     }
 
     /// The plain value that starts at `offset` and runs to the end of its line (or to a comment),
