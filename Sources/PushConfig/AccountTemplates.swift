@@ -186,7 +186,8 @@ public struct AccountTemplates: Sendable {
                 let origin = (value: placed.origin, baseOffset: placed.baseOffset)
                 let position = position(of: reference.offset + origin.baseOffset, length: reference.length, in: origin.value)
                 let (someAccountHasIt, nearest) = withAccountKeys { keys in
-                    keys.contains(key) ? (true, nil) : (false, NameSuggester.nearest(to: key, among: keys))
+                    // Every account has an id, written or not (``Account/text(of:)``).
+                    keys.contains(key) ? (true, nil) : (false, NameSuggester.nearest(to: key, among: keys.union(["id"])))
                 }
                 if someAccountHasIt {
                     diagnostics.append(Diagnostic(file: origin.value.origin.file, at: position, severity: .warning,

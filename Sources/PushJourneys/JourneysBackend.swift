@@ -251,8 +251,9 @@ struct JourneysPlanner: SubscriptionPlanner, Sendable {
             guard keysKnown, !userId.isEmpty, platform == "ios" || platform == "android" else { return nil }
             if token.isEmpty {
                 // Not an error: the account waits for its device (SPEC §9.2), as `status` says.
-                let why = values.values["deviceToken"] == nil ? "the account has no pushTokenOther, which deviceToken defaults to"
-                    : "deviceToken renders empty for this account"
+                let why = values.values["deviceToken"] != nil ? "deviceToken renders empty for this account"
+                    : account.values["pushTokenOther"] == nil ? "the account has no pushTokenOther, which deviceToken defaults to"
+                    : "the account's pushTokenOther, which deviceToken defaults to, is empty"
                 templates.report(.warning, "\(why), so '\(service)' does not register it until it has one",
                                  at: tokenValue, diagnostics: &diagnostics, account: account.id)
             }

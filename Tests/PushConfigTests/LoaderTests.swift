@@ -247,6 +247,14 @@ struct RequestBuildingTests {
         Loaded(Self.account + "\n" + extra.split(separator: "\n").map { "    " + $0 }.joined(separator: "\n") + "\n")
     }
 
+    @Test("%account[id]% is every account's, so a misspelt id is told it")
+    func theIdIsAKeyOfEveryAccount() {
+        let fine = loaded("pushTokenReporterUrl: https://h.example/t?u=%account[id]%")
+        #expect(!fine.lines.contains { $0.contains("error:") }, "\(fine.lines)")
+        let misspelt = loaded("pushTokenReporterUrl: https://h.example/t?u=%account[idd]%")
+        #expect(misspelt.lines.contains { $0.contains("error: no account has a key 'idd'; did you mean 'id'?") }, "\(misspelt.lines)")
+    }
+
     @Test("a request that fails on one key still has its other problems reported")
     func everyProblemOfOneRequest() {
         let l = loaded("pushTokenReporterUrl: https://h.example/t?u=%account[usrname]%\npushTokenReporterMethod: PATCH")

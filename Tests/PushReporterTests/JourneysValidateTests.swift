@@ -100,6 +100,11 @@ import Testing
                 "\(validate.stderr)")
         let preview = try ProcessRunner.pushreporter(config: yaml, ["preview", "--format", "json"])
         #expect(preview.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "[]", "\(preview.stdout)")
+        // Written, but empty.
+        let empty = try ProcessRunner.pushreporter(config: Self.yaml().replacingOccurrences(of: "pushTokenOther: tok-alice", with: "pushTokenOther: ''"),
+                                                   ["validate"])
+        #expect(empty.stderr.contains(": warning: the account's pushTokenOther, which deviceToken defaults to, is empty, "
+                                      + "so 'journeys' does not register it until it has one [account alice]"), "\(empty.stderr)")
     }
 
     @Test func aMisspeltSettingIsAnErrorAtItsKeyWithTheNearestName() throws {
