@@ -176,6 +176,10 @@ public struct RequestBuilder: Sendable {
         /// Why the request is not sent (a value that is a secret as a whole, bound for plain http
         /// to a host that is not loopback), or nil.
         var refusal: String?
+        /// The host, when the request goes over plain http to one that is not loopback: its
+        /// secrets are sent as `********` (known from the template: no placeholder may stand in
+        /// the host).
+        var withholdingHost: String?
     }
 
     /// Validates what `reporter`'s keys say for `account` and compiles its templates; nil when
@@ -265,7 +269,9 @@ public struct RequestBuilder: Sendable {
         // A value that is a secret as a whole cannot be masked: over plain http to a host that is
         // not loopback (the host cannot hold a placeholder, so it is known here), nothing is sent.
         var refusal: String?
+        var withholdingHost: String?
         if let target = templateTargets.target(of: urlValue.text), target.scheme == "http", !target.isLoopback {
+            withholdingHost = target.host
             let whole: [(ConfigValue?, WebServiceKey)] = [(urlValue, .url), (postDataValue, .postData),
                                                           (account.values[reporter.tableKey(.customHeaders)], .customHeaders),
                                                           (account.values[reporter.tableKey(.authUsername)], .authUsername)]
@@ -288,7 +294,8 @@ public struct RequestBuilder: Sendable {
         }
         return PreparedRequest(urlValue: urlValue, url: url, contentType: contentType, bodyFormat: bodyFormat,
                                postDataValue: postDataValue, body: body, method: method, headerTemplates: headerTemplates,
-                               authUsername: authUsername, authPassword: authPassword, timeout: timeout, refusal: refusal)
+                               authUsername: authUsername, authPassword: authPassword, timeout: timeout, refusal: refusal,
+                               withholdingHost: withholdingHost)
     }
 
     /// Renders a prepared request; nil when a value cannot stand where it is placed, or the
@@ -474,12 +481,11 @@ public struct RequestBuilder: Sendable {
 
     /// A request bound for plain http to a host that is not loopback carries its secrets as
     /// `********` (SPEC §12): said by `validate`, at the URL, rather than found out from the
-    /// receiver's refusals. The host is in the template's own text (no placeholder may stand
-    /// there). A request refused whole for it (``PreparedRequest/refusal``) is said elsewhere.
-    /// Said once for the accounts that share the URL (`defaults`), not once for each.
-    private mutating func warnOfWithheldSecrets(_ prepared: PreparedRequest, _ values: AccountValues, reporter: Reporter,
-                                                diagnostics: inout DiagnosticList) {
-        guard prepared.refusal == nil, let host = plainHTTPHostElsewhere(prepared.urlValue.text) else { return }
+    /// receiver's refusals. A request refused whole for it (``PreparedRequest/refusal``) is said
+    /// elsewhere. Said once for the accounts that share the URL (`defaults`), not once for each.
+    private func warnOfWithheldSecrets(_ prepared: PreparedRequest, _ values: AccountValues, reporter: Reporter,
+                                       diagnostics: inout DiagnosticList) {
+        guard prepared.refusal == nil, let host = prepared.withholdingHost else { return }
         var pieces = [prepared.url] + [prepared.body].compactMap { $0 } + prepared.headerTemplates.map(\.value.template)
         pieces += [prepared.authUsername, prepared.authPassword].compactMap { $0?.template }
         let secret = prepared.headerTemplates.contains { $0.value.origin.isSecret }
@@ -544,10 +550,9 @@ public struct RequestBuilder: Sendable {
 
     /// Answers about template texts whose answer is the same for all values, newest last.
     private var hostAnswers: [(source: String, hasHost: Bool)] = []
-    /// The last URL text read by ``literalProblem(of:)`` and ``plainHTTPHostElsewhere(_:)``, with
-    /// their answers: the accounts of a file nearly all share their URL template (`defaults`).
+    /// The last URL text read by ``literalProblem(of:)``, with its answer: the accounts of a file
+    /// nearly all share their URL template (`defaults`).
     private var lastLiteral: (text: String, problem: (offset: Int, problem: URLText.LiteralProblem)?)?
-    private var lastPlainHTTP: (text: String, host: String?)?
 
     /// ``URLText/literalProblem(in:)``, remembered for the last text.
     private mutating func literalProblem(of text: String) -> (offset: Int, problem: URLText.LiteralProblem)? {
@@ -555,16 +560,6 @@ public struct RequestBuilder: Sendable {
         let problem = URLText.literalProblem(in: text)
         lastLiteral = (text, problem)
         return problem
-    }
-
-    /// The host of a URL text that is plain http to a host other than loopback, else nil;
-    /// remembered for the last text.
-    private mutating func plainHTTPHostElsewhere(_ text: String) -> String? {
-        if let last = lastPlainHTTP, last.text == text { return last.host }
-        var host: String?
-        if let target = URLText.target(of: text), target.scheme == "http", !URLText.isLoopback(target.host) { host = target.host }
-        lastPlainHTTP = (text, host)
-        return host
     }
     /// JSON body templates that render to JSON whatever the values.
     private var wellFormedJSONBodies: [String] = []
