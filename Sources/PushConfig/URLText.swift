@@ -21,14 +21,26 @@ public enum URLText {
     /// `target(of:)` over the URL's bytes. It runs for every request rendered, so it reads the
     /// bytes in place and makes only the two strings it returns.
     static func target(of bytes: UnsafeBufferPointer<UInt8>) -> (scheme: String, host: String, port: Int)? {
+        guard let parts = authority(of: bytes), !parts.host.isEmpty else { return nil }
+        let scheme = lowercased(UnsafeBufferPointer(rebasing: bytes[..<parts.schemeColon]))
+        var port = scheme == "https" ? 443 : 80
+        if let written = parts.port, let number = Int(String(decoding: UnsafeBufferPointer(rebasing: bytes[written]), as: UTF8.self)) {
+            port = number
+        }
+        return (scheme, lowercased(UnsafeBufferPointer(rebasing: bytes[parts.host])), port)
+    }
+
+    /// Where the parts of `scheme://[userinfo@]host[:port]` lie in `bytes`: the scheme's colon,
+    /// the host (an IPv6 address without its brackets), and the port's text after its colon
+    /// (nil when no colon follows the host). Nil without `scheme://`.
+    private static func authority(of bytes: UnsafeBufferPointer<UInt8>) -> (schemeColon: Int, host: Range<Int>, port: Range<Int>?)? {
         guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon + 2 < bytes.count,
               bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/") else { return nil }
-        let scheme = lowercased(UnsafeBufferPointer(rebasing: bytes[..<colon]))
         var start = colon + 3
         let end = authorityEnd(of: bytes, afterScheme: colon)
         if let at = bytes[start..<end].lastIndex(of: UInt8(ascii: "@")) { start = at + 1 }
-        var hostRange: Range<Int>
-        var restStart: Int
+        let hostRange: Range<Int>
+        let restStart: Int
         if start < end, bytes[start] == UInt8(ascii: "["), let close = bytes[start..<end].firstIndex(of: UInt8(ascii: "]")) {
             hostRange = (start + 1)..<close
             restStart = close + 1
@@ -37,13 +49,8 @@ public enum URLText {
             hostRange = start..<colon
             restStart = colon
         }
-        guard !hostRange.isEmpty else { return nil }
-        var port = scheme == "https" ? 443 : 80
-        if restStart < end, bytes[restStart] == UInt8(ascii: ":"),
-           let written = Int(String(decoding: UnsafeBufferPointer(rebasing: bytes[(restStart + 1)..<end]), as: UTF8.self)) {
-            port = written
-        }
-        return (scheme, lowercased(UnsafeBufferPointer(rebasing: bytes[hostRange])), port)
+        let port = restStart < end && bytes[restStart] == UInt8(ascii: ":") ? (restStart + 1)..<end : nil
+        return (colon, hostRange, port)
     }
 
     /// Where the authority of a URL whose scheme is `schemeLength` bytes long ends: at the first
@@ -127,16 +134,17 @@ public enum URLText {
     public enum LiteralProblem: Equatable, Sendable {
         /// A space, a tab or another control character: which one.
         case unsendable(String)
-        /// The text where the port goes, not a number from 1 to 65535.
-        case port(String)
+        /// The text where the port goes, not a number.
+        case portNotANumber(String)
+        /// A port outside 1–65535.
+        case portOutOfRange(String)
 
         /// What to say after the key's name, at the place.
         public var message: String {
             switch self {
             case .unsendable(let what): "has \(what) here, which no URL may hold; write it percent-encoded (a space is %20)"
-            case .port(let written) where !written.isEmpty && written.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }):
-                "has port \(written), outside 1–65535"
-            case .port(let written): "has '\(written)' where the port goes, which is not a number"
+            case .portNotANumber(let written): "has '\(written)' where the port goes, which is not a number"
+            case .portOutOfRange(let written): "has port \(written), outside 1–65535"
             }
         }
     }
@@ -156,19 +164,12 @@ public enum URLText {
             }
             return (index, .unsendable(what))
         }
-        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return nil }
-        let end = bytes.withUnsafeBufferPointer { authorityEnd(of: $0, afterScheme: colon) }
-        var start = colon + 3
-        guard start < end, !bytes[start..<end].contains(UInt8(ascii: "%")) else { return nil }
-        if let at = bytes[start..<end].lastIndex(of: UInt8(ascii: "@")) { start = at + 1 }
-        if start < end, bytes[start] == UInt8(ascii: "["), let close = bytes[start..<end].firstIndex(of: UInt8(ascii: "]")) {
-            start = close + 1
-        }
-        guard let portColon = bytes[start..<end].firstIndex(of: UInt8(ascii: ":")), portColon + 1 < end else { return nil }
-        let written = String(decoding: bytes[(portColon + 1)..<end], as: UTF8.self)
-        guard written.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let port = Int(written), (1...65535).contains(port) else {
-            return (portColon + 1, .port(written))
-        }
+        // A placeholder in the authority (`:%port%`) is checked once rendered.
+        guard let parts = bytes.withUnsafeBufferPointer({ authority(of: $0) }), let port = parts.port, !port.isEmpty,
+              !bytes[(parts.schemeColon + 3)..<port.upperBound].contains(UInt8(ascii: "%")) else { return nil }
+        let written = String(decoding: bytes[port], as: UTF8.self)
+        guard written.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return (port.lowerBound, .portNotANumber(written)) }
+        guard let number = Int(written), (1...65535).contains(number) else { return (port.lowerBound, .portOutOfRange(written)) }
         return nil
     }
 
@@ -221,7 +222,7 @@ public enum URLText {
         }
         switch literalProblem(in: url)?.problem {
         case .unsendable(let what)?: return "must be a URL without \(what)"
-        case .port?: return "must have a port from 1 to 65535"
+        case .portNotANumber?, .portOutOfRange?: return "must have a port from 1 to 65535"
         case nil: return nil
         }
     }
