@@ -245,8 +245,7 @@ public enum YAMLParser {
         let holdsColon: (message: String, offset: Int?) = (
             "a ': ' where YAML cannot start a key here: if it is part of a value, put the value in quotes; "
                 + "if it is a key, indent it as the keys beside it", nil)
-        var start = offset
-        while start > 0, bytes[start - 1] != 0x0A, bytes[start - 1] != 0x0D { start -= 1 }
+        let start = lineStart(of: offset, in: bytes)
         let indent = indentation(at: start, in: bytes)
         // A ': ' before this one on the line: this line's key is read, and a value holds ': '.
         if bytes[start..<offset].indices.contains(where: { bytes[$0] == UInt8(ascii: ":") && [0x20, 0x09].contains(bytes[$0 + 1]) }) {
@@ -256,10 +255,9 @@ public enum YAMLParser {
         var end = start
         while end > 0 {
             while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
-            var lineStart = end
-            while lineStart > 0, bytes[lineStart - 1] != 0x0A, bytes[lineStart - 1] != 0x0D { lineStart -= 1 }
-            let spaces = indentation(at: lineStart, in: bytes)
-            let first = lineStart + spaces
+            let above = lineStart(of: end, in: bytes)
+            let spaces = indentation(at: above, in: bytes)
+            let first = above + spaces
             if first < end, bytes[first] != UInt8(ascii: "#") {
                 // A line that opens a block (`accounts:`, `- `) is followed by a deeper one.
                 var last = end
@@ -275,7 +273,7 @@ public enum YAMLParser {
                 while index + 1 < end, bytes[index] == UInt8(ascii: "-"), bytes[index + 1] == 0x20 {
                     index += 2
                     while index < end, bytes[index] == 0x20 { index += 1 }
-                    keyColumn = index - lineStart
+                    keyColumn = index - above
                 }
                 if indent > keyColumn {
                     return ("this line is indented more than the line above (its keys are at column \(keyColumn + 1), this one at column \(indent + 1)), "
@@ -283,7 +281,7 @@ public enum YAMLParser {
                 }
                 break
             }
-            end = lineStart
+            end = above
         }
         return holdsColon
     }
@@ -294,8 +292,7 @@ public enum YAMLParser {
     /// caller knows from libyaml; a `{` or `[` earlier on the line is checked here too), for a
     /// key (`%a: b`), for a value continued on the next lines, and for one too long to show.
     static func quotedValue(at offset: Int, in bytes: [UInt8]) -> String? {
-        var start = offset
-        while start > 0, bytes[start - 1] != 0x0A, bytes[start - 1] != 0x0D { start -= 1 }
+        let start = lineStart(of: offset, in: bytes)
         guard !bytes[start..<offset].contains(where: { $0 == UInt8(ascii: "{") || $0 == UInt8(ascii: "[") }) else { return nil }
         var end = offset
         while end < bytes.count, bytes[end] != 0x0A, bytes[end] != 0x0D {
@@ -310,6 +307,13 @@ public enum YAMLParser {
         guard end - offset <= 100, !continues(after: lineEnd, indentedMoreThan: indentation(at: start, in: bytes), in: bytes),
               let value = String(validating: bytes[offset..<end], as: UTF8.self) else { return nil }
         return "'" + value.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "''") + "'"
+    }
+
+    /// Where the line holding the byte at `offset` starts (after a CR or LF).
+    private static func lineStart(of offset: Int, in bytes: [UInt8]) -> Int {
+        var start = offset
+        while start > 0, bytes[start - 1] != 0x0A, bytes[start - 1] != 0x0D { start -= 1 }
+        return start
     }
 
     /// The spaces that begin the line starting at `start`.
@@ -345,8 +349,7 @@ public enum YAMLParser {
     /// column each, as do bytes that begin none (``SourceText`` counts a stray 0x80–0xBF byte, a
     /// Windows-1252 ’ say, with the character before it).
     static func position(ofInvalidByte offset: Int, in bytes: [UInt8], line: Int) -> SourcePosition {
-        var start = offset
-        while start > 0, bytes[start - 1] != 0x0A, bytes[start - 1] != 0x0D { start -= 1 }
+        let start = lineStart(of: offset, in: bytes)
         var column = 1
         // A byte order mark is no column (as SourceText counts).
         var index = start == 0 && bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : start
