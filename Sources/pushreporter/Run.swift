@@ -266,24 +266,25 @@ final class OnceRound: Sendable {
             let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
             for await signal in signals {
                 let name = signal == .sigint ? "SIGINT" : "SIGTERM"
-                let (count, action) = self.state.withLock { state -> (Int, (@Sendable () -> Void)?) in
-                    guard let stop = state.stop, let cancel = state.cancel else { return (0, nil) }
+                // How many signals since the round started sending; 0 before.
+                let count = self.state.withLock { state -> Int in
+                    guard state.stop != nil else { return 0 }
                     state.signals += 1
                     if state.stoppedBy == nil { state.stoppedBy = name }
-                    return (state.signals, state.signals == 1 ? stop : state.signals == 2 ? cancel : nil)
+                    return state.signals
                 }
-                switch (count, action) {
-                case (1, let stop?):
+                switch count {
+                case 0:
+                    logger.notice("\(name): stopped before anything was sent")
+                    exitNow(ExitCode(signal == .sigint ? 130 : 143))
+                case 1:
                     let sentence = "\(name): stopping the round; no new request starts, and the state is written "
                         + "(a second \(name) cancels the requests in flight)"
                     logger.notice("\(sentence)")
-                    stop()
-                case (2, let cancel?):
+                    self.state.withLock { $0.stop }?()
+                case 2:
                     logger.notice("\(name) again: the requests in flight are cancelled, and the state is written")
-                    cancel()
-                case (0, _):
-                    logger.notice("\(name): stopped before anything was sent")
-                    exitNow(ExitCode(signal == .sigint ? 130 : 143))
+                    self.state.withLock { $0.cancel }?()
                 default:
                     logger.notice("\(name) again: ended at once; what was delivered since the state was last written is sent again next time")
                     exitNow(ExitCode(signal == .sigint ? 130 : 143))
