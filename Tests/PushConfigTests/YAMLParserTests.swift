@@ -507,7 +507,7 @@ struct YAMLParserErrorTests {
     @Test func tabIndentation() {
         let result = parseYAML("a:\n\tb: 1\n")
         #expect(result.errors == [YAMLError(
-            message: "YAML syntax error: found a tab character, which cannot start any token (indent with spaces, not tabs) (while scanning for the next token)",
+            message: "YAML syntax error: found a tab character, which cannot start any token (indent with spaces, not tabs)",
             position: pos(2, 1))])
     }
 

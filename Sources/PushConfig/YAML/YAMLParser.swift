@@ -201,6 +201,8 @@ public enum YAMLParser {
                 switch bytes[offset] {
                 case 0x09:
                     explained = "found a tab character, which cannot start any token (indent with spaces, not tabs)"
+                    // libyaml's "(while scanning for the next token)" says nothing to a person.
+                    showContext = false
                 case UInt8(ascii: "%"), UInt8(ascii: "@"), UInt8(ascii: "`"):
                     // Acrobits templates often begin with a placeholder: the commonest mistake here.
                     let c = Character(Unicode.Scalar(bytes[offset]))
