@@ -41,7 +41,9 @@ struct Validate: ParsableCommand {
             let enabled = configuration.accounts.count { $0.isEnabled } + configuration.accountsLeftOut.enabled
             printError("\(configuration.files.count) \(plural(configuration.files.count, "file")), "
                        + "\(enabled) \(plural(enabled, "enabled account")): "
-                       + "\(errors) \(plural(errors, "error")), \(warnings) \(plural(warnings, "warning"))")
+                       + "\(errors) \(plural(errors, "error")), \(warnings) \(plural(warnings, "warning"))"
+                       // The exit says so, but a person reads this line.
+                       + (strict && errors == 0 && warnings > 0 ? " (they fail the check: --strict)" : ""))
         case .json:
             print(JSONText.array(diagnostics.map(\.json)))
         }

@@ -81,7 +81,9 @@ struct CommandLineTests {
         let directory = TemporaryDirectory()
         let path = directory.write("c.yaml", "accounts:\n  - id: a\n    pushTokenReporterURL: https://h.example/\n")
         #expect(try ProcessRunner.pushreporter(["validate", "--config", path]).status == 0)
-        #expect(try ProcessRunner.pushreporter(["validate", "--config", path, "--strict"]).status == 78)
+        let strict = try ProcessRunner.pushreporter(["validate", "--config", path, "--strict"])
+        #expect(strict.status == 78)
+        #expect(strict.stderrLines.last == "1 file, 1 enabled account: 0 errors, 2 warnings (they fail the check: --strict)", "\(strict.stderr)")
     }
 
     @Test("preview --format json: the exact request, secrets masked")
