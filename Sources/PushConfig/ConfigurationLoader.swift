@@ -205,7 +205,7 @@ struct LoadSession {
     private var agentKeyOwners: [String: (file: String, position: SourcePosition)] = [:]
     /// Where each global whose value could not be read is set: it is set all the same.
     private var unreadableGlobalPlaces: [String: (file: String, line: Int)] = [:]
-    private var accountOwners: [String: (file: SourcePath, position: SourcePosition)] = [:]
+    private var accountIDs = AccountIDClaims()
     private var templateCache: [String: AccountValueTable?] = [:]
     /// The `services:` of each template read, by path (SPEC §9.0 per-account values a template
     /// gives the accounts that use it).
@@ -299,12 +299,6 @@ struct LoadSession {
         // error further on, or a `defaults:` after `accounts:`, the file is parsed again and
         // loaded from its tree, as without streaming.
         let checkpoint = Checkpoint(self)
-        // Accounts left out are in no list that going back to the checkpoint can cut: it frees
-        // every id taken in this file instead, which needs the file not loaded before (an id
-        // of it is then taken in the earlier load).
-        let leavingOut = leavesOutPassed
-        if configuration.files.contains(path) { leavesOutPassed = false }
-        defer { leavesOutPassed = leavingOut }
         configuration.files.append(path)
         var defaults = AccountLayer()
         _ = loadRootEntries(before[...], file: path, defaults: &defaults)
@@ -352,7 +346,7 @@ struct LoadSession {
                 diagnostics.error("the file changed while it was read; read it again", file: path)
                 return
             }
-            checkpoint.restore(&self, file: self.path(of: path))
+            checkpoint.restore(&self)
             restoredFiles.append(path)
             // The tree lacks the streamed items: a file that has them is parsed again.
             let whole = if case .success(let contents) = parsed.contents, contents.parsed.root != nil,
@@ -380,6 +374,7 @@ struct LoadSession {
     struct Checkpoint {
         private let saved: LoadSession
         private let accounts: Int
+        private let accountIDs: Int
         private let diagnostics: Int
         private let serviceReferences: Int
         private let passedEarly: Int
@@ -388,25 +383,22 @@ struct LoadSession {
             // Emptied in the copy, so the session's own lists stay unshared and grow in place.
             saved = session.withoutAccountLists()
             accounts = session.configuration.accounts.count
+            accountIDs = session.accountIDs.count
             diagnostics = session.diagnostics.all.count
             serviceReferences = session.accountServiceReferences.count
             passedEarly = session.passedEarly.count
         }
 
-        /// Goes back to the checkpoint of `file`.
-        func restore(_ session: inout LoadSession, file: SourcePath) {
+        /// Goes back to the checkpoint.
+        func restore(_ session: inout LoadSession) {
             var restored = saved
             swap(&restored.configuration.accounts, &session.configuration.accounts)
-            swap(&restored.accountOwners, &session.accountOwners)
+            swap(&restored.accountIDs, &session.accountIDs)
             swap(&restored.diagnostics, &session.diagnostics)
             swap(&restored.accountServiceReferences, &session.accountServiceReferences)
             swap(&restored.passedEarly, &session.passedEarly)
-            for account in restored.configuration.accounts[accounts...] { restored.accountOwners[account.id] = nil }
-            if session.configuration.accountsLeftOut.count > restored.configuration.accountsLeftOut.count {
-                for id in restored.accountOwners.compactMap({ $0.value.file == file ? $0.key : nil }) {
-                    restored.accountOwners[id] = nil
-                }
-            }
+            // Every id taken since was taken by an account of this file, kept or left out.
+            restored.accountIDs.removeClaims(after: accountIDs)
             restored.configuration.accounts.removeSubrange(accounts...)
             restored.diagnostics.removeAll(after: diagnostics)
             restored.accountServiceReferences.removeSubrange(serviceReferences...)
@@ -421,7 +413,7 @@ struct LoadSession {
     func withoutAccountLists() -> LoadSession {
         var copy = self
         copy.configuration.accounts = []
-        copy.accountOwners = [:]
+        copy.accountIDs = AccountIDClaims()
         copy.diagnostics = DiagnosticList()
         copy.accountServiceReferences = []
         copy.passedEarly = []
@@ -870,7 +862,7 @@ struct LoadSession {
         }
         // Not when most are left out: room for a million accounts would outweigh what is kept.
         if keepsEveryAccount { configuration.accounts.reserveCapacity(configuration.accounts.count + sequence.items.count) }
-        accountOwners.reserveCapacity(accountOwners.count + sequence.items.count)
+        accountIDs.reserveCapacity(forMore: sequence.items.count)
         readAccounts(sequence.items[...], file: file, defaults: defaults)
     }
 
@@ -908,7 +900,7 @@ struct LoadSession {
         var referencesTaken = 0
         // Grown once: the ids of a run of 50,000 accounts would otherwise be hashed again at
         // each of several doublings, on the one thread that admits every account.
-        accountOwners.reserveCapacity(accountOwners.count + run.accounts.count)
+        accountIDs.reserveCapacity(forMore: run.accounts.count)
         if keepsEveryAccount {
             configuration.accounts.reserveCapacity(configuration.accounts.count + run.accounts.count)
         } else if sink == nil {
@@ -1049,14 +1041,11 @@ struct LoadSession {
     /// Takes `id` for the account at `position` of `path`; false (with a diagnostic) when an
     /// earlier account has it: ids are unique across all files.
     private mutating func claim(_ id: String, path: SourcePath, at position: SourcePosition) -> Bool {
-        if let owner = accountOwners[id] {
-            diagnostics.error("account id '\(id)' is already used at \(owner.file.string):\(owner.position.line):\(owner.position.column); "
-                              + "ids must be unique across all files (an account's id is its `id:`, else its username)",
-                              file: path.string, at: position, account: id)
-            return false
-        }
-        accountOwners[id] = (path, position)
-        return true
+        guard let owner = accountIDs.claim(id, path: path, at: position) else { return true }
+        diagnostics.error("account id '\(id)' is already used at \(owner.path.string):\(owner.position.line):\(owner.position.column); "
+                          + "ids must be unique across all files (an account's id is its `id:`, else its username)",
+                          file: path.string, at: position, account: id)
+        return false
     }
 
     /// Whether `bytes` hold a PEM certificate block, as a CA bundle does.
