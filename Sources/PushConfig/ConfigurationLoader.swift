@@ -51,7 +51,7 @@ public struct ConfigurationLoader: Sendable {
     var readAhead: Int?
     /// From how many bytes on a file's `accounts:` may be parsed by two threads at once (with a
     /// reading thread; see ``SplitFeed``). nil: 1 MiB, about 2,500 accounts; `Int.max`: never.
-    var splitAbove: Int?
+    public var splitAbove: Int?
     /// When set, each account is also checked as it is read, by a checker made with the
     /// configuration loaded so far (its globals; without its accounts); an account found
     /// without a problem is marked in ``LoadResult/passedEarly``. The checking then overlaps

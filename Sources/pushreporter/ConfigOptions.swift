@@ -57,8 +57,9 @@ struct LoadedConfiguration {
     /// loads (for `validate`, see ``ConfigurationLoader/earlyChecker``), and `leavingOutPassed`
     /// then keeps only those it could not pass (``ConfigurationLoader/leavesOutPassedAccounts``),
     /// when the files can be read again (``loadAgain(options:handing:)``; not a pipe) and the
-    /// installation id is one they passed with.
-    init(options: ConfigOptions, checkingEarly: Bool = false, leavingOutPassed: Bool = false) {
+    /// installation id is one they passed with. Without `splitting`, no file is parsed by two
+    /// threads at once (``ConfigurationLoader/splitAbove``).
+    init(options: ConfigOptions, checkingEarly: Bool = false, leavingOutPassed: Bool = false, splitting: Bool = true) {
         environment = LoaderEnvironment.current()
         let paths = options.resolvedPaths(environment: environment)
         var loader = ConfigurationLoader(environment: environment)
@@ -67,6 +68,7 @@ struct LoadedConfiguration {
         // Read again if a diagnostic needs them: kept, they would be a large part of what a
         // command holds (391 MB of validate's 618 for a million accounts).
         loader.releasesSourceBytes = true
+        if !splitting { loader.splitAbove = .max }
         result = loader.load(paths: paths)
         if loader.leavesOutPassedAccounts, result.configuration.accountsLeftOut.count > 0,
            AccountTemplates.builtinsHoldHeaderForbiddenBytes(installID: storedInstallID, hostname: environment.hostname) {
