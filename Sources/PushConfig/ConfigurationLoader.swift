@@ -52,6 +52,10 @@ public struct ConfigurationLoader: Sendable {
     /// From how many bytes on a file's `accounts:` may be parsed by two threads at once (with a
     /// reading thread; see ``SplitFeed``). nil: 1 MiB, about 2,500 accounts; `Int.max`: never.
     public var splitAbove: Int?
+    /// From how many bytes on a regular configuration file is read in chunks as it is parsed
+    /// (``InputWindow``), instead of whole, and never split: nil, never. For a load that keeps
+    /// few accounts (`preview`), whose memory would otherwise grow with the largest file.
+    public var windowAbove: Int?
     /// When set, each account is also checked as it is read, by a checker made with the
     /// configuration loaded so far (its globals; without its accounts); an account found
     /// without a problem is marked in ``LoadResult/passedEarly``. The checking then overlaps
@@ -114,7 +118,7 @@ public struct ConfigurationLoader: Sendable {
                                 // Handed over, a split file's second part would wait whole
                                 // for the first to be read.
                                 splitAbove: sink != nil ? .max : splitAbove ?? (1 << 20),
-                                releasesBytes: releasesSourceBytes, unstreamed: unstreamed)
+                                releasesBytes: releasesSourceBytes, unstreamed: unstreamed, windowAbove: windowAbove)
         for index in files.indices {
             session.loadFile(files[index], from: reader, index: index)
             // The reader lets each go as soon as it is parsed; this is for a file read when taken.

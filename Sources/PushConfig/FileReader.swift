@@ -14,13 +14,46 @@ struct ParsedFile: Sendable {
     var contents: Result<Contents, FileError>
 
     /// Reads and parses `path`, handing the items of its root's `stream.key` sequence to
-    /// `stream` as they are parsed; `stream` is always ended on return.
-    init(path: String, streaming stream: SequenceStream? = nil) {
+    /// `stream` as they are parsed; `stream` is always ended on return. A regular file larger
+    /// than `windowAbove` bytes is read in chunks (``InputWindow``) instead of whole, and its
+    /// source's bytes are read back only when a diagnostic needs them.
+    init(path: String, streaming stream: SequenceStream? = nil, windowAbove: Int? = nil) {
         defer { stream?.end() }
+        if let windowAbove, let windowed = Self.windowed(path, above: windowAbove, streaming: stream) {
+            contents = windowed
+            return
+        }
         contents = FileSystem.readIdentified(path).map { read in
             Contents(parsed: YAMLParser.parse(read.bytes, streaming: stream),
                      source: SourceText(bytes: read.bytes, path: path, identity: read.identity))
         }
+    }
+
+    /// `path` parsed through an ``InputWindow`` when it is a regular file larger than `above`
+    /// bytes; nil to read it whole (another kind of file, a small one, one that cannot be
+    /// opened: the whole read words the problem). When only the whole bytes can tell the
+    /// result (a YAML error, see ``YAMLParser/parse(window:streaming:)``), they are read and
+    /// parsed without streaming, as a split parse in doubt is: the loader, seeing no streamed
+    /// items in it, loads the file from its tree.
+    private static func windowed(_ path: String, above: Int, streaming stream: SequenceStream?) -> Result<Contents, FileError>? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, Int(info.st_size) > above,
+              Int(info.st_size) <= FileSystem.maximumConfigurationSize,
+              let window = InputWindow(fd: fd, limit: FileSystem.maximumConfigurationSize) else { return nil }
+        guard let parsed = YAMLParser.parse(window: window, streaming: stream) else {
+            return FileSystem.readIdentified(path).map { read in
+                Contents(parsed: YAMLParser.parse(read.bytes), source: SourceText(bytes: read.bytes, path: path, identity: read.identity))
+            }
+        }
+        // Read back for a diagnostic only if it is still the file read (not one written while
+        // it was read).
+        var after = stat()
+        let same = fstat(fd, &after) == 0 && FileIdentity(after) == FileIdentity(info)
+        return .success(Contents(parsed: parsed, source: same ? SourceText(releasedFrom: path, identity: FileIdentity(info))
+                                                           : SourceText(bytes: [], path: path, identity: nil)))
     }
 
     /// `contents` parsed again, without streaming, for the whole tree; a failure when its bytes
@@ -56,14 +89,19 @@ final class FileReader: @unchecked Sendable {
     private var threaded = false
     /// Whether each file's bytes are let go once it is parsed (``SourceText/releaseBytes()``).
     private let releasesBytes: Bool
+    /// From how many bytes on a regular file is read in chunks (``ParsedFile/init(path:streaming:windowAbove:)``).
+    private let windowAbove: Int?
 
     /// `splitAbove`: see ``SequenceStream/splitAbove``. `releasesBytes`: each file's bytes are
     /// let go once it is parsed, before the next is read, to be read again if needed.
     /// `unstreamed`: paths whose accounts are not streamed, only parsed into the tree.
-    init(paths: [String], ahead: Int, splitAbove: Int? = nil, releasesBytes: Bool = false, unstreamed: Set<String> = []) {
+    /// `windowAbove`: a regular file larger is read in chunks, not whole (and never split).
+    init(paths: [String], ahead: Int, splitAbove: Int? = nil, releasesBytes: Bool = false, unstreamed: Set<String> = [],
+         windowAbove: Int? = nil) {
         self.paths = paths
         self.ahead = ahead
         self.releasesBytes = releasesBytes
+        self.windowAbove = windowAbove
         shared = ConditionLock(Shared(files: Array(repeating: nil, count: paths.count)))
         let reads = ahead > 0 && !paths.isEmpty
         streams = !reads ? [] : paths.map { path in
@@ -75,7 +113,7 @@ final class FileReader: @unchecked Sendable {
     private func readAll() {
         for index in paths.indices {
             shared.wait(until: { index < $0.next + ahead }) { _ in }
-            let file = ParsedFile(path: paths[index], streaming: streams[index])
+            let file = ParsedFile(path: paths[index], streaming: streams[index], windowAbove: windowAbove)
             if releasesBytes, case .success(let contents) = file.contents { contents.source.releaseBytes() }
             shared.change { $0.files[index] = file }
         }
@@ -89,7 +127,7 @@ final class FileReader: @unchecked Sendable {
 
     /// The file at `index` of the paths, read and parsed.
     func take(_ index: Int) -> ParsedFile {
-        guard threaded else { return ParsedFile(path: paths[index]) }
+        guard threaded else { return ParsedFile(path: paths[index], windowAbove: windowAbove) }
         return shared.wait(until: { $0.files[index] != nil }) { shared in
             defer {
                 shared.files[index] = nil

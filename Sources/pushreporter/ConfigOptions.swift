@@ -58,7 +58,8 @@ struct LoadedConfiguration {
     /// then keeps only those it could not pass (``ConfigurationLoader/leavesOutPassedAccounts``),
     /// when the files can be read again (``loadAgain(options:handing:)``; not a pipe) and the
     /// installation id is one they passed with. Without `splitting`, no file is parsed by two
-    /// threads at once (``ConfigurationLoader/splitAbove``).
+    /// threads at once (``ConfigurationLoader/splitAbove``), and a large one is read in chunks
+    /// instead of whole (``ConfigurationLoader/windowAbove``).
     init(options: ConfigOptions, checkingEarly: Bool = false, leavingOutPassed: Bool = false, splitting: Bool = true) {
         environment = LoaderEnvironment.current()
         let paths = options.resolvedPaths(environment: environment)
@@ -68,7 +69,10 @@ struct LoadedConfiguration {
         // Read again if a diagnostic needs them: kept, they would be a large part of what a
         // command holds (391 MB of validate's 618 for a million accounts).
         loader.releasesSourceBytes = true
-        if !splitting { loader.splitAbove = .max }
+        if !splitting {
+            loader.splitAbove = .max
+            loader.windowAbove = Self.windowAbove
+        }
         result = loader.load(paths: paths)
         if loader.leavesOutPassedAccounts, result.configuration.accountsLeftOut.count > 0,
            AccountTemplates.builtinsHoldHeaderForbiddenBytes(installID: storedInstallID, hostname: environment.hostname) {
@@ -93,6 +97,7 @@ struct LoadedConfiguration {
     func loadAgain(options: ConfigOptions, handing take: @escaping (consuming Account) -> Void) -> [String] {
         var loader = ConfigurationLoader(environment: environment)
         loader.releasesSourceBytes = true
+        loader.windowAbove = Self.windowAbove
         let again = loader.load(paths: options.resolvedPaths(environment: environment), unstreamed: Set(result.restoredFiles),
                                 handing: take)
         let first = result.configuration.files
@@ -101,6 +106,10 @@ struct LoadedConfiguration {
             return !before.isSameFile(as: after)
         }
     }
+
+    /// From how many bytes on a file is read in chunks by a load that does not split files
+    /// (``ConfigurationLoader/windowAbove``): below, reading it whole costs little.
+    static let windowAbove = 1 << 20
 
     /// What backends render the configuration with; a nil `installID` shows `%installid%` as
     /// `<installid>`.

@@ -78,9 +78,14 @@ struct SplitParseTests {
             }
         }
         let result = parse!.take()
-        var outcome = Outcome(tree: "nil", errors: errors(result), spliced: spliced, streamed: streamed)
+        var outcome = Outcome(tree: rejoined(result, items: items), errors: errors(result), spliced: spliced, streamed: streamed)
         outcome.reparsed = streamed && result.streamedItemCount == nil
-        guard var root = result.root else { return outcome }
+        return outcome
+    }
+
+    /// The tree of `result` with the `items` streamed put back into its `accounts:`, dumped.
+    static func rejoined(_ result: YAMLParseResult, items: [YAMLNode]) -> String {
+        guard var root = result.root else { return "nil" }
         if result.streamedItemCount != nil, case .mapping(var mapping) = root,
            let index = mapping.entries.firstIndex(where: { $0.key.value == "accounts" }),
            case .sequence(var sequence) = mapping.entries[index].value {
@@ -90,8 +95,7 @@ struct SplitParseTests {
             mapping.entries[index].value = .sequence(sequence)
             root = .mapping(mapping)
         }
-        outcome.tree = dump(root)
-        return outcome
+        return dump(root)
     }
 
     /// An item with enough text that a few hundred make a file libyaml reads in several parts.

@@ -35,6 +35,13 @@ public struct SourceText: Sendable {
         storage = Storage(bytes: bytes, file: identity.map { (path, $0) })
     }
 
+    /// The regular file at `path`, whose identity was `identity` when it was read, without its
+    /// bytes: they are read back when needed (as after ``releaseBytes()``).
+    init(releasedFrom path: String, identity: FileIdentity) {
+        storage = Storage(bytes: [], file: (path, identity))
+        storage.release()
+    }
+
     /// Lets the bytes go when they can be read again from the file, to be read back when a
     /// diagnostic needs them: for a load that keeps little else, whose largest part would
     /// otherwise be the files themselves. Read back only while the file is the one read (same

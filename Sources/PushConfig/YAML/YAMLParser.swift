@@ -100,6 +100,32 @@ public enum YAMLParser {
         }
     }
 
+    /// Parses the file `window` reads, handing the items of the root's `stream.key` sequence to
+    /// `stream` as they are read, as ``parse(_:streaming:)`` would parse its whole bytes; nil when
+    /// only a parse of the whole bytes can tell the result: libyaml stopped on an error (worded
+    /// from the bytes around it), reading failed, or the window let go of bytes still needed.
+    static func parse(window: InputWindow, streaming stream: SequenceStream?) -> YAMLParseResult? {
+        let parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
+        defer { parser.deallocate() }
+        let event = UnsafeMutablePointer<yaml_event_t>.allocate(capacity: 1)
+        defer { event.deallocate() }
+        guard yaml_parser_initialize(parser) != 0 else { return nil }
+        defer { yaml_parser_delete(parser) }
+        yaml_parser_set_encoding(parser, YAML_UTF8_ENCODING)
+        return withExtendedLifetime(window) {
+            yaml_parser_set_input(parser, InputWindow.readHandler, Unmanaged.passUnretained(window).toOpaque())
+            var builder = TreeBuilder(window: window, stream: stream)
+            defer { builder.deallocate() }
+            while true {
+                guard yaml_parser_parse(parser, event) != 0 else { return nil }
+                let proceed = builder.consume(event)
+                yaml_event_delete(event)
+                if !proceed { break }
+            }
+            return window.isLost || window.failure != nil ? nil : builder.result
+        }
+    }
+
     /// Parses the items of a block sequence whose first item starts at byte `start` of `input`,
     /// at `column`, as the value of the root's `key`, as libyaml would read them in the whole
     /// file: the second part of a split file (see ``SplitFeed``). Its items go to `stream`. Nil
@@ -467,8 +493,21 @@ private struct TreeBuilder {
     private var failed = false
     /// The file after any byte order mark, valid while parsing; libyaml's character indexes
     /// are placed in it (past `indexShift` characters of its own for a split file's second
-    /// part, over the jump for the first part, see ``SplitFeed``).
-    private let input: UnsafeBufferPointer<UInt8>
+    /// part, over the jump for the first part, see ``SplitFeed``). Read through a `window`, the
+    /// bytes it holds, `inputStart` being the first (refreshed at each event: reading moves them).
+    private var input: UnsafeBufferPointer<UInt8>
+    private var inputStart = 0
+    /// The file fed in chunks, when it is (``InputWindow``).
+    private let window: InputWindow?
+
+    /// The byte at `offset` of the file (past any byte order mark).
+    @inline(__always)
+    private func byte(_ offset: Int) -> UInt8 {
+        input[offset - inputStart]
+    }
+
+    /// The offset past the last byte read.
+    private var inputEnd: Int { inputStart + input.count }
     /// A libyaml character index and the byte offset in `input` of that character. Only moves
     /// forward, so locating scalars costs one pass over the file at most.
     private var cursorIndex = 0
@@ -509,6 +548,16 @@ private struct TreeBuilder {
         self.stream = stream
         self.feed = feed
         self.section = nil
+        self.window = nil
+    }
+
+    /// A builder for a file fed through `window`.
+    init(window: InputWindow, stream: SequenceStream?) {
+        self.input = window.bytes
+        self.window = window
+        self.stream = stream
+        self.feed = nil
+        self.section = nil
     }
 
     /// A builder for the second part of a split file (see ``YAMLParser/parseSection``), whose
@@ -518,6 +567,7 @@ private struct TreeBuilder {
         self.input = input
         self.stream = stream
         self.feed = nil
+        self.window = nil
         self.section = section
         self.lineShift = lineShift
         self.indexShift = indexShift
@@ -578,6 +628,14 @@ private struct TreeBuilder {
 
     /// Handles one event; returns false when parsing should stop.
     mutating func consume(_ event: UnsafePointer<yaml_event_t>) -> Bool {
+        if let window {
+            input = window.bytes
+            inputStart = window.start
+            // Every later event starts here or after (events come in file order): what is
+            // before may go.
+            _ = byteOffset(ofCharacterIndex: event.pointee.start_mark.index)
+        }
+        defer { window?.keepFrom = cursorOffset }
         if !spliced, let jump = feed?.jump, !continuesAcross(jump.characterIndex, event) {
             splitFailed = true
             return false
@@ -681,22 +739,22 @@ private struct TreeBuilder {
     private mutating func textStart(from start: yaml_mark_t, before end: yaml_mark_t?) -> SourcePosition {
         // Start first: the cursor only moves forward cheaply.
         var offset = byteOffset(ofCharacterIndex: start.index)
-        let endOffset = end.map { byteOffset(ofCharacterIndex: $0.index) } ?? input.count
+        let endOffset = end.map { byteOffset(ofCharacterIndex: $0.index) } ?? inputEnd
         var line = line(of: start)
         var column = start.column
-        while offset < endOffset, input[offset] == UInt8(ascii: "!") || input[offset] == UInt8(ascii: "&") {
+        while offset < endOffset, byte(offset) == UInt8(ascii: "!") || byte(offset) == UInt8(ascii: "&") {
             // The property. libyaml ends a tag only at a space or line break (`!<…>` at its
             // `>`), and an anchor name at the first character that is not alphanumeric, `-`
             // or `_` (so `&a[1]` is an anchored flow sequence).
-            let isAnchor = input[offset] == UInt8(ascii: "&")
-            let verbatim = !isAnchor && offset + 1 < endOffset && input[offset + 1] == UInt8(ascii: "<")
+            let isAnchor = byte(offset) == UInt8(ascii: "&")
+            let verbatim = !isAnchor && offset + 1 < endOffset && byte(offset + 1) == UInt8(ascii: "<")
             offset += 1
             column += 1
             while offset < endOffset {
-                let byte = input[offset]
-                let ends = isAnchor ? !isAnchorCharacter(byte)
-                    : verbatim ? byte == UInt8(ascii: ">")
-                    : byte == 0x20 || byte == 0x09 || lineBreakLength(at: offset) > 0
+                let next = byte(offset)
+                let ends = isAnchor ? !isAnchorCharacter(next)
+                    : verbatim ? next == UInt8(ascii: ">")
+                    : next == 0x20 || next == 0x09 || lineBreakLength(at: offset) > 0
                 if ends { break }
                 offset += 1
                 column += 1
@@ -707,11 +765,11 @@ private struct TreeBuilder {
             }
             // The separation: spaces, tabs, line breaks and comments.
             while offset < endOffset {
-                let byte = input[offset]
-                if byte == 0x20 || byte == 0x09 {
+                let next = byte(offset)
+                if next == 0x20 || next == 0x09 {
                     offset += 1
                     column += 1
-                } else if byte == UInt8(ascii: "#") {
+                } else if next == UInt8(ascii: "#") {
                     while offset < endOffset, lineBreakLength(at: offset) == 0 { offset += 1 }
                 } else {
                     let length = lineBreakLength(at: offset)
@@ -733,21 +791,21 @@ private struct TreeBuilder {
     /// At the end of the stream libyaml moves its mark to the start of a new line even when
     /// the file does not end with a line break, so the mark names a line that does not exist.
     private mutating func endOfInput(at mark: yaml_mark_t) -> SourcePosition? {
-        guard mark.column == 0, byteOffset(ofCharacterIndex: mark.index) >= input.count else { return nil }
+        guard mark.column == 0, byteOffset(ofCharacterIndex: mark.index) >= inputEnd else { return nil }
         // Find the start of the last line; if the input ends in a line break, the mark is real.
-        var lineStart = input.count
+        var lineStart = inputEnd
         while lineStart > 0 {
-            let byte = input[lineStart - 1]
-            if byte == 0x0A || byte == 0x0D { break }
-            if byte == 0x85, lineStart >= 2, input[lineStart - 2] == 0xC2 { break }
-            if byte == 0xA8 || byte == 0xA9, lineStart >= 3, input[lineStart - 2] == 0x80, input[lineStart - 3] == 0xE2 {
+            let last = byte(lineStart - 1)
+            if last == 0x0A || last == 0x0D { break }
+            if last == 0x85, lineStart >= 2, byte(lineStart - 2) == 0xC2 { break }
+            if last == 0xA8 || last == 0xA9, lineStart >= 3, byte(lineStart - 2) == 0x80, byte(lineStart - 3) == 0xE2 {
                 break
             }
             lineStart -= 1
         }
-        guard lineStart < input.count else { return nil }
+        guard lineStart < inputEnd else { return nil }
         var characters = 0
-        for offset in lineStart..<input.count where input[offset] & 0xC0 != 0x80 { characters += 1 }
+        for offset in lineStart..<inputEnd where byte(offset) & 0xC0 != 0x80 { characters += 1 }
         // `mark.line` is 0-based and one past the last line, so it is the last line 1-based.
         return SourcePosition(line: line(of: mark), column: characters + 1)
     }
@@ -765,16 +823,16 @@ private struct TreeBuilder {
 
     /// The length in bytes of the line break at `offset` (as libyaml counts breaks), or 0.
     private func lineBreakLength(at offset: Int) -> Int {
-        switch input[offset] {
+        switch byte(offset) {
         case 0x0A:
             return 1
         case 0x0D:
-            return offset + 1 < input.count && input[offset + 1] == 0x0A ? 2 : 1
+            return offset + 1 < inputEnd && byte(offset + 1) == 0x0A ? 2 : 1
         case 0xC2:
-            return offset + 1 < input.count && input[offset + 1] == 0x85 ? 2 : 0
+            return offset + 1 < inputEnd && byte(offset + 1) == 0x85 ? 2 : 0
         case 0xE2:
-            return offset + 2 < input.count && input[offset + 1] == 0x80
-                && (input[offset + 2] == 0xA8 || input[offset + 2] == 0xA9) ? 3 : 0
+            return offset + 2 < inputEnd && byte(offset + 1) == 0x80
+                && (byte(offset + 2) == 0xA8 || byte(offset + 2) == 0xA9) ? 3 : 0
         default:
             return 0
         }
@@ -785,7 +843,12 @@ private struct TreeBuilder {
     mutating func byteOffset(ofCharacterIndex index: Int) -> Int {
         let index = max(0, index - indexShift)
         if index < cursorIndex {
-            // Events come in file order, so this does not happen; restart to stay correct.
+            // Events come in file order, so this does not happen; restart to stay correct
+            // (through a window the start is gone: the file is parsed whole instead).
+            if let window {
+                window.isLost = true
+                return cursorOffset
+            }
             cursorIndex = 0
             cursorOffset = 0
         }
@@ -796,7 +859,8 @@ private struct TreeBuilder {
         }
         // Skip `remaining` characters, counting their lead (non-continuation) bytes.
         var remaining = index - cursorIndex
-        var offset = cursorOffset
+        // In `input`, whose first byte is at `inputStart` of the file.
+        var offset = cursorOffset - inputStart
         let count = input.count
         if let base = input.baseAddress {
             // Eight bytes at a time: a word holds at most eight lead bytes, so while at least
@@ -817,8 +881,8 @@ private struct TreeBuilder {
             remaining -= 1
         }
         cursorIndex = index
-        cursorOffset = offset
-        return offset
+        cursorOffset = inputStart + offset
+        return cursorOffset
     }
 
     /// Starts a mapping or sequence, enforcing the depth limit.
