@@ -35,9 +35,9 @@ struct AccountIDClaims: Sendable {
     /// How many ids are taken.
     var count: Int { claims.count }
 
-    /// Makes room for `count` more ids without the table growing on the way.
+    /// Makes room for `more` ids without the table growing on the way.
     mutating func reserveCapacity(forMore more: Int) {
-        claims.reserveCapacity(claims.count + more)
+        claims.reserveRoom(for: more)
         growTable(toHold: claims.count + more)
     }
 
@@ -60,17 +60,16 @@ struct AccountIDClaims: Sendable {
         return find(&id, tag: Self.tag(of: id)).claim.map { claims[$0].owner }
     }
 
-    /// Forgets every id taken after the first `count` (a load going back to a checkpoint).
+    /// Forgets every id taken after the first `count` (a load going back to a checkpoint), in
+    /// time for those ids only.
     mutating func removeClaims(after count: Int) {
         guard count < claims.count else { return }
+        for index in (count..<claims.count).reversed() {
+            let tag = Self.tag(of: String(decoding: idBytes(index), as: UTF8.self))
+            if let slot = slot(ofClaim: index, tag: tag) { removeSlot(slot) }
+        }
         claims.removeSubrange(count...)
         bytes.removeSubrange((claims.last?.end ?? 0)...)
-        // Rare (a file read again from its tree), so the table is made again rather than each
-        // slot taken out of its probe sequence.
-        slots = Array(repeating: 0, count: slots.count)
-        for index in claims.indices {
-            insert(tag: Self.tag(of: String(decoding: idBytes(index), as: UTF8.self)), claim: index)
-        }
     }
 
     // MARK: - The table
@@ -101,6 +100,38 @@ struct AccountIDClaims: Sendable {
             }
             slot = (slot + 1) & mask
         }
+    }
+
+    /// The slot of claim `index`, whose id's tag is `tag`.
+    private func slot(ofClaim index: Int, tag: UInt32) -> Int? {
+        let mask = slots.count - 1
+        var slot = Int(tag) & mask
+        let entry = UInt64(tag) << 32 | UInt64(index + 1)
+        while slots[slot] != 0 {
+            if slots[slot] == entry { return slot }
+            slot = (slot + 1) & mask
+        }
+        return nil
+    }
+
+    /// Empties `slot`, moving back the entries after it in its run that would otherwise no
+    /// longer be found from where they belong (linear probing's deletion, without markers).
+    private mutating func removeSlot(_ slot: Int) {
+        let mask = slots.count - 1
+        var hole = slot
+        var next = slot
+        while true {
+            next = (next + 1) & mask
+            let entry = slots[next]
+            if entry == 0 { break }
+            let home = Int(UInt32(truncatingIfNeeded: entry >> 32)) & mask
+            // It stays when its home lies after the hole, up to it (cyclically).
+            let stays = hole <= next ? (hole < home && home <= next) : (hole < home || home <= next)
+            if stays { continue }
+            slots[hole] = entry
+            hole = next
+        }
+        slots[hole] = 0
     }
 
     /// Whether the id of claim `index` equals `id` as Strings are equal.
@@ -134,5 +165,16 @@ struct AccountIDClaims: Sendable {
         for entry in old where entry != 0 {
             insert(tag: UInt32(truncatingIfNeeded: entry >> 32), claim: Int(truncatingIfNeeded: entry & 0xFFFF_FFFF) - 1)
         }
+    }
+}
+
+extension Array {
+    /// Makes room for `more` elements beyond the count, at least doubling the room when it
+    /// grows: `reserveCapacity` gives exactly what is asked, so asking once a file for a little
+    /// more would copy everything before at each file.
+    mutating func reserveRoom(for more: Int) {
+        let needed = count + more
+        guard needed > capacity else { return }
+        reserveCapacity(Swift.max(needed, 2 * capacity))
     }
 }

@@ -865,7 +865,7 @@ struct LoadSession {
             return
         }
         // Not when most are left out: room for a million accounts would outweigh what is kept.
-        if keepsEveryAccount { configuration.accounts.reserveCapacity(configuration.accounts.count + sequence.items.count) }
+        if keepsEveryAccount { configuration.accounts.reserveRoom(for: sequence.items.count) }
         accountIDs.reserveCapacity(forMore: sequence.items.count)
         readAccounts(sequence.items[...], file: file, defaults: defaults)
     }
@@ -906,10 +906,10 @@ struct LoadSession {
         // each of several doublings, on the one thread that admits every account.
         accountIDs.reserveCapacity(forMore: run.accounts.count)
         if keepsEveryAccount {
-            configuration.accounts.reserveCapacity(configuration.accounts.count + run.accounts.count)
+            configuration.accounts.reserveRoom(for: run.accounts.count)
         } else if sink == nil {
             let kept = run.accounts.count { if case .whole? = $0.account { true } else { false } }
-            configuration.accounts.reserveCapacity(configuration.accounts.count + kept)
+            configuration.accounts.reserveRoom(for: kept)
         }
         for index in run.accounts.indices {
             let (diagnosticCount, referenceCount) = (run.accounts[index].diagnostics, run.accounts[index].references)

@@ -48,12 +48,9 @@ struct ParsedFile: Sendable {
                 Contents(parsed: YAMLParser.parse(read.bytes), source: SourceText(bytes: read.bytes, path: path, identity: read.identity))
             }
         }
-        // Read back for a diagnostic only if it is still the file read (not one written while
-        // it was read).
-        var after = stat()
-        let same = fstat(fd, &after) == 0 && FileIdentity(after) == FileIdentity(info)
-        return .success(Contents(parsed: parsed, source: same ? SourceText(releasedFrom: path, identity: FileIdentity(info))
-                                                           : SourceText(bytes: [], path: path, identity: nil)))
+        // Read back for a diagnostic only if it is still the file read: one written since has
+        // another identity, and reading it back says it changed.
+        return .success(Contents(parsed: parsed, source: SourceText(releasedFrom: path, identity: FileIdentity(info))))
     }
 
     /// `contents` parsed again, without streaming, for the whole tree; a failure when its bytes

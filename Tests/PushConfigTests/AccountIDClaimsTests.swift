@@ -46,6 +46,57 @@ import Testing
         #expect(claims.owner(of: "user20000") == nil)
     }
 
+    @Test("claims and checkpoints at random agree with a dictionary of the ids")
+    func againstADictionary() {
+        var claims = AccountIDClaims()
+        var model: [String: Int] = [:]
+        var order: [String] = []
+        var state: UInt64 = 0x2545_F491_4F6C_DD1D
+        func next() -> Int {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            return Int(truncatingIfNeeded: state >> 33)
+        }
+        for round in 0..<300 {
+            let checkpoint = claims.count
+            for _ in 0..<(next() % 200) {
+                // Few distinct ids, so that duplicates and long probe runs are common.
+                let id = "id\(next() % 3_000)"
+                let taken = claims.claim(id, path: file, at: at(round))
+                #expect((taken == nil) == (model[id] == nil))
+                if model[id] == nil {
+                    model[id] = round
+                    order.append(id)
+                }
+            }
+            if next() % 3 == 0 {
+                claims.removeClaims(after: checkpoint)
+                for id in order[checkpoint...] { model[id] = nil }
+                order.removeSubrange(checkpoint...)
+            }
+            #expect(claims.count == model.count)
+        }
+        var agreed = 0
+        for index in 0..<3_000 where claims.owner(of: "id\(index)")?.position == model["id\(index)"].map(at) { agreed += 1 }
+        #expect(agreed == 3_000)
+        #expect(model.count > 500)
+    }
+
+    @Test("room asked for a little at a time grows by doubling, not by what is asked")
+    func roomDoubles() {
+        var array: [Int] = []
+        var moves = 0
+        for value in 0..<10_000 {
+            let before = array.capacity
+            array.reserveRoom(for: 3)
+            if array.capacity != before { moves += 1 }
+            array.append(value)
+        }
+        #expect(moves < 20, "\(moves)")
+        #expect(array.count == 10_000)
+    }
+
     @Test("going back to a checkpoint frees the ids taken since, and only those")
     func removeClaims() {
         var claims = AccountIDClaims()

@@ -47,13 +47,13 @@ struct WindowedParseTests {
     /// `bytes` parsed through a window of `capacity` bytes read `chunk` at a time; nil when
     /// only a parse of the whole bytes can tell (libyaml stopped on an error).
     static func windowed(_ bytes: [UInt8], in directory: TemporaryDirectory, chunk: Int, capacity: Int,
-                         streaming: Bool = false) throws -> (result: SplitParseTests.Outcome?, lost: Bool) {
+                         longestLineKept: Int = 1 << 16, streaming: Bool = false) throws -> (result: SplitParseTests.Outcome?, lost: Bool) {
         let path = directory.write("windowed.yaml", bytes: bytes)
         let fd = open(path, O_RDONLY)
         try #require(fd >= 0)
         defer { close(fd) }
         guard streaming else {
-            let window = try #require(InputWindow(fd: fd, limit: 1 << 30, capacity: capacity, chunk: chunk))
+            let window = try #require(InputWindow(fd: fd, limit: 1 << 30, capacity: capacity, chunk: chunk, longestLineKept: longestLineKept))
             let result = YAMLParser.parse(window: window, streaming: nil)
             return (result.map { SplitParseTests.Outcome(tree: $0.root.map(SplitParseTests.dump) ?? "nil", errors: SplitParseTests.errors($0)) },
                     window.isLost)
@@ -62,7 +62,8 @@ struct WindowedParseTests {
         let stream = SequenceStream(key: "accounts", splitAbove: .max)
         let parse = ThreadResult(named: "test-window") { () -> (YAMLParseResult?, Bool) in
             defer { stream.end() }
-            guard let window = InputWindow(fd: fd, limit: 1 << 30, capacity: capacity, chunk: chunk) else { return (nil, true) }
+            guard let window = InputWindow(fd: fd, limit: 1 << 30, capacity: capacity, chunk: chunk, longestLineKept: longestLineKept)
+            else { return (nil, true) }
             return (YAMLParser.parse(window: window, streaming: stream), window.isLost)
         }
         let items = if case .streaming = stream.start() { SplitParseTests.drain(stream) } else { [YAMLNode]() }
@@ -133,6 +134,31 @@ struct WindowedParseTests {
         }
         // Most mutations still parse, so the comparison is not only of errors.
         #expect(parsedWindowed > 100)
+    }
+
+    @Test("a file on one line is not held whole, and a long last line the end of the input is placed in asks for the whole file")
+    func longLines() throws {
+        let directory = TemporaryDirectory()
+        let items = (0..<20_000).map { "{username: u\($0), token: !env T\($0)}" }.joined(separator: ", ")
+        let oneLine = Array(("{accounts: [" + items + "]}").utf8)
+        let path = directory.write("one-line.yaml", bytes: oneLine)
+        let fd = open(path, O_RDONLY)
+        defer { close(fd) }
+        let window = try #require(InputWindow(fd: fd, limit: 1 << 30, capacity: 64, chunk: 4_096, longestLineKept: 1_024))
+        let parsed = try #require(YAMLParser.parse(window: window, streaming: nil))
+        #expect(SplitParseTests.dump(try #require(parsed.root)) == SplitParseTests.dump(try #require(YAMLParser.parse(oneLine).root)))
+        #expect(oneLine.count > 700_000)
+        #expect(window.capacity <= 16_384, "\(window.capacity)")
+
+        // A key with no value ends the file: its empty value is placed at the end of the last
+        // line, whose start the window let go.
+        let lastLine = Array(("a: 1\n? [" + (0..<500).map { "item\($0)" }.joined(separator: ", ") + "]").utf8)
+        let (windowed, lost) = try Self.windowed(lastLine, in: directory, chunk: 7, capacity: 16, longestLineKept: 16)
+        #expect(lost && windowed == nil)
+        let (kept, keptLost) = try Self.windowed(lastLine, in: directory, chunk: 7, capacity: 16)
+        #expect(!keptLost)
+        #expect(kept?.errors == SplitParseTests.errors(YAMLParser.parse(lastLine)))
+        #expect(kept?.errors.isEmpty == false)
     }
 
     @Test("streamed: the accounts' items handed over as they are read, the rest of the tree as a whole parse")

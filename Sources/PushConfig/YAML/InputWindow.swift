@@ -12,7 +12,6 @@ final class InputWindow {
     private let fd: Int32
     private let limit: Int
     private var storage: UnsafeMutablePointer<UInt8>
-    private var capacity: Int
     /// The offset of `storage[0]`.
     private(set) var start = 0
     /// The bytes held, from `start`.
@@ -32,11 +31,17 @@ final class InputWindow {
 
     /// At most how many bytes a read takes (tests make it small, to move the window often).
     private let chunk: Int
+    /// How much of the last line read is kept before the builder's cursor (for the end of the
+    /// input, placed in it): a longer line is let go, so that a file on one line is not held
+    /// whole, and placing the end then asks for the whole file (``isLost``).
+    private let longestLineKept: Int
+    /// The room the bytes have (for tests).
+    private(set) var capacity: Int
 
     /// A window on the regular file open at `fd` (at its start), read at most to `limit`
     /// bytes, `capacity` bytes at first; nil when it starts with a UTF-16 byte order mark (a
     /// whole parse says so).
-    init?(fd: Int32, limit: Int, capacity: Int = 1 << 18, chunk: Int = .max) {
+    init?(fd: Int32, limit: Int, capacity: Int = 1 << 18, chunk: Int = .max, longestLineKept: Int = 1 << 16) {
         var head: (UInt8, UInt8, UInt8) = (0, 0, 0)
         let read = withUnsafeMutableBytes(of: &head) { pread(fd, $0.baseAddress!, 3, 0) }
         guard read >= 0 else { return nil }
@@ -46,6 +51,7 @@ final class InputWindow {
         self.fd = fd
         self.limit = limit
         self.chunk = max(1, chunk)
+        self.longestLineKept = longestLineKept
         self.capacity = max(1, capacity)
         storage = .allocate(capacity: self.capacity)
     }
@@ -94,8 +100,10 @@ final class InputWindow {
     /// Lets the bytes before what is kept go, and grows the storage, so that `size` more fit.
     private func makeRoom(for size: Int) {
         guard count + size > capacity else { return }
-        // endOfInput looks at the break before the last line: up to three bytes.
-        let keep = max(start, min(keepFrom, lastLineStart - 3))
+        // The last line, and the break before it (up to three bytes, which the end of the
+        // input is told by), unless it is long.
+        let line = lastLineStart - 3 >= keepFrom - longestLineKept ? lastLineStart - 3 : keepFrom
+        let keep = max(start, min(keepFrom, line))
         let dropped = keep - start
         if dropped > 0 {
             memmove(storage, storage + dropped, count - dropped)

@@ -795,10 +795,16 @@ private struct TreeBuilder {
         // Find the start of the last line; if the input ends in a line break, the mark is real.
         var lineStart = inputEnd
         while lineStart > 0 {
+            if lineStart == inputStart {
+                // Read through a window that let the start of a long last line go: only the
+                // whole file can tell.
+                window?.isLost = true
+                return nil
+            }
             let last = byte(lineStart - 1)
             if last == 0x0A || last == 0x0D { break }
-            if last == 0x85, lineStart >= 2, byte(lineStart - 2) == 0xC2 { break }
-            if last == 0xA8 || last == 0xA9, lineStart >= 3, byte(lineStart - 2) == 0x80, byte(lineStart - 3) == 0xE2 {
+            if last == 0x85, lineStart - 2 >= inputStart, byte(lineStart - 2) == 0xC2 { break }
+            if last == 0xA8 || last == 0xA9, lineStart - 3 >= inputStart, byte(lineStart - 2) == 0x80, byte(lineStart - 3) == 0xE2 {
                 break
             }
             lineStart -= 1
