@@ -51,13 +51,8 @@ import Testing
         var claims = AccountIDClaims()
         var model: [String: Int] = [:]
         var order: [String] = []
-        var state: UInt64 = 0x2545_F491_4F6C_DD1D
-        func next() -> Int {
-            state ^= state << 13
-            state ^= state >> 7
-            state ^= state << 17
-            return Int(truncatingIfNeeded: state >> 33)
-        }
+        var random = XorShift(state: 0x2545_F491_4F6C_DD1D)
+        func next() -> Int { random.next() }
         for round in 0..<300 {
             let checkpoint = claims.count
             for _ in 0..<(next() % 200) {

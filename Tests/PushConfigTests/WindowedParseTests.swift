@@ -93,13 +93,8 @@ struct WindowedParseTests {
     func mutations() throws {
         let directory = TemporaryDirectory()
         let seeds = try Self.corpus().map(\.1).filter { $0.count > 20 }
-        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
-        func next() -> Int {
-            state ^= state << 13
-            state ^= state >> 7
-            state ^= state << 17
-            return Int(truncatingIfNeeded: state >> 33)
-        }
+        var random = XorShift(state: 0x9E37_79B9_7F4A_7C15)
+        func next() -> Int { random.next() }
         let alphabet = Array(" \n\r\t:-#!&*'\"[]{},|>%@`?".utf8) + [0xC3, 0xA9, 0x85, 0xE2, 0x80, 0xA8, 0x00, 0xFF]
         var parsedWindowed = 0
         for round in 0..<400 {

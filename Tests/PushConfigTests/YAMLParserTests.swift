@@ -35,15 +35,17 @@ private func rootMapping(_ text: String, sourceLocation: SourceLocation = #_sour
     return try #require(result.root?.parsedMapping, sourceLocation: sourceLocation)
 }
 
-/// A deterministic pseudo-random byte generator (xorshift), so failures can be reproduced.
+/// Pseudo-random bytes, from the generator the suite's other tests use.
 private struct ByteGenerator {
-    var state: UInt64
+    var random: XorShift
+
+    init(state: UInt64) {
+        random = XorShift(state: state)
+    }
 
     mutating func next() -> UInt8 {
-        state ^= state << 13
-        state ^= state >> 7
-        state ^= state << 17
-        return UInt8(truncatingIfNeeded: state >> 24)
+        random.advance()
+        return UInt8(truncatingIfNeeded: random.state >> 24)
     }
 }
 

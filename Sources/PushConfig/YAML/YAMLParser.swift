@@ -59,18 +59,7 @@ public enum YAMLParser {
         let bomLength = bytes.count >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF ? 3 : 0
         guard bytes.count > bomLength else { return YAMLParseResult() }
 
-        // libyaml keeps a pointer to the parser inside the parser, so it needs a stable address.
-        let parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
-        defer { parser.deallocate() }
-        let event = UnsafeMutablePointer<yaml_event_t>.allocate(capacity: 1)
-        defer { event.deallocate() }
-        guard yaml_parser_initialize(parser) != 0 else {
-            return fatal("there is not enough memory to read the file", at: SourcePosition(line: 1, column: 1))
-        }
-        defer { yaml_parser_delete(parser) }
-        yaml_parser_set_encoding(parser, YAML_UTF8_ENCODING)
-
-        return bytes.withUnsafeBufferPointer { buffer in
+        let result = withParser { parser, event in bytes.withUnsafeBufferPointer { buffer in
             // Non-empty here, so `baseAddress` is non-nil.
             let input = UnsafeBufferPointer(rebasing: buffer[bomLength...])
             let feed = stream.flatMap { SplitFeed(stream: $0, bytes: bytes, input: input) }
@@ -97,14 +86,16 @@ public enum YAMLParser {
                 return parse(bytes)
             }
             return builder.result
-        }
+        } }
+        return result ?? fatal("there is not enough memory to read the file", at: SourcePosition(line: 1, column: 1))
     }
 
-    /// Parses the file `window` reads, handing the items of the root's `stream.key` sequence to
-    /// `stream` as they are read, as ``parse(_:streaming:)`` would parse its whole bytes; nil when
-    /// only a parse of the whole bytes can tell the result: libyaml stopped on an error (worded
-    /// from the bytes around it), reading failed, or the window let go of bytes still needed.
-    static func parse(window: InputWindow, streaming stream: SequenceStream?) -> YAMLParseResult? {
+    /// A libyaml parser reading UTF-8, and an event to parse into, for `body`; nil when libyaml
+    /// cannot make one (out of memory).
+    private static func withParser<Result>(
+        _ body: (UnsafeMutablePointer<yaml_parser_t>, UnsafeMutablePointer<yaml_event_t>) -> Result
+    ) -> Result? {
+        // libyaml keeps a pointer to the parser inside the parser, so it needs a stable address.
         let parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
         defer { parser.deallocate() }
         let event = UnsafeMutablePointer<yaml_event_t>.allocate(capacity: 1)
@@ -112,7 +103,15 @@ public enum YAMLParser {
         guard yaml_parser_initialize(parser) != 0 else { return nil }
         defer { yaml_parser_delete(parser) }
         yaml_parser_set_encoding(parser, YAML_UTF8_ENCODING)
-        return withExtendedLifetime(window) {
+        return body(parser, event)
+    }
+
+    /// Parses the file `window` reads, handing the items of the root's `stream.key` sequence to
+    /// `stream` as they are read, as ``parse(_:streaming:)`` would parse its whole bytes; nil when
+    /// only a parse of the whole bytes can tell the result: libyaml stopped on an error (worded
+    /// from the bytes around it), reading failed, or the window let go of bytes still needed.
+    static func parse(window: InputWindow, streaming stream: SequenceStream?) -> YAMLParseResult? {
+        withParser { parser, event in withExtendedLifetime(window) { () -> YAMLParseResult? in
             yaml_parser_set_input(parser, InputWindow.readHandler, Unmanaged.passUnretained(window).toOpaque())
             var builder = TreeBuilder(window: window, stream: stream)
             defer { builder.deallocate() }
@@ -123,7 +122,7 @@ public enum YAMLParser {
                 if !proceed { break }
             }
             return window.isLost || window.failure != nil ? nil : builder.result
-        }
+        } } ?? nil
     }
 
     /// Parses the items of a block sequence whose first item starts at byte `start` of `input`,
@@ -143,16 +142,7 @@ public enum YAMLParser {
         let part = UnsafeBufferPointer(rebasing: input[start...])
         let prefix = Array(key.utf8) + [UInt8(ascii: ":"), 0x0A]
         let feed = TextFeed(part, after: prefix)
-
-        let parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
-        defer { parser.deallocate() }
-        let event = UnsafeMutablePointer<yaml_event_t>.allocate(capacity: 1)
-        defer { event.deallocate() }
-        guard yaml_parser_initialize(parser) != 0 else { return nil }
-        defer { yaml_parser_delete(parser) }
-        yaml_parser_set_encoding(parser, YAML_UTF8_ENCODING)
-
-        return withExtendedLifetime(feed) {
+        return withParser { parser, event in withExtendedLifetime(feed) { () -> SplitSection? in
             yaml_parser_set_input(parser, TextFeed.readHandler, Unmanaged.passUnretained(feed).toOpaque())
             // The prefix is ASCII: its characters are its bytes.
             var builder = TreeBuilder(input: part, section: (key: key, column: column), stream: stream,
@@ -174,7 +164,7 @@ public enum YAMLParser {
             let endLine = end.line + before.lines - 1
             return SplitSection(itemCount: items, nodeCount: nodes, resumeOffset: start + endOffset,
                                 characterIndex: before.characters, lineShift: endLine - before.lines, errors: errors)
-        }
+        } } ?? nil
     }
 
     /// A result holding only the fatal error `message`.
