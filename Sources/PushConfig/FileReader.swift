@@ -49,8 +49,14 @@ struct ParsedFile: Sendable {
             }
         }
         // Read back for a diagnostic only if it is still the file read: one written since has
-        // another identity, and reading it back says it changed.
-        return .success(Contents(parsed: parsed, source: SourceText(releasedFrom: path, identity: FileIdentity(info))))
+        // another identity, and reading it back says it changed. One written while it was read
+        // (in place: the same inode, another size or modification time) was read in part
+        // before and in part after, so it is the same file as no other: a load that reads the
+        // files twice (`preview`) then says it changed.
+        var after = stat()
+        let unchanged = fstat(fd, &after) == 0 && FileIdentity(after) == FileIdentity(info)
+        return .success(Contents(parsed: parsed, source: unchanged ? SourceText(releasedFrom: path, identity: FileIdentity(info))
+                                                                : .changedWhileRead()))
     }
 
     /// `contents` parsed again, without streaming, for the whole tree; a failure when its bytes

@@ -189,6 +189,44 @@ struct WindowedParseTests {
         #expect(try ParsedFile(path: fine, windowAbove: 1 << 20).contents.get().source.bytes.count == 60)
     }
 
+    @Test("a file written in place while it is read through a window is the same file as no other, and is not read back")
+    func writtenWhileRead() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", "accounts:\n" + (0..<5_000).map { "  - {username: u\($0), selector: s\($0)}\n" }.joined())
+        // As preview's first reading, before the write.
+        let before = try ParsedFile(path: path, windowAbove: 0).contents.get()
+        let stream = SequenceStream(key: "accounts", splitAbove: .max)
+        // The parser cannot finish before the items are taken: it waits once a thousand are ready.
+        let parse = ThreadResult(named: "test-written") { ParsedFile(path: path, streaming: stream, windowAbove: 0) }
+        guard case .streaming = stream.start() else {
+            Issue.record("the accounts were not streamed")
+            return
+        }
+        // Written over in place, then cut shorter: lines of the same length, so that whatever
+        // mix of the two the parser reads is still a list of accounts.
+        let replacement = Array(("accounts:\n" + (0..<4_000).map { "  - {username: w\($0), selector: s\($0)}\n" }.joined()).utf8)
+        let fd = open(path, O_WRONLY)
+        #expect(replacement.withUnsafeBytes { pwrite(fd, $0.baseAddress!, $0.count, 0) } == replacement.count)
+        #expect(ftruncate(fd, off_t(replacement.count)) == 0)
+        close(fd)
+        var items = 0
+        stream.forEachBatch { batch, _ in items += batch.count }
+        let contents = try parse!.take().contents.get()
+        #expect(contents.parsed.errors.isEmpty)
+        #expect(contents.parsed.streamedItemCount == items)
+        #expect(items >= 4_000 && items <= 5_000)
+        // Opened before the write, it is not the file read before either.
+        #expect(!contents.source.isSameFile(as: before.source))
+        let readBack = contents.source.bytesIfAvailable != nil
+        #expect(!readBack)
+        let again = try ParsedFile(path: path, windowAbove: 0).contents.get()
+        #expect(!contents.source.isSameFile(as: again.source))
+        // Read unchanged, the file is the same as itself, and read back when needed.
+        let twice = try ParsedFile(path: path, windowAbove: 0).contents.get()
+        #expect(again.source.isSameFile(as: twice.source))
+        #expect(twice.source.bytesIfAvailable?.count == replacement.count)
+    }
+
     @Test("a configuration loaded with its files read in chunks is the one loaded from their bytes")
     func loads() throws {
         let directory = TemporaryDirectory()

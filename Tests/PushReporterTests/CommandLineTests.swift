@@ -466,3 +466,49 @@ struct PreviewFormatTests {
         #expect(output.stdout.contains("'https://h.example/t?p=********'"))
     }
 }
+
+/// `preview` reads the files a second time to print; a file written meanwhile must stop it.
+@Suite("preview of a file written while it prints")
+struct PreviewChangedFileTests {
+    @Test("a file written in place during preview's second reading stops it with exit 78, after what it printed")
+    func writtenDuringTheSecondReading() throws {
+        let directory = TemporaryDirectory()
+        // Lines of one length, so that a parse reading in part the old and in part the new
+        // text still finds accounts: only the file's identity tells the change.
+        func text(_ selector: String, count: Int) -> String {
+            "defaults:\n  pushTokenReporterUrl: https://h.example/?u=%account[username]%&s=%selector%\naccounts:\n"
+                + (0..<count).map { "  - {username: u\(1_000_000 + $0), selector: \(selector)\(1_000_000 + $0)}\n" }.joined()
+        }
+        let original = text("S", count: 30_000)
+        #expect(original.utf8.count > 1 << 20, "read in pieces only above 1 MiB")
+        let path = directory.write("c.yaml", original)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: ProcessRunner.pushreporter)
+        process.arguments = ["preview", "--config", path, "--format", "json"]
+        process.environment = ProcessRunner.childEnvironment(adding: [:])
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        // Not read yet: once the pipe is full preview waits in its second reading (it prints
+        // only then), which has read at most a couple of thousand accounts ahead of what it printed.
+        let readEnd = output.fileHandleForReading.fileDescriptor
+        let full = Polling.until {
+            var buffered: Int32 = 0
+            let status = withUnsafeMutablePointer(to: &buffered) { ioctl(readEnd, UInt(FIONREAD), $0) }
+            return status == 0 && buffered >= 60_000
+        }
+        try #require(full, "preview never filled its output")
+        let replacement = Array(text("X", count: 29_000).utf8)
+        let fd = open(path, O_WRONLY)
+        #expect(replacement.withUnsafeBytes { pwrite(fd, $0.baseAddress!, $0.count, 0) } == replacement.count)
+        #expect(ftruncate(fd, off_t(replacement.count)) == 0)
+        close(fd)
+        let printed = output.fileHandleForReading.readDataToEndOfFile()
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 78)
+        #expect(stderr.contains("c.yaml: error: the file changed while preview read it; run preview again"), "\(stderr)")
+        #expect(printed.count > 60_000)
+    }
+}

@@ -42,6 +42,16 @@ public struct SourceText: Sendable {
         storage.release()
     }
 
+    /// A file that changed while it was read: its bytes cannot be read back (``bytesIfAvailable``
+    /// is nil), and it is the same file as no other (``isSameFile(as:)``).
+    static func changedWhileRead() -> SourceText {
+        SourceText(storage: Storage(lostFile: ()))
+    }
+
+    private init(storage: Storage) {
+        self.storage = storage
+    }
+
     /// Lets the bytes go when they can be read again from the file, to be read back when a
     /// diagnostic needs them: for a load that keeps little else, whose largest part would
     /// otherwise be the files themselves. Read back only while the file is the one read (same
@@ -76,6 +86,11 @@ public struct SourceText: Sendable {
         init(bytes: [UInt8], file: (path: String, identity: FileIdentity)?) {
             state = Mutex(.held(bytes))
             self.file = file
+        }
+
+        init(lostFile: Void) {
+            state = Mutex(.lost)
+            file = nil
         }
 
         var bytes: [UInt8] { bytesIfAvailable ?? [] }
