@@ -42,8 +42,9 @@ struct Preview: ParsableCommand {
         // Without --account, the accounts checked while they load and found without a problem
         // are not kept: they are read again from the files when printed, so that memory does
         // not grow with the number of accounts. --account needs every id at once. Nor is a large
-        // file's second part parsed on a thread of its own: its accounts would wait whole for
-        // the first part's (8.7 MB at 100,000 accounts), for no time saved here.
+        // file parsed in two parts at once (the second part's accounts would wait whole for the
+        // first's: 8.7 MB at 100,000 accounts, for no time saved here) or read whole (17 MB): it
+        // is read in pieces as it is parsed, both times.
         let streaming = accounts.isEmpty
         let loaded = LoadedConfiguration(options: config, checkingEarly: streaming, leavingOutPassed: streaming,
                                          splitting: !streaming)
