@@ -197,14 +197,15 @@ public struct RequestBuilder: Sendable {
         if !hasScheme {
             templates.report(.error, "\(reporter.key(.url)) must start with http:// or https://", at: urlValue, diagnostics: &diagnostics)
             failed = true
-        } else if let (offset, problem) = literalProblem(of: urlValue.text) {
-            templates.report(.error, "\(reporter.key(.url)) \(problem.message)", at: urlValue, offset: offset, diagnostics: &diagnostics)
-            failed = true
         }
         // Without its scheme the URL's parts cannot be told apart: its placeholders are checked
         // as text, not reported as standing in a scheme or host they are not in.
         let url = templates.compile(urlValue, kind: hasScheme ? .url : .plain, diagnostics: &diagnostics)
         if url == nil { failed = true }
+        if hasScheme, let url, let (offset, problem) = literalProblem(of: url) {
+            templates.report(.error, "\(reporter.key(.url)) \(problem.message)", at: urlValue, offset: offset, diagnostics: &diagnostics)
+            failed = true
+        }
 
         var body: Template?
         let postDataValue = account.values[reporter.tableKey(.postData)]
@@ -550,15 +551,16 @@ public struct RequestBuilder: Sendable {
 
     /// Answers about template texts whose answer is the same for all values, newest last.
     private var hostAnswers: [(source: String, hasHost: Bool)] = []
-    /// The last URL text read by ``literalProblem(of:)``, with its answer: the accounts of a file
+    /// The last URL template read by ``literalProblem(of:)``, with its answer: the accounts of a file
     /// nearly all share their URL template (`defaults`).
     private var lastLiteral: (text: String, problem: (offset: Int, problem: URLText.LiteralProblem)?)?
 
-    /// ``URLText/literalProblem(in:)``, remembered for the last text.
-    private mutating func literalProblem(of text: String) -> (offset: Int, problem: URLText.LiteralProblem)? {
-        if let last = lastLiteral, last.text == text { return last.problem }
-        let problem = URLText.literalProblem(in: text)
-        lastLiteral = (text, problem)
+    /// ``URLText/literalProblem(in:placeholders:)`` of a compiled URL template, remembered for
+    /// the last text.
+    private mutating func literalProblem(of url: Template) -> (offset: Int, problem: URLText.LiteralProblem)? {
+        if let last = lastLiteral, last.text == url.source { return last.problem }
+        let problem = URLText.literalProblem(in: url.source, placeholders: url.placeholderSpans)
+        lastLiteral = (url.source, problem)
         return problem
     }
     /// JSON body templates that render to JSON whatever the values.

@@ -37,9 +37,6 @@ extension Logger {
         }
     }
 
-    /// A failed attempt: at `warning` on attempts 1, 2, 4, 8, … and at `debug` otherwise, so a
-    /// dead host is reported, not flooded. `retryIn` nil: the next attempt would come after
-    /// `run --once`'s deadline, so this was the last (always at `warning`).
     /// When a failed attempt is tried again.
     enum NextAttempt {
         case after(Duration)
@@ -49,6 +46,9 @@ extension Logger {
         case stopping
     }
 
+    /// A failed attempt: at `warning` on attempts 1, 2, 4, 8, … and at `debug` otherwise, so a
+    /// dead host is reported, not flooded; always at `warning` when it is the last (`next` is
+    /// not ``NextAttempt/after(_:)``: past `run --once`'s deadline, or stopping).
     func failed(_ request: SubscriptionRequest, key: SubscriptionKey, attempt: Int, failure: AttemptFailure, next: NextAttempt) {
         let said = switch next {
         case .after(let delay): "next attempt in \(DurationText(delay))"

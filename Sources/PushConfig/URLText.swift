@@ -149,62 +149,39 @@ public enum URLText {
         }
     }
 
-    /// What in the written text of a URL template (`http://` or `https://` first) makes every URL
-    /// rendered from it one that libcurl refuses: a space or a control character (placeholders
-    /// hold none: their values are percent-encoded), or a written port outside 1–65535; with its
-    /// UTF-8 offset in `text`. Nil when there is none.
-    public static func literalProblem(in text: String) -> (offset: Int, problem: LiteralProblem)? {
+    /// What in the written text of a URL (`http://` or `https://` first) makes libcurl refuse it:
+    /// a space or a control character outside `placeholders` (the UTF-8 spans of a template's
+    /// placeholders, ``Template/placeholderSpans``: their values are percent-encoded, and their
+    /// own text is not the URL's), or a written port outside 1–65535; with its UTF-8 offset in
+    /// `text`. Nil when there is none.
+    public static func literalProblem(in text: String, placeholders: [Range<Int>] = []) -> (offset: Int, problem: LiteralProblem)? {
         let bytes = Array(text.utf8)
-        if let index = firstUnsendableLiteralByte(bytes) {
-            let what = switch bytes[index] {
-            case 0x20: "a space"
-            case 0x09: "a tab"
-            case 0x0A, 0x0D: "a line break"
-            default: "a control character"
+        var spans = placeholders[...]
+        var index = 0
+        while index < bytes.count {
+            if let span = spans.first, index >= span.lowerBound {
+                index = max(index, span.upperBound)
+                spans = spans.dropFirst()
+                continue
             }
-            return (index, .unsendable(what))
+            let byte = bytes[index]
+            if byte <= 0x20 || byte == 0x7F {
+                let what = switch byte {
+                case 0x20: "a space"
+                case 0x09: "a tab"
+                case 0x0A, 0x0D: "a line break"
+                default: "a control character"
+                }
+                return (index, .unsendable(what))
+            }
+            index += 1
         }
-        // A placeholder in the authority (`:%port%`) is checked once rendered.
+        // A placeholder cannot stand in the authority (only the path and the query hold values).
         guard let parts = bytes.withUnsafeBufferPointer({ authority(of: $0) }), let port = parts.port, !port.isEmpty,
-              !bytes[(parts.schemeColon + 3)..<port.upperBound].contains(UInt8(ascii: "%")) else { return nil }
+              !placeholders.contains(where: { $0.overlaps((parts.schemeColon + 3)..<port.upperBound) }) else { return nil }
         let written = String(decoding: bytes[port], as: UTF8.self)
         guard written.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return (port.lowerBound, .portNotANumber(written)) }
         guard let number = Int(written), (1...65535).contains(number) else { return (port.lowerBound, .portOutOfRange(written)) }
-        return nil
-    }
-
-    /// The first space or control character of `bytes` outside placeholders: inside one
-    /// (`%hmac_sha256(%account[username]%,a b)%`, `%account[home region]%`) they are the
-    /// template's own text, not the URL's. A `%` followed by a letter opens a placeholder, which
-    /// ends at the next `%` outside its parentheses (placeholders nest only inside them); `%%` is
-    /// a literal `%`. A `%` that opens none (a percent-escape such as `%C3`) may hide a byte
-    /// from this check, never add one: `validate` renders such templates anyway.
-    private static func firstUnsendableLiteralByte(_ bytes: [UInt8]) -> Int? {
-        func isLetter(_ byte: UInt8) -> Bool { (byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z") }
-        var index = 0
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "%") {
-                if index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "%") {
-                    index += 2
-                    continue
-                }
-                if index + 1 < bytes.count, isLetter(bytes[index + 1]) {
-                    // Skip to the `%` that closes it.
-                    var parentheses = 0
-                    var end = index + 1
-                    while end < bytes.count, !(bytes[end] == UInt8(ascii: "%") && parentheses == 0) {
-                        if bytes[end] == UInt8(ascii: "(") { parentheses += 1 }
-                        if bytes[end] == UInt8(ascii: ")") { parentheses = max(0, parentheses - 1) }
-                        end += 1
-                    }
-                    index = end + 1
-                    continue
-                }
-            }
-            if byte <= 0x20 || byte == 0x7F { return index }
-            index += 1
-        }
         return nil
     }
 

@@ -9,6 +9,10 @@ public struct Template: Sendable {
     /// Every variable the template names, in source order, with where it stands.
     public let references: [TemplateReference]
 
+    /// Where each placeholder of the text stands (UTF-8 offsets of `%…%` in ``source``, a call
+    /// with its arguments as one): the rest of the text is the template's own.
+    public let placeholderSpans: [Range<Int>]
+
     let parts: [Part]
     let literalByteCount: Int
 
@@ -16,10 +20,12 @@ public struct Template: Sendable {
     /// accounts renders only the templates where values can matter.
     public let valueSensitivity: ValueSensitivity
 
-    init(source: String, kind: TemplateKind, references: [TemplateReference], parts: [Part], literalByteCount: Int) {
+    init(source: String, kind: TemplateKind, references: [TemplateReference], placeholderSpans: [Range<Int>], parts: [Part],
+         literalByteCount: Int) {
         self.source = source
         self.kind = kind
         self.references = references
+        self.placeholderSpans = placeholderSpans
         self.parts = parts
         self.literalByteCount = literalByteCount
         self.valueSensitivity = ValueSensitivity(parts: parts, kind: kind)

@@ -25,6 +25,7 @@ struct TemplateCompiler<S: TemplateScope> {
     var position = 0
     var issues: [TemplateIssue] = []
     var references: [TemplateReference] = []
+    var placeholderSpans: [Range<Int>] = []
     var parts: [Template.Part] = []
     var pendingLiteral: [UInt8] = []
     var literalByteCount = 0
@@ -56,6 +57,7 @@ struct TemplateCompiler<S: TemplateScope> {
                     position = start + 1
                 case .expression(let expression):
                     insert(expression, at: start)
+                    placeholderSpans.append(start..<position)
                 case .failed:
                     // The placeholder could not be read; what follows cannot be trusted.
                     position = bytes.count
@@ -68,7 +70,8 @@ struct TemplateCompiler<S: TemplateScope> {
         flushLiteral()
         let hasError = issues.contains { $0.severity == .error }
         let template = hasError ? nil : Template(source: source, kind: kind, references: references,
-                                                   parts: parts, literalByteCount: literalByteCount)
+                                                   placeholderSpans: placeholderSpans, parts: parts,
+                                                   literalByteCount: literalByteCount)
         return TemplateCompilation(template: template, issues: issues.sorted { $0.offset < $1.offset }, references: references)
     }
 

@@ -1,4 +1,5 @@
 import PushConfig
+import PushTemplates
 import Testing
 
 @Suite struct URLTextTests {
@@ -28,7 +29,7 @@ import Testing
               ("http://h/%hmac_sha256(%account[u]%,a b)% c", 40, .unsendable("a space")),
           ] as [(String, Int, URLText.LiteralProblem)])
     func literalProblem(_ text: String, offset: Int, problem: URLText.LiteralProblem) throws {
-        let found = try #require(URLText.literalProblem(in: text))
+        let found = try #require(Self.literalProblem(in: text))
         #expect(found.offset == offset && found.problem == problem)
     }
 
@@ -38,11 +39,34 @@ import Testing
                       "https://h/sig?s=%hmac_sha256(%account[username]%,hello world)%", "https://h/%sha256(a b)%",
                       "https://h/r?%account[home region]%", "https://h/100%%?x=%selector%"])
     func nothingLibcurlRefuses(_ text: String) {
-        #expect(URLText.literalProblem(in: text) == nil)
+        #expect(Self.literalProblem(in: text) == nil)
+    }
+
+    /// ``URLText/literalProblem(in:placeholders:)`` with the placeholders the template compiler
+    /// finds in `text` (as a plain template: the URL kind refuses `%port%` before this is asked).
+    static func literalProblem(in text: String) -> (offset: Int, problem: URLText.LiteralProblem)? {
+        var scope = AnyName()
+        let spans = Template.compile(text, kind: .plain, scope: &scope).template?.placeholderSpans
+        #expect(spans != nil, "\(text) compiles")
+        return URLText.literalProblem(in: text, placeholders: spans ?? [])
+    }
+
+    /// Every name is a variable, with or without a key.
+    struct AnyName: TemplateScope {
+        var slots: [String: Int] = [:]
+        mutating func slot(forVariable name: String) -> Int? { slot(name) }
+        mutating func slot(forVariable name: String, key: String) -> Int? { slot(name + "[" + key + "]") }
+        private mutating func slot(_ name: String) -> Int {
+            if let slot = slots[name] { return slot }
+            slots[name] = slots.count
+            return slots.count - 1
+        }
+        var variableNames: [String] { [] }
+        var keyedVariableNames: [String] { [] }
     }
 
     @Test func aPortWithASignIsNotANumber() {
-        #expect(URLText.literalProblem(in: "https://h:+80/x")?.problem.message == "has '+80' where the port goes, which is not a number")
+        #expect(Self.literalProblem(in: "https://h:+80/x")?.problem.message == "has '+80' where the port goes, which is not a number")
     }
 
     @Test func anEndpointWithASpaceOrABadPortIsRefused() {
