@@ -1452,7 +1452,9 @@ struct LoadSession {
     mutating func duration(_ node: YAMLNode, file: String, what: String, allowOff: Bool) -> Duration?? {
         guard let text = scalarText(node, file: file, what: what) else { return nil }
         if allowOff && text == "off" { return .some(nil) }
-        guard let d = DurationParser.parse(text) else {
+        // Zero is refused as the backends' own durations refuse it: a zero timeout gives up on
+        // every request at once, a zero interval or retry delay sends without pause.
+        guard let d = DurationParser.parse(text), d > .zero else {
             diagnostics.error("\(what) must be a duration such as 500ms, 5s, 15m or 24h\(allowOff ? ", or off" : ""), not '\(text)'",
                               file: file, at: node.start)
             return nil

@@ -152,6 +152,18 @@ struct LoaderTests {
         ])
     }
 
+    @Test("a duration of zero is refused: a zero timeout gives up at once, a zero interval or retry sends without pause")
+    func zeroDurations() {
+        let loaded = Loaded("agent:\n  timeout: 0\n  reportInterval: 0s\n  retry: {initial: 0ms, max: 0m, maxRetryAfter: 0h}\n")
+        #expect(loaded.lines == [
+            "config.yaml:2:12: error: agent.timeout must be a duration such as 500ms, 5s, 15m or 24h, not '0'",
+            "config.yaml:3:19: error: agent.reportInterval must be a duration such as 500ms, 5s, 15m or 24h, or off, not '0s'",
+            "config.yaml:4:20: error: agent.retry.initial must be a duration such as 500ms, 5s, 15m or 24h, not '0ms'",
+            "config.yaml:4:30: error: agent.retry.max must be a duration such as 500ms, 5s, 15m or 24h, not '0m'",
+            "config.yaml:4:49: error: agent.retry.maxRetryAfter must be a duration such as 500ms, 5s, 15m or 24h, not '0h'",
+        ], "\(loaded.lines)")
+    }
+
     @Test("!file is read relative to the config file without its trailing newline; !credential from $CREDENTIALS_DIRECTORY")
     func fileAndCredential() throws {
         let credentials = TemporaryDirectory()
