@@ -490,17 +490,29 @@ struct YAMLParserErrorTests {
 
         let unterminated = parseYAML("key: \"abc")
         #expect(unterminated.root == nil)
+        // Never closed: said where it was opened, not at the end of the file.
         #expect(unterminated.errors == [YAMLError(
-            message: "YAML syntax error: found unexpected end of stream (while scanning a quoted scalar that started at line 1, column 6)",
-            position: pos(1, 10))])
+            message: "YAML syntax error: this quoted value is never closed: the file ends before its closing quote",
+            position: pos(1, 6))])
+        let unclosedMapping = parseYAML("a:\n  b: {x: 1,\n    y: 2\n")
+        #expect(unclosedMapping.errors == [YAMLError(
+            message: "YAML syntax error: this '{' is never closed: the file ends before its '}'", position: pos(2, 6))])
+        // Before the end of the file, libyaml's own words, where it stopped.
+        let missingComma = parseYAML("a: {x: 1 y: 2}\nb: 1\n")
+        #expect(missingComma.errors == [YAMLError(
+            message: "YAML syntax error: did not find expected ',' or '}' (while parsing a flow mapping that started at line 1, column 4)",
+            position: pos(1, 11))])
     }
 
     @Test func endOfFileWithoutLineBreak() throws {
         // libyaml reports these on a line past the last one; they map to the end of the file.
-        let error = parseYAML("a: 1\nb: [x")
+        let error = parseYAML("a: 1\nkey2")
         #expect(error.errors == [YAMLError(
-            message: "YAML syntax error: did not find expected ',' or ']' (while parsing a flow sequence that started at line 2, column 4)",
-            position: pos(2, 6))])
+            message: "YAML syntax error: could not find expected ':' (while scanning a simple key that started at line 2, column 1)",
+            position: pos(2, 5))])
+        let unclosed = parseYAML("a: 1\nb: [x")
+        #expect(unclosed.errors == [YAMLError(
+            message: "YAML syntax error: this '[' is never closed: the file ends before its ']'", position: pos(2, 4))])
         let emptyValue = try #require(parseYAML("?").root?.parsedMapping)
         #expect(emptyValue.entries.first?.key.start == pos(1, 2))
         #expect(emptyValue.entries.first?.value.start == pos(1, 2))

@@ -241,6 +241,14 @@ public enum YAMLParser {
                 // indentation space is expected") say what, not what to do.
                 explained = problem + " (indent with spaces, not tabs)"
             }
+            // Something opened and never closed: libyaml says so at the end of the file, which
+            // names nothing to mend; said where it was opened instead.
+            if explained == nil, let contextPointer = state.context, let unclosed = Self.unclosed(problem: problem, context: String(cString: contextPointer)),
+               source.byteOffset(of: position).map({ bytes[$0...].allSatisfy { [0x20, 0x09, 0x0A, 0x0D].contains($0) } }) ?? true {
+                explained = unclosed
+                position = sourcePosition(state.context_mark)
+                showContext = false
+            }
             message += explained ?? problem
             if showContext, let contextPointer = state.context {
                 let context = String(cString: contextPointer)
@@ -252,6 +260,21 @@ public enum YAMLParser {
                 }
             }
             return YAMLError(message: message, position: position)
+        }
+    }
+
+    /// What was left open when libyaml's `problem` (in `context`) comes at the end of the file:
+    /// a quoted value or a flow collection; nil for anything else.
+    static func unclosed(problem: String, context: String) -> String? {
+        switch (problem, context) {
+        case ("found unexpected end of stream", "while scanning a quoted scalar"):
+            "this quoted value is never closed: the file ends before its closing quote"
+        case ("did not find expected ',' or '}'", "while parsing a flow mapping"):
+            "this '{' is never closed: the file ends before its '}'"
+        case ("did not find expected ',' or ']'", "while parsing a flow sequence"):
+            "this '[' is never closed: the file ends before its ']'"
+        default:
+            nil
         }
     }
 
