@@ -1,3 +1,4 @@
+import PushBackend
 import PushConfig
 import PushTemplates
 
@@ -20,36 +21,16 @@ struct AdobeSettings: Sendable {
     /// service cannot be used.
     init?(_ definition: ServiceDefinition, diagnostics: inout DiagnosticList) {
         service = definition.name
-        var usable = true
-        func error(_ message: String, at key: String) {
-            diagnostics.error("service '\(definition.name)': \(message)", file: definition.file,
-                              at: definition.keyPositions[key] ?? definition.position)
-            usable = false
-        }
-        for key in Array(definition.settings.keys) + Array(definition.mappings.keys) where !Self.keys.contains(key) {
-            var message = "unknown setting '\(key)' of an adobe-campaign service"
-            if let nearest = NameSuggester.nearest(to: key, among: Self.keys) { message += "; did you mean '\(nearest)'?" }
-            error(message, at: key)
-        }
-        for key in definition.mappings.keys where Self.keys.contains(key) {
-            error("'\(key)' must be a single value, not a mapping", at: key)
-        }
-
+        var reader = SettingsReader(definition, keys: Self.keys, diagnostics: &diagnostics)
         trackingServer = ""
-        if let server = definition.settings["trackingServer"], !server.text.isEmpty {
+        if let server = reader.required("trackingServer", needs: "the tracking server, the SDK's campaign.server, as https://host",
+                                        diagnostics: &diagnostics) {
             var text = server.text
             while text.hasSuffix("/") { text.removeLast() }
             if let problem = Self.serverProblem(text) {
-                error("trackingServer \(problem), not '\(server.shown)'", at: "trackingServer")
+                reader.error("trackingServer \(problem), not '\(server.shown)'", at: "trackingServer", diagnostics: &diagnostics)
             }
             trackingServer = text
-        } else if definition.keyPositions["trackingServer"] == nil || definition.settings["trackingServer"] != nil {
-            // Written but not read (an unset !env, a mapping) was said where it is written.
-            diagnostics.error("service '\(definition.name)' needs 'trackingServer' (adobe-campaign: the tracking server, the SDK's campaign.server, as https://host)",
-                              file: definition.file, at: definition.position)
-            usable = false
-        } else {
-            usable = false
         }
 
         timeout = Self.defaultTimeout
@@ -57,10 +38,10 @@ struct AdobeSettings: Sendable {
             if let duration = DurationParser.parse(value.text), duration > .zero {
                 timeout = duration
             } else {
-                error("timeout must be a duration such as 5s, not '\(value.shown)'", at: "timeout")
+                reader.error("timeout must be a duration such as 5s, not '\(value.shown)'", at: "timeout", diagnostics: &diagnostics)
             }
         }
-        guard usable else { return nil }
+        guard reader.usable else { return nil }
     }
 
     /// Why `url` cannot be a tracking server (`https://host[:port]`, plain http only to a

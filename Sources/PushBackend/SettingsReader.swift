@@ -14,12 +14,16 @@ public struct SettingsReader {
     public init(_ definition: ServiceDefinition, keys: [String], mappings: Set<String> = [], diagnostics: inout DiagnosticList) {
         self.definition = definition
         for key in Array(definition.settings.keys) + Array(definition.mappings.keys) where !keys.contains(key) {
-            var message = "unknown setting '\(key)' of a \(definition.type) service"
+            let article = definition.type.first.map { "aeiou".contains($0) } == true ? "an" : "a"
+            var message = "unknown setting '\(key)' of \(article) \(definition.type) service"
             if let nearest = NameSuggester.nearest(to: key, among: keys) { message += "; did you mean '\(nearest)'?" }
-            error(message, at: key, diagnostics: &diagnostics)
+            diagnostics.error("service '\(definition.name)': \(message)", file: definition.file, at: position(key))
+            usable = false
         }
         for key in definition.mappings.keys where !mappings.contains(key) && keys.contains(key) {
-            error("'\(key)' must be a single value, not a mapping", at: key, diagnostics: &diagnostics)
+            diagnostics.error("service '\(definition.name)': '\(key)' must be a single value, not a mapping", file: definition.file,
+                              at: position(key))
+            usable = false
         }
     }
 
@@ -28,15 +32,22 @@ public struct SettingsReader {
         definition.keyPositions[key] ?? definition.position
     }
 
-    /// An error at `key`, prefixed with the service's name; the service is unusable.
+    /// Where the problem of `key`'s setting is: its value when it is a single one (a bad
+    /// duration or URL is pointed at, as an account's or the agent's is), else the key.
+    public func valuePosition(_ key: String) -> SourcePosition {
+        definition.settings[key].map { $0.origin.position } ?? position(key)
+    }
+
+    /// An error about `key`'s setting, at its value, prefixed with the service's name; the
+    /// service is unusable.
     public mutating func error(_ message: String, at key: String, diagnostics: inout DiagnosticList) {
-        diagnostics.error("service '\(definition.name)': \(message)", file: definition.file, at: position(key))
+        diagnostics.error("service '\(definition.name)': \(message)", file: definition.file, at: valuePosition(key))
         usable = false
     }
 
-    /// A warning at `key`, prefixed with the service's name.
+    /// A warning about `key`'s setting, at its value, prefixed with the service's name.
     public func warning(_ message: String, at key: String, diagnostics: inout DiagnosticList) {
-        diagnostics.warning("service '\(definition.name)': \(message)", file: definition.file, at: position(key))
+        diagnostics.warning("service '\(definition.name)': \(message)", file: definition.file, at: valuePosition(key))
     }
 
     /// The non-empty value of `key`; nil (the service unusable) when it is missing, saying so

@@ -46,9 +46,9 @@ import Testing
             """)
         #expect(loaded.problems == [
             "config.yaml:2:3: error: service 'fcm' needs 'projectId' (fcm-device-group: projectId, and serviceAccount or serverKey)",
-            "config.yaml:4:5: error: service 'fcm': endpoint must be https (plain http only to a loopback address), not 'http://fcm.example.com/fcm/notification'",
+            "config.yaml:4:15: error: service 'fcm': endpoint must be https (plain http only to a loopback address), not 'http://fcm.example.com/fcm/notification'",
             "config.yaml:5:5: error: service 'fcm': unknown setting 'projectID' of a fcm-device-group service; did you mean 'projectId'?",
-            "config.yaml:7:5: error: service 'fcm': give serviceAccount or serverKey, not both",
+            "config.yaml:7:16: error: service 'fcm': give serviceAccount or serverKey, not both",
             "config.yaml:8:3: error: service 'bare' needs 'projectId' (fcm-device-group: projectId, and serviceAccount or serverKey)",
             "config.yaml:8:3: error: service 'bare' needs a credential: serviceAccount (a Google service-account JSON key) or the legacy serverKey",
             // The accounts of a service with bad settings are still checked: every problem at once.
@@ -71,10 +71,10 @@ import Testing
 
             """, tokenURI: "http://oauth.example.com/token")
         #expect(loaded.problems == [
-            "config.yaml:2:51: error: service 'notJSON': serviceAccount is not a service-account JSON key (it does not parse as a JSON object of strings)",
-            "config.yaml:3:51: error: service 'noEmail': serviceAccount has no client_email",
-            "config.yaml:4:50: error: service 'badKey': serviceAccount has a private_key that is not an RSA private key of 2048 bits or more in PEM",
-            "config.yaml:5:54: error: service 'plainToken': the service account's token_uri must be https (plain http only to a loopback address) (tokenUri overrides it)",
+            "config.yaml:2:67: error: service 'notJSON': serviceAccount is not a service-account JSON key (it does not parse as a JSON object of strings)",
+            "config.yaml:3:67: error: service 'noEmail': serviceAccount has no client_email",
+            "config.yaml:4:66: error: service 'badKey': serviceAccount has a private_key that is not an RSA private key of 2048 bits or more in PEM",
+            "config.yaml:5:76: error: service 'plainToken': the service account's token_uri must be https (plain http only to a loopback address) (tokenUri overrides it)",
         ])
         #expect(!loaded.lines.joined().contains("secret-ish"))
     }
@@ -90,8 +90,8 @@ import Testing
             \(Self.accounts)
             """, environment: ["FCM_KEY": "legacy-key"])
         #expect(loaded.problems == [
-            "config.yaml:5:5: warning: service 'fcm': \(DeviceGroupDeprecation.legacyKeyWarning)",
-            "config.yaml:6:5: warning: service 'fcm': tokenUri is used only with serviceAccount, so it is not used",
+            "config.yaml:5:21: warning: service 'fcm': \(DeviceGroupDeprecation.legacyKeyWarning)",
+            "config.yaml:6:15: warning: service 'fcm': tokenUri is used only with serviceAccount, so it is not used",
         ])
     }
 

@@ -49,12 +49,12 @@ import Testing
         let result = try ProcessRunner.pushreporter(["validate", "--config", path])
         #expect(result.status == 78)
         #expect(result.stderr == """
-            \(path):4:5: error: service 'plain': trackingServer must be https (plain http only to a loopback address), not 'http://track.example.com'
-            \(path):7:5: error: service 'pathy': trackingServer must be https://host[:port] alone, without a path, query, fragment or user, not 'https://track.example.com/r/'
-            \(path):8:5: error: service 'pathy': timeout must be a duration such as 5s, not 'soon'
+            \(path):4:21: error: service 'plain': trackingServer must be https (plain http only to a loopback address), not 'http://track.example.com'
+            \(path):7:21: error: service 'pathy': trackingServer must be https://host[:port] alone, without a path, query, fragment or user, not 'https://track.example.com/r/'
+            \(path):8:14: error: service 'pathy': timeout must be a duration such as 5s, not 'soon'
             \(path):9:3: error: service 'missing' needs 'trackingServer' (adobe-campaign: the tracking server, the SDK's campaign.server, as https://host)
             \(path):11:5: error: service 'missing': unknown setting 'trackingServr' of an adobe-campaign service; did you mean 'trackingServer'?
-            \(path):14:5: error: service 'bare': trackingServer must be https://host[:port] (the SDK's campaign.server, with https:// before it), not 'track.example.com'
+            \(path):14:21: error: service 'bare': trackingServer must be https://host[:port] (the SDK's campaign.server, with https:// before it), not 'track.example.com'
             \(path):21:14: error: unknown key 'ecdi' for the service 'good' (adobe-campaign takes ecid); did you mean 'ecid'? [account dana]
             \(path):24:7: error: the service 'good' needs 'ecid' for each account that names it (the Experience Cloud id) [account erin]
             \(path):27:21: error: no account has a key 'ecidd'; did you mean 'ecid'?

@@ -276,7 +276,7 @@ import Testing
         let environment = ["FCM_SERVER_KEY": "legacy-server-key-1"]
         let validate = try ProcessRunner.pushreporter(["validate", "--config", config], environment: environment)
         #expect(validate.status == 0, "\(validate.stderr)")
-        #expect(validate.stderr.contains("\(config):8:5: warning: service 'fcm': Google has shut the legacy FCM server keys down"),
+        #expect(validate.stderr.contains("\(config):8:21: warning: service 'fcm': Google has shut the legacy FCM server keys down"),
                 "\(validate.stderr)")
         #expect(validate.stderr.contains("\(config):5:5: warning: Google deprecates Firebase device group messaging: new projects cannot onboard device groups after 2026-12-01, and device groups will be removed on 2027-09-29"),
                 "\(validate.stderr)")

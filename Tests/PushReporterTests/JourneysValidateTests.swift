@@ -132,7 +132,7 @@ import Testing
 
     @Test func plainHttpToAnotherHostThanLoopbackIsAnError() throws {
         try expectErrors(Self.yaml(Self.settings("publicEndpoint", ("publicEndpoint", "http://push.example.com"))), [
-            "4:5: error: service 'journeys': publicEndpoint must be https (plain http only to a loopback address), not 'http://push.example.com'",
+            "4:21: error: service 'journeys': publicEndpoint must be https (plain http only to a loopback address), not 'http://push.example.com'",
         ])
         // Loopback is how tests reach a local server: allowed.
         let loopback = try ProcessRunner.pushreporter(config: Self.yaml(Self.settings("publicEndpoint", ("publicEndpoint", "http://127.0.0.1:9"))),
@@ -142,7 +142,7 @@ import Testing
 
     @Test func batchSizeZeroIsAnError() throws {
         try expectErrors(Self.yaml(Self.settings("batchSize", ("batchSize", "0"))), [
-            "8:5: error: service 'journeys': batchSize must be a whole number from 1 to 100, not '0'",
+            "8:16: error: service 'journeys': batchSize must be a whole number from 1 to 100, not '0'",
         ])
     }
 
