@@ -105,10 +105,14 @@ public struct AgentRuntime: Sendable {
         BackendContext(configuration: loaded.configuration, sources: loaded.sources, installID: installID, hostname: hostname)
     }
 
-    /// The subscriptions and pollers of a loaded configuration, rendered as sent; the problems
-    /// of rendering go to `diagnostics`.
-    public func plan(_ context: BackendContext, diagnostics: inout DiagnosticList) -> (plans: [SubscriptionPlan], pollers: [any ConfirmationPoller]) {
-        (backends.plans(context, diagnostics: &diagnostics), backends.pollers(context))
+    /// The subscriptions and pollers of a loaded configuration, rendered as sent, letting each
+    /// account go once it is planned (``Backends/plans(lettingGoOf:noting:diagnostics:)``):
+    /// `context` is left without accounts. The problems of rendering go to `diagnostics`.
+    public func plan(lettingGoOf context: inout BackendContext, noting note: @Sendable (Account) -> Bool,
+                     diagnostics: inout DiagnosticList) -> (plans: [SubscriptionPlan], pollers: [any ConfirmationPoller], noted: [String]) {
+        let pollers = backends.pollers(context)
+        let planned = backends.plans(lettingGoOf: &context, noting: note, diagnostics: &diagnostics)
+        return (planned.plans, pollers, planned.noted)
     }
 
     /// Every stored subscription.

@@ -50,35 +50,86 @@ public struct Backends: Sendable {
     func plans(_ context: BackendContext, runs: Int, diagnostics: inout DiagnosticList) -> [SubscriptionPlan] {
         var planners = planners(context, diagnostics: &diagnostics)
         let accounts = context.configuration.accounts
-        let forRuns = planners.compactMap(\.forRuns)
-        guard runs > 1, accounts.count > 1, forRuns.count == planners.count else {
-            return Self.plans(of: accounts[...], planners: &planners, diagnostics: &diagnostics)
+        return plans(count: accounts.count, runs: runs, planners: &planners, account: { accounts[$0] }, noting: { _ in false },
+                     diagnostics: &diagnostics).plans
+    }
+
+    /// ``plans(_:diagnostics:)``, letting each account go once it is planned, when every
+    /// planner plans account by account: `context` is then left without its accounts
+    /// (``Configuration/takeAccounts()``), and they are freed as planning goes if nothing else
+    /// holds them (drop the load's copy first). A planner that reads every account when it is
+    /// made (FCM's device groups) keeps them: they are planned as they are. The ids of the
+    /// enabled accounts `note` picks are kept too, looked at before they go.
+    ///
+    /// With every account kept, the plans came on top of them: the peak of `run --once` 100,000.
+    public func plans(lettingGoOf context: inout BackendContext, noting note: @Sendable (Account) -> Bool,
+                      diagnostics: inout DiagnosticList) -> (plans: [SubscriptionPlan], noted: [String]) {
+        plans(lettingGoOf: &context, runs: Processors.runs(accounts: context.configuration.accounts.count), noting: note,
+              diagnostics: &diagnostics)
+    }
+
+    /// ``plans(lettingGoOf:noting:diagnostics:)`` in `runs` runs when every planner allows it.
+    func plans(lettingGoOf context: inout BackendContext, runs: Int, noting note: @Sendable (Account) -> Bool,
+               diagnostics: inout DiagnosticList) -> (plans: [SubscriptionPlan], noted: [String]) {
+        var bare = context
+        var accounts = bare.configuration.takeAccounts()
+        var found = DiagnosticList()
+        var planners = planners(bare, diagnostics: &found)
+        guard planners.allSatisfy({ $0.forRuns != nil }) else {
+            planners = self.planners(context, diagnostics: &diagnostics)
+            return plans(count: accounts.count, runs: runs, planners: &planners, account: { [accounts] in accounts[$0] }, noting: note,
+                         diagnostics: &diagnostics)
         }
-        var found = Processors.inRuns(count: accounts.count, runs: min(runs, accounts.count)) { range in
+        diagnostics.append(contentsOf: found.all)
+        context = bare
+        return accounts.withUnsafeMutableBufferPointer { buffer in
+            let taker = AccountTaker(buffer)
+            return plans(count: taker.count, runs: runs, planners: &planners, account: { taker.take($0) }, noting: note,
+                         diagnostics: &diagnostics)
+        }
+    }
+
+    /// The plans of the `count` accounts that `account` gives by index (each asked for once), in
+    /// `runs` runs when every planner allows it, with the ids of those `note` picks.
+    private func plans(count: Int, runs: Int, planners: inout [any SubscriptionPlanner], account: @Sendable (Int) -> Account,
+                       noting note: @Sendable (Account) -> Bool, diagnostics: inout DiagnosticList) -> (plans: [SubscriptionPlan], noted: [String]) {
+        let forRuns = planners.compactMap(\.forRuns)
+        guard runs > 1, count > 1, forRuns.count == planners.count else {
+            var noted: [String] = []
+            let plans = Self.plans(of: 0..<count, account: account, planners: &planners, noting: note, noted: &noted, diagnostics: &diagnostics)
+            return (plans, noted)
+        }
+        var found = Processors.inRuns(count: count, runs: min(runs, count)) { range in
             var copies: [any SubscriptionPlanner] = forRuns
             var found = DiagnosticList()
-            let plans = Self.plans(of: accounts[range], planners: &copies, diagnostics: &found)
-            return (plans: plans, diagnostics: found)
+            var noted: [String] = []
+            let plans = Self.plans(of: range, account: account, planners: &copies, noting: note, noted: &noted, diagnostics: &found)
+            return (plans: plans, diagnostics: found, noted: noted)
         }
         var plans: [SubscriptionPlan] = []
         plans.reserveCapacity(found.reduce(0) { $0 + $1.plans.count })
+        var noted: [String] = []
         for index in found.indices {
             plans += found[index].plans
             // Let go run by run: the runs and the whole list are not all held at once.
             found[index].plans = []
             diagnostics.append(contentsOf: found[index].diagnostics.all)
+            noted += found[index].noted
         }
-        return plans
+        return (plans, noted)
     }
 
-    /// The subscriptions of the enabled accounts of `accounts`, in order, from every planner.
-    private static func plans(of accounts: ArraySlice<Account>, planners: inout [any SubscriptionPlanner],
-                              diagnostics: inout DiagnosticList) -> [SubscriptionPlan] {
+    /// The subscriptions of the enabled accounts of `indices`, in order, from every planner.
+    private static func plans(of indices: Range<Int>, account: (Int) -> Account, planners: inout [any SubscriptionPlanner],
+                              noting note: (Account) -> Bool, noted: inout [String], diagnostics: inout DiagnosticList) -> [SubscriptionPlan] {
         var plans: [SubscriptionPlan] = []
-        plans.reserveCapacity(accounts.count)
-        for account in accounts where account.isEnabled {
-            for index in planners.indices {
-                plans += planners[index].plans(for: account, diagnostics: &diagnostics)
+        plans.reserveCapacity(indices.count)
+        for index in indices {
+            let account = account(index)
+            guard account.isEnabled else { continue }
+            if note(account) { noted.append(account.id) }
+            for planner in planners.indices {
+                plans += planners[planner].plans(for: account, diagnostics: &diagnostics)
             }
         }
         return plans

@@ -275,6 +275,15 @@ public struct Configuration: Sendable {
     public var files: [String] = []
 
     public init() {}
+
+    /// The accounts, taken out: what is known of them stays in ``accountsLeftOut``, as when a
+    /// load leaves them out (their number, and every key they have, which the wording of a key
+    /// an account lacks reads).
+    public mutating func takeAccounts() -> [Account] {
+        accountsLeftOut.add(accounts)
+        defer { accounts = [] }
+        return accounts
+    }
 }
 
 /// What is kept of the accounts a load checked as they were read, found without a problem,
@@ -291,6 +300,21 @@ public struct AccountsLeftOut: Sendable {
     private var lastNames: AccountKeyNames?
 
     public init() {}
+
+    /// Counts every account of `accounts` as left out, with their keys (an account whose keys
+    /// are those of the one before, as a file's nearly always are, adds none).
+    mutating func add(_ accounts: [Account]) {
+        var last: Int?
+        for index in accounts.indices {
+            count += 1
+            if accounts[index].isEnabled { enabled += 1 }
+            if !accounts[index].unreadableKeys.isEmpty { keys.formUnion(accounts[index].unreadableKeys) }
+            if let last, accounts[index].values.hasSameKeys(as: accounts[last].values) { continue }
+            keys.formUnion(accounts[index].values.keys)
+            last = index
+        }
+        lastNames = nil
+    }
 
     /// Counts `account` as left out, with its keys.
     mutating func add(_ account: LeftOutAccount) {

@@ -22,6 +22,10 @@ struct AgentSetup {
     var runtime: AgentRuntime
     var plans: [SubscriptionPlan] = []
     var pollers: [any ConfirmationPoller] = []
+    /// The enabled accounts with nothing to report on start (no pushTokenReporterUrl, no
+    /// service that registers devices), in file order.
+    var quiet: [String] = []
+    /// The configuration, without its accounts once they are planned.
     var configuration: Configuration { loaded.result.configuration }
 
     /// Loads everything, or fails with the lines to print (configuration errors only; warnings,
@@ -29,15 +33,18 @@ struct AgentSetup {
     /// does not fail on configuration errors.
     init(options: ConfigOptions, stateDir: String?, logger: Logger, forRemove: Bool = false) throws(Failure) {
         loaded = LoadedConfiguration(options: options)
-        let configuration = loaded.result.configuration
+        // Read through `loaded`: a copy of the configuration here would keep every account to
+        // the end, and planning lets them go.
+        let files = loaded.result.configuration.files
+        let settings = loaded.result.configuration.agent
         if loaded.diagnostics.hasErrors && !forRemove {
             loaded.checkRendering(installID: loaded.storedInstallID)
-            throw Failure(diagnostics: loaded.diagnostics.errors(fileOrder: configuration.files), code: Exit.configuration)
+            throw Failure(diagnostics: loaded.diagnostics.errors(fileOrder: files), code: Exit.configuration)
         }
         let environment = loaded.environment
         do {
-            runtime = try AgentRuntime(settings: configuration.agent,
-                                       state: stateDir ?? configuration.agent.resolvedState(environment: environment.variables),
+            runtime = try AgentRuntime(settings: settings,
+                                       state: stateDir ?? settings.resolvedState(environment: environment.variables),
                                        logger: logger,
                                        lockAdvice: forRemove ? "remove works while the agent is stopped (systemctl stop pushreporter); "
                                            + "or delete the account from the files and reload the agent, which then sends its removal" : nil)
@@ -46,22 +53,49 @@ struct AgentSetup {
         }
         guard !forRemove else { return }
         var problems = DiagnosticList()
-        let context = runtime.context(loaded.result, hostname: environment.hostname)
-        (plans, pollers) = runtime.plan(context, diagnostics: &problems)
+        var context = runtime.context(loaded.result, hostname: environment.hostname)
+        let trackingTargets = AdobeBackend.trackingTargets(context)
+        // The accounts go as they are planned: nothing needs them after.
+        loaded.result.configuration.accounts = []
+        let planned = runtime.plan(lettingGoOf: &context, noting: Self.mayBeQuiet, diagnostics: &problems)
+        (plans, pollers) = (planned.plans, planned.pollers)
         if problems.hasErrors {
-            throw Failure(diagnostics: problems.errors(fileOrder: configuration.files), code: Exit.configuration)
+            throw Failure(diagnostics: problems.errors(fileOrder: files), code: Exit.configuration)
         }
+        quiet = Self.quietAccounts(planned.noted, plans: plans)
         loaded.diagnostics.append(contentsOf: problems.all)
-        runtime.trackingTargets.replace(with: AdobeBackend.trackingTargets(context))
+        runtime.trackingTargets.replace(with: trackingTargets)
+    }
+
+    /// Whether an enabled account may have nothing to report on start: it has no
+    /// pushTokenReporterUrl (whether a service registers it is known once it is planned).
+    @Sendable private static func mayBeQuiet(_ account: Account) -> Bool {
+        !account.values.contains(pushTokenReporterURL)
+    }
+
+    private static let pushTokenReporterURL = AccountValueTable.PreparedKey("pushTokenReporterUrl")
+
+    /// Of `candidates` (enabled accounts without a pushTokenReporterUrl), those that no plan of
+    /// `plans` is for. The set is only of the few plans that are not the Acrobits ones.
+    static func quietAccounts(_ candidates: [String], plans: [SubscriptionPlan]) -> [String] {
+        guard !candidates.isEmpty else { return [] }
+        var planned = Set<String>()
+        for index in plans.indices where plans[index].service != SubscriptionKey.acrobits { planned.insert(plans[index].account) }
+        return candidates.filter { !planned.contains($0) }
     }
 
     /// Loads the configuration again for a reload: its subscriptions, or why it is invalid.
     static func reload(options: ConfigOptions, runtime: AgentRuntime) -> ConfigurationLoad {
         var loaded = LoadedConfiguration(options: options)
         var planned: (plans: [SubscriptionPlan], pollers: [any ConfirmationPoller]) = ([], [])
-        let context = runtime.context(loaded.result, hostname: loaded.environment.hostname)
+        var context = runtime.context(loaded.result, hostname: loaded.environment.hostname)
+        var trackingTargets = TrackingTargets()
         if !loaded.diagnostics.hasErrors {
-            planned = runtime.plan(context, diagnostics: &loaded.diagnostics)
+            trackingTargets = AdobeBackend.trackingTargets(context)
+            // The accounts go as they are planned, as at start.
+            loaded.result.configuration.accounts = []
+            let found = runtime.plan(lettingGoOf: &context, noting: { _ in false }, diagnostics: &loaded.diagnostics)
+            planned = (found.plans, found.pollers)
         } else {
             // So that "(and N more …)" counts what rendering finds too.
             loaded.checkRendering(installID: runtime.installID, backends: runtime.backends)
@@ -69,7 +103,7 @@ struct AgentSetup {
         let problems = loaded.diagnostics
         let errors = problems.errors(fileOrder: loaded.result.configuration.files)
         guard let first = errors.first else {
-            runtime.trackingTargets.replace(with: AdobeBackend.trackingTargets(context))
+            runtime.trackingTargets.replace(with: trackingTargets)
             return .loaded(plans: planned.plans, pollers: planned.pollers, settings: loaded.result.configuration.agent,
                            warnings: problems.sorted(fileOrder: loaded.result.configuration.files).filter { $0.severity == .warning })
         }

@@ -148,7 +148,7 @@ struct Run: AsyncParsableCommand {
                 ? "no enabled account has a pushTokenReporterUrl or a service that registers devices, so there is nothing to report on start (Adobe's reports events, with pushreporter track)"
                 : "no enabled account has a pushTokenReporterUrl or a service, so there is nothing to report")
         } else {
-            let quiet = Self.quietAccounts(setup.configuration.accounts, plans: setup.plans)
+            let quiet = setup.quiet
             if !quiet.isEmpty {
                 // Otherwise "reporting 10 accounts" after validate's "12 enabled accounts" reads as two lost.
                 let shown = quiet.prefix(5).map(\.displayEscaped).joined(separator: ", ") + (quiet.count > 5 ? " and \(quiet.count - 5) more" : "")
@@ -161,17 +161,6 @@ struct Run: AsyncParsableCommand {
         return Prepared(runtime: setup.runtime, plans: setup.plans, pollers: setup.pollers,
                         serviceNames: Set([SubscriptionKey.acrobits] + setup.configuration.services.keys),
                         environment: setup.loaded.environment)
-    }
-
-    /// The ids of the enabled accounts of `accounts` that no plan of `plans` is for. Only an
-    /// account without a pushTokenReporterUrl can be one, so the set is of the few others' plans.
-    static func quietAccounts(_ accounts: [Account], plans: [SubscriptionPlan]) -> [String] {
-        let url = AccountValueTable.PreparedKey("pushTokenReporterUrl")
-        let candidates = accounts.indices.filter { accounts[$0].isEnabled && !accounts[$0].values.contains(url) }
-        guard !candidates.isEmpty else { return [] }
-        var planned = Set<String>()
-        for index in plans.indices where plans[index].service != SubscriptionKey.acrobits { planned.insert(plans[index].account) }
-        return candidates.lazy.map { accounts[$0].id }.filter { !planned.contains($0) }
     }
 
     /// `run --once`: every delivery and every owed cleanup, retried until the deadline, or

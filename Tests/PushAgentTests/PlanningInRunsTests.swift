@@ -43,6 +43,34 @@ import Testing
                 diagnostics.all.map(\.formatted))
     }
 
+    /// `planned`, letting each account go once planned: also the ids `note` picked, and the
+    /// context's accounts and left-out count after.
+    static func plannedLettingGo(_ path: String, runs: Int, note: @escaping @Sendable (Account) -> Bool = { _ in false })
+        -> (plans: [String], diagnostics: [String], noted: [String], kept: Int, leftOut: Int) {
+        let result = ConfigurationLoader(environment: LoaderEnvironment(variables: [:], templateSearchPath: [])).load(paths: [path])
+        var diagnostics = result.diagnostics
+        var context = BackendContext(configuration: result.configuration, sources: result.sources, installID: "i", hostname: "h")
+        let (plans, noted) = Backends.standard.plans(lettingGoOf: &context, runs: runs, noting: note, diagnostics: &diagnostics)
+        return (plans.map { "\($0.key) \($0.fingerprint) \($0.delivery?.host ?? "-") \($0.cleanup ?? "-") \($0.refusal ?? "-")" },
+                diagnostics.all.map(\.formatted), noted, context.configuration.accounts.count, context.configuration.accountsLeftOut.count)
+    }
+
+    @Test("letting each account go once planned gives the same plans and diagnostics", arguments: [1, 2, 7, 64])
+    func lettingGo(runs: Int) {
+        let directory = TemporaryDirectory()
+        let path = directory.write("c.yaml", Self.configuration())
+        let one = Self.planned(path, runs: 1)
+        // Every seventh account is disabled (index % 7 == 1): those are never noted.
+        let picked = Self.plannedLettingGo(path, runs: runs) { $0.id.hasSuffix("1") }
+        #expect(picked.plans == one.plans)
+        // "the account has no key 'note'" is a warning because other accounts have the key: the
+        // accounts let go still count for that wording.
+        #expect(picked.diagnostics == one.diagnostics)
+        let expected = (0..<600).filter { $0 % 10 == 1 && $0 % 7 != 1 }.map { "a\($0)" }
+        #expect(picked.noted == expected)
+        #expect(picked.kept == 0 && picked.leftOut == 600)
+    }
+
     @Test("plans and diagnostics, in order, whatever the number of runs", arguments: [2, 7, 64])
     func sameAsOneRun(runs: Int) {
         let directory = TemporaryDirectory()
@@ -109,6 +137,10 @@ import Testing
         let one = Self.planned(path, runs: 1)
         #expect(one.plans.contains { $0.hasPrefix("a3/fcm ") })
         #expect(Self.planned(path, runs: 7) == one)
+        // Its planner reads every account when it is made: they are kept, and planned as they are.
+        let kept = Self.plannedLettingGo(path, runs: 7)
+        #expect(kept.plans == one.plans && kept.diagnostics == one.diagnostics)
+        #expect(kept.kept == 600 && kept.leftOut == 0)
         // The FCM planner with a service says no to runs; without one, every planner says yes.
         for (file, runnable) in [(path, false), (directory.write("plain.yaml", Self.configuration()), true)] {
             let planners = Self.planners(file)
