@@ -290,6 +290,10 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 apply(submits, to: scheduler)
             }
         }
+        // The start's runs, their records and their writes are freed: give that back now, not
+        // once every first attempt is answered (`run --once` 100,000 sent its last two thirds
+        // with 175 MB instead of 140–155).
+        Allocator.releaseFreedMemory()
     }
 
     /// The most submissions the feeder writes and submits at once, as a multiple of the first
