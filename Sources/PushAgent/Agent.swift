@@ -198,7 +198,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
             if keepingJobs { jobs = started.submittedKeys }
             later = started.later
-            if !later.isEmpty { unfed.withLock { $0 = Set(later.lazy.map(\.submission.key)) } }
+            if !later.isEmpty { unfed.withLock { $0 = Set(later.lazy.map(\.key)) } }
             apply(started.actions, to: scheduler)
             return (book.entries.count, book.counts[.removing])
         }
@@ -279,13 +279,13 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             size = min(size * 2, startRunSize * Self.largestStartRunFactor)
             book.withLock { book in
                 for item in stillUnfed(run) {
-                    if let record = book.unsent(item.submission, generation: item.generation) { recorder.save(record) }
+                    if let (record, _) = book.unsent(item.key, generation: item.generation) { recorder.save(record) }
                 }
             }
             guard await flushUntilWritten() else { return }
             book.withLock { book in
                 let submits = stillUnfed(run).compactMap { item -> AgentBook.Action? in
-                    book.unsent(item.submission, generation: item.generation) == nil ? nil : .submit(item.submission)
+                    book.unsent(item.key, generation: item.generation).map { .submit($0.submission) }
                 }
                 apply(submits, to: scheduler)
             }
@@ -307,7 +307,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// The items of `run` that nothing else submitted meanwhile (a reload's submissions take
     /// theirs out of `unfed`).
     private func stillUnfed(_ run: ArraySlice<AgentBook.Unsent>) -> [AgentBook.Unsent] {
-        unfed.withLock { unfed in run.filter { unfed.contains($0.submission.key) } }
+        unfed.withLock { unfed in run.filter { unfed.contains($0.key) } }
     }
 
     /// Runs until graceful shutdown. Throws when the state cannot be written at start: the

@@ -242,8 +242,9 @@ struct AgentBook {
     private func finished(_ start: consuming Start) -> Start {
         if !start.later.isEmpty && start.later.count <= start.firstRun {
             for item in start.later {
-                if item.written, let record = entries.read(item.submission.key, { $0.record }) { start.actions.append(.save(record)) }
-                start.actions.append(.submit(item.submission))
+                guard let (record, submission) = unsent(item.key, generation: item.generation) else { continue }
+                if item.written { start.actions.append(.save(record)) }
+                start.actions.append(.submit(submission))
             }
             start.later = []
         }
@@ -271,7 +272,7 @@ struct AgentBook {
         /// there is room.
         mutating func add(_ written: SubscriptionRecord?, submission: Submission?, generation: UInt64) {
             if let submission, submitted >= firstRun {
-                later.append(Unsent(submission: submission, generation: generation, written: written != nil))
+                later.append(Unsent(key: submission.key, generation: generation, written: written != nil))
                 return
             }
             if let written { actions.append(.save(written)) }
@@ -285,27 +286,32 @@ struct AgentBook {
         var submittedKeys: [SubscriptionKey] {
             actions.compactMap { action in
                 if case .submit(let submission) = action { submission.key } else { nil }
-            } + later.map(\.submission.key)
+            } + later.map(\.key)
         }
     }
 
-    /// A submission of a start not given to the scheduler yet, and its job's generation then.
+    /// A submission of a start not given to the scheduler yet: its key and its job's generation
+    /// then, from which the book gives the submission back (``unsent(_:generation:)``). Kept
+    /// whole, a submission made each of 99,000 later ones 160 bytes instead of 48.
     struct Unsent: Sendable {
-        var submission: Submission
+        var key: SubscriptionKey
         var generation: UInt64
         /// Whether the start changed its record (the feeder writes it whichever).
         var written: Bool
     }
 
     /// A submission of ``start(plans:records:firstRun:)`` the scheduler has not been given yet (the agent
-    /// hands a large start over in runs): its key's record as it stands now, to be written before
-    /// it is submitted. Nil when the book has moved on since: a reload replaced or removed the job
-    /// (and submitted its own), its service stopped (a reload brings it back), or an attempt began.
-    /// The agent also skips a key that anything else submitted meanwhile.
-    func unsent(_ submission: Submission, generation: UInt64) -> SubscriptionRecord? {
-        guard !held.contains(submission.key), isOwned(submission.key), stoppedServices[submission.key.service] == nil else { return nil }
-        return entries.read(submission.key) { entry in
-            entry.job != nil && entry.generation == generation && entry.sentGeneration == nil ? entry.record : nil
+    /// hands a large start over in runs), by its key and generation: its key's record as it stands
+    /// now, to be written before it is submitted, and the submission, as the start made it. Nil
+    /// when the book has moved on since: a reload replaced or removed the job (and submitted its
+    /// own), its service stopped (a reload brings it back), or an attempt began. The agent also
+    /// skips a key that anything else submitted meanwhile.
+    func unsent(_ key: SubscriptionKey, generation: UInt64) -> (record: SubscriptionRecord, submission: Submission)? {
+        guard !held.contains(key), isOwned(key), stoppedServices[key.service] == nil else { return nil }
+        return entries.read(key) { entry in
+            guard entry.job != nil, entry.generation == generation, entry.sentGeneration == nil,
+                  let request = Self.request(of: entry) else { return nil }
+            return (entry.record, Self.submission(key, request, after: .zero))
         } ?? nil
     }
 

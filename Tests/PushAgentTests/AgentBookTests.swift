@@ -334,7 +334,7 @@ import Testing
 
         #expect(Self.submitted(started.actions) == ["gone1@gone.example.com:443", "gone2@gone.example.com:443",
                                                     "a@push.example.com:443"])
-        #expect(started.later.map(\.submission.key.account) == ["b", "c", "d", "e"])
+        #expect(started.later.map(\.key.account) == ["b", "c", "d", "e"])
         #expect(started.submittedKeys.map(\.account) == ["gone1", "gone2", "a", "b", "c", "d", "e"])
         #expect(all.compactMap { if case .submit(let submission) = $0 { submission.key } else { nil } } == started.submittedKeys)
         // The first run writes its own records and every record that is not submitted later.
@@ -346,14 +346,19 @@ import Testing
         // The book has every entry, as a whole start's, and the later runs' records as it would write them.
         #expect(inRuns.counts.statusText == whole.counts.statusText)
         let wholeSaves = Dictionary(uniqueKeysWithValues: Self.saved(all).map { ($0.key, $0) })
+        let wholeSubmissions = Dictionary(uniqueKeysWithValues: all.compactMap { action in
+            if case .submit(let submission) = action { (submission.key, submission) } else { nil }
+        })
         for item in started.later {
-            let record = try #require(inRuns.unsent(item.submission, generation: item.generation))
-            #expect(record == wholeSaves[item.submission.key])
+            let (record, submission) = try #require(inRuns.unsent(item.key, generation: item.generation))
+            #expect(record == wholeSaves[item.key])
+            // The submission comes back as the start made it.
+            #expect(submission == wholeSubmissions[item.key])
         }
         // Once its attempt began, a later submission is no longer the start's to feed.
         let first = try #require(started.later.first)
-        _ = inRuns.beginAttempt(first.submission.key)
-        #expect(inRuns.unsent(first.submission, generation: first.generation) == nil)
+        _ = inRuns.beginAttempt(first.key)
+        #expect(inRuns.unsent(first.key, generation: first.generation) == nil)
 
         // No more than a run after the first one: it all goes at once, written as a whole start's.
         var small = Self.book(reportInterval: nil)
