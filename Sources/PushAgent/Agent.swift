@@ -73,9 +73,15 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     private let claimedJobs = Mutex(Set<SubscriptionKey>())
     /// How many of a start's submissions go to the scheduler at a time (``feed(_:scheduler:)``).
     private let startRunSize: Int
+    /// The longest the feeder waits for room before it submits its next run anyway
+    /// (``roomToSubmit(_:)``).
+    private let feedWait: Duration
     /// The start's subscriptions the feeder has not submitted yet; any other submission of one
     /// (a reload's) takes it out, so that the feeder never submits over it.
     private let unfed = Mutex(Set<SubscriptionKey>())
+    /// How many first attempts handed to the scheduler have not begun: the feeder's pace
+    /// (``roomToSubmit(_:)``). A measure only: a reload's first attempts count off too.
+    private let firstAttemptsOwed = Atomic<Int>(0)
     /// `agent.timeout` of the configuration loaded last: for requests without their own.
     private let defaultTimeout: Mutex<Duration>
     private let startup: Mutex<AgentStart?>
@@ -120,15 +126,21 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     ///   - gracePeriod: how long requests in flight may finish after graceful shutdown, or once a
     ///     round is stopped (``runOnce(deadline:output:stop:)``).
     ///   - statusInterval: the least time between two `STATUS=` messages.
+    ///   - startRunSize: how many of a large start's submissions go to the scheduler first; the
+    ///     rest follow in runs (``feed(_:scheduler:)``).
+    ///   - feedWait: the longest the feeder waits for the scheduler to begin what it was given
+    ///     before it hands over the next run anyway.
     public init(start: AgentStart, settings: AgentSettings, backends: Backends = .standard, transport: any HTTPTransport,
                 recorder: StateRecorder<C>, shared: (any SharedStateStore)? = nil,
                 notifier: any ServiceManagerNotifier = NoNotifier(), logger: Logger, clock: C,
                 wallClock: @escaping @Sendable () -> Int64 = WallClock.epochMilliseconds,
                 load: @escaping @Sendable () async -> ConfigurationLoad = { .invalid(reason: "no reload") },
                 reloadSources: [ReloadSource] = [],
-                gracePeriod: Duration = .seconds(10), statusInterval: Duration = .seconds(1), startRunSize: Int = 1_000) {
+                gracePeriod: Duration = .seconds(10), statusInterval: Duration = .seconds(1), startRunSize: Int = 1_000,
+                feedWait: Duration = .seconds(1)) {
         self.settings = settings
         self.startRunSize = max(1, startRunSize)
+        self.feedWait = feedWait
         self.shared = shared
         self.backends = backends
         self.transport = transport
@@ -200,6 +212,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             later = started.later
             if !later.isEmpty { unfed.withLock { $0 = Set(later.lazy.map(\.key)) } }
             apply(started.actions, to: scheduler)
+            firstAttemptsOwed.store(started.actions.count { if case .submit = $0 { true } else { false } }, ordering: .relaxed)
             return (book.entries.count, book.counts[.removing])
         }
         guard recorder.flush() else { return Beginning(written: false, jobs: jobs) }
@@ -282,17 +295,19 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                     if let (record, _) = book.unsent(item.key, generation: item.generation) { recorder.save(record) }
                 }
             }
-            guard await flushUntilWritten() else { return }
-            book.withLock { book in
+            guard await flushUntilWritten(), await roomToSubmit(run.count) else { return }
+            let submitted = book.withLock { book in
                 let submits = stillUnfed(run).compactMap { item -> AgentBook.Action? in
                     book.unsent(item.key, generation: item.generation).map { .submit($0.submission) }
                 }
                 apply(submits, to: scheduler)
+                return submits.count
             }
+            firstAttemptsOwed.add(submitted, ordering: .relaxed)
         }
         // The start's runs, their records and their writes are freed: give that back now, not
-        // once every first attempt is answered (`run --once` 100,000 sent its last two thirds
-        // with 175 MB instead of 140–155).
+        // once every first attempt is answered (`run --once` 100,000 fed its runs in its first
+        // second, then sent the rest with 175 MB instead of 140–155).
         Allocator.releaseFreedMemory()
     }
 
@@ -303,6 +318,24 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// that every run is one of the batch sizes too (100 for Journeys, 20 for FCM): a run that
     /// ended inside a batch would send it in two requests.
     static var largestStartRunFactor: Int { 8 }
+
+    /// Waits until no more than `count` first attempts handed to the scheduler have yet to
+    /// begin, so that its queue holds about two runs of the start, not all of it: fed as fast as
+    /// they were written, 100,000 submissions waited there (27 MB), the peak of `run --once` once
+    /// planning let the accounts go. The next run is written before this wait, so the queue does
+    /// not run dry meanwhile. At most `feedWait`: a submission that does not begin soon
+    /// (its service stopped, a reload replaced it) does not hold the rest back. False once the
+    /// agent stops or the task is cancelled.
+    private func roomToSubmit(_ count: Int) async -> Bool {
+        // Real time, not the agent's clock (a test's may stand still): this only paces.
+        let clock = ContinuousClock()
+        let end = clock.now.advanced(by: feedWait)
+        while firstAttemptsOwed.load(ordering: .relaxed) > count && clock.now < end {
+            do { try await clock.sleep(for: .milliseconds(5)) } catch { return false }
+            if isStopping.withLock({ $0 }) { return false }
+        }
+        return !Task.isCancelled
+    }
 
     /// The items of `run` that nothing else submitted meanwhile (a reload's submissions take
     /// theirs out of `unfed`).
@@ -659,8 +692,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     private func handle(_ event: SchedulerEvent<SubscriptionKey>, scheduler: ReportScheduler<SubscriptionKey, C>) {
         switch event {
-        case .started(let key, _):
+        case .started(let key, let attempt):
             _ = outOfTime.withLock { $0.remove(key) }
+            if attempt == 1 { firstAttemptsOwed.subtract(1, ordering: .relaxed) }
         case .delivered:
             break
         case .failed(let key, let attempt, let failure, let retryIn):

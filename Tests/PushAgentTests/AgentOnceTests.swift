@@ -127,6 +127,36 @@ final class ScriptedTransport: HTTPTransport {
         #expect(records.count == 25 && records.allSatisfy { $0.state == .delivered && $0.cleanup == "cleanup-\($0.key.account)" })
     }
 
+    @Test func aStartWhoseFirstRequestsHangStillHasEveryRunWrittenAndHandedOver() async throws {
+        // The feeder hands the scheduler its next run once the one before has begun; requests
+        // that do not begin (here: one at a time, the first hanging) must not keep the rest of
+        // the start from being written and submitted: it waits `feedWait` at most.
+        final class HangsUntilReleased: HTTPTransport {
+            let released = Mutex(false)
+            let received = Mutex(0)
+            func send(_ request: TransportRequest) async throws -> TransportResponse {
+                received.withLock { $0 += 1 }
+                _ = await Polling.until { self.released.withLock { $0 } }
+                return TransportResponse(status: 204)
+            }
+        }
+        let store = MemoryStateStore()
+        let transport = HangsUntilReleased()
+        var settings = Self.settings()
+        settings.concurrency = 1
+        let plans = (0..<60).map { Self.plan("a\($0)", url: "http://h.example/a\($0)") }
+        let agent = Agent(start: .configuration(plans: plans, records: [], pollers: []), settings: settings,
+                          transport: transport, recorder: StateRecorder(store: store, logger: Self.quiet, clock: ManualClock()),
+                          logger: Self.quiet, clock: ManualClock(), wallClock: { 0 }, startRunSize: 2, feedWait: .milliseconds(20))
+        let round = Task { await agent.runOnce(deadline: .seconds(60)) }
+        #expect(await Polling.until { (try? store.records().count) == 60 }, "every run written while the first request hangs")
+        #expect(transport.received.withLock { $0 } == 1)
+        transport.released.withLock { $0 = true }
+        let outcome = await round.value
+        #expect(outcome.delivered == 60 && outcome.undelivered.isEmpty)
+        #expect(transport.received.withLock { $0 } == 60)
+    }
+
     @Test func outcomesAreWrittenWhileTheRestIsSentNotOnlyAtTheEnd() async throws {
         // Batches of one: b is answered once a's delivery is in the state. Were outcomes written
         // only after the last answer, b would wait out its bound (and the expectation below would fail).
