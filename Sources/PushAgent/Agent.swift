@@ -306,18 +306,17 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             firstAttemptsOwed.add(submitted, ordering: .relaxed)
         }
         // The start's runs, their records and their writes are freed: give that back now, not
-        // once every first attempt is answered (`run --once` 100,000 fed its runs in its first
-        // second, then sent the rest with 175 MB instead of 140–155).
+        // only once every first attempt is answered.
         Allocator.releaseFreedMemory()
     }
 
     /// The most submissions the feeder writes and submits at once, as a multiple of the first
-    /// run (8,000 for the default 1,000): a run's records wait in the recorder, and its batch is
+    /// run (4,000 for the default 1,000): a run's records wait in the recorder, and its batch is
     /// copied to be written, at the moment the start holds the most; unbounded doubling made that
     /// burst the peak of a large `run --once` (docs/performance.md, fifth round). A multiple, so
     /// that every run is one of the batch sizes too (100 for Journeys, 20 for FCM): a run that
     /// ended inside a batch would send it in two requests.
-    static var largestStartRunFactor: Int { 8 }
+    static var largestStartRunFactor: Int { 4 }
 
     /// Waits until no more than `count` first attempts handed to the scheduler have yet to
     /// begin, so that its queue holds about two runs of the start, not all of it: fed as fast as
