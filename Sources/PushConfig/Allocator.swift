@@ -32,6 +32,18 @@ public enum Allocator {
         _ = trimAllocator(0)
     }
 
+    /// Returns the free pages inside every heap to the system (glibc's `malloc_trim(0)`), and
+    /// keeps the heap keys (``keyThisThreadsHeap()``) for a later ``releaseFreedMemory()``.
+    ///
+    /// For memory freed while what remains is still growing: once a configuration is loaded,
+    /// the file's bytes and the parse are free but stay resident in the loading threads'
+    /// heaps, under the plans made next (about 12 MB at 100,000 accounts, 1.5 ms). Freeing the
+    /// keys there instead left the tops of those heaps with the process while the agent sent
+    /// (docs/performance.md, sixth round).
+    public static func returnFreePages() {
+        _ = trimAllocator(0)
+    }
+
     /// Keeps a block of the heap the calling thread allocates from, for
     /// ``releaseFreedMemory()`` to free; called by the threads that load and plan.
     ///

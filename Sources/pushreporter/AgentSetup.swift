@@ -57,6 +57,8 @@ struct AgentSetup {
         let trackingTargets = AdobeBackend.trackingTargets(context)
         // The accounts go as they are planned: nothing needs them after.
         loaded.result.configuration.accounts = []
+        // What loading freed goes back before the plans are made on top of it.
+        Allocator.returnFreePages()
         let planned = runtime.plan(lettingGoOf: &context, noting: Self.mayBeQuiet, diagnostics: &problems)
         (plans, pollers) = (planned.plans, planned.pollers)
         if problems.hasErrors {
