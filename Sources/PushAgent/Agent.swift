@@ -76,9 +76,6 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// The longest the feeder waits for room before it submits its next run anyway
     /// (``roomToSubmit(_:)``).
     private let feedWait: Duration
-    /// The start's subscriptions the feeder has not submitted yet; any other submission of one
-    /// (a reload's) takes it out, so that the feeder never submits over it.
-    private let unfed = Mutex(Set<SubscriptionKey>())
     /// How many first attempts handed to the scheduler have not begun: the feeder's pace
     /// (``roomToSubmit(_:)``). A measure only: a reload's first attempts count off too.
     private let firstAttemptsOwed = Atomic<Int>(0)
@@ -210,8 +207,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
             if keepingJobs { jobs = started.submittedKeys }
             later = started.later
-            if !later.isEmpty { unfed.withLock { $0 = Set(later.lazy.map(\.key)) } }
-            apply(started.actions, to: scheduler)
+            apply(started.actions, to: scheduler, in: &book)
             firstAttemptsOwed.store(started.actions.count { if case .submit = $0 { true } else { false } }, ordering: .relaxed)
             return (book.entries.count, book.counts[.removing])
         }
@@ -278,9 +274,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// written first, then what is still the start's job is submitted (a reload or a stopped
     /// service may have moved some on meanwhile; ``AgentBook/unsent(_:generation:)``).
     private func feed(_ later: [AgentBook.Unsent], scheduler: ReportScheduler<SubscriptionKey, C>) async {
-        // Done or given up: the set's room goes too.
-        defer { unfed.withLock { $0 = [] } }
         var next = later.startIndex
+        // Done, or given up: what was not fed awaits the feeder no more.
+        defer { book.withLock { $0.endFeed(later[next...].lazy.map(\.key)) } }
         // Each run twice the one before, up to `largestStartRunFactor` first runs: the scheduler
         // has the earlier runs to send meanwhile, and the rest of 100,000 subscriptions takes 15
         // transactions instead of 99.
@@ -291,16 +287,16 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             next = run.endIndex
             size = min(size * 2, startRunSize * Self.largestStartRunFactor)
             book.withLock { book in
-                for item in stillUnfed(run) {
+                for item in stillUnfed(run, in: book) {
                     if let (record, _) = book.unsent(item.key, generation: item.generation) { recorder.save(record) }
                 }
             }
             guard await flushUntilWritten(), await roomToSubmit(run.count) else { return }
             let submitted = book.withLock { book in
-                let submits = stillUnfed(run).compactMap { item -> AgentBook.Action? in
+                let submits = stillUnfed(run, in: book).compactMap { item -> AgentBook.Action? in
                     book.unsent(item.key, generation: item.generation).map { .submit($0.submission) }
                 }
-                apply(submits, to: scheduler)
+                apply(submits, to: scheduler, in: &book)
                 return submits.count
             }
             firstAttemptsOwed.add(submitted, ordering: .relaxed)
@@ -336,10 +332,10 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         return !Task.isCancelled
     }
 
-    /// The items of `run` that nothing else submitted meanwhile (a reload's submissions take
-    /// theirs out of `unfed`).
-    private func stillUnfed(_ run: ArraySlice<AgentBook.Unsent>) -> [AgentBook.Unsent] {
-        unfed.withLock { unfed in run.filter { unfed.contains($0.key) } }
+    /// The items of `run` that nothing else submitted meanwhile (``apply(_:to:in:)`` hands
+    /// over every key it submits, a reload's too).
+    private func stillUnfed(_ run: ArraySlice<AgentBook.Unsent>, in book: borrowing AgentBook) -> [AgentBook.Unsent] {
+        run.filter { book.awaitsFeed($0.key) }
     }
 
     /// Runs until graceful shutdown. Throws when the state cannot be written at start: the
@@ -643,7 +639,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 let item = items[index]
                 let alreadyStopped = book.stoppedServices[item.key.service] != nil
                 guard let (actions, request, settlement) = book.settle(item.key, outcome, attempt: item.attempt, now: now) else { continue }
-                apply(actions, to: scheduler)
+                apply(actions, to: scheduler, in: &book)
                 // A stopped service is said once, not once for each of its subscriptions.
                 if case .stopped = settlement, alreadyStopped { continue }
                 settled.append((item.key, request, settlement, item.attempt))
@@ -657,15 +653,16 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         return results
     }
 
-    /// Applies the book's actions in order; called with the book locked so that they keep it.
+    /// Applies the book's actions in order; called with `book` locked so that they keep it.
     /// Consecutive submissions go to the scheduler together, so that those due together leave
-    /// together (in one batch where their backend batches).
-    private func apply(_ actions: [AgentBook.Action], to scheduler: ReportScheduler<SubscriptionKey, C>) {
+    /// together (in one batch where their backend batches). A key submitted while the start is
+    /// fed is handed over: the feeder never submits over it.
+    private func apply(_ actions: [AgentBook.Action], to scheduler: ReportScheduler<SubscriptionKey, C>, in book: inout AgentBook) {
         var submissions: [ReportScheduler<SubscriptionKey, C>.Submission] = []
-        let feeding = !unfed.withLock { $0.isEmpty }
+        let feeding = book.awaitingFeed > 0
         for action in actions {
             if case .submit(let submission) = action {
-                if feeding { unfed.withLock { _ = $0.remove(submission.key) } }
+                if feeding { book.handedOver(submission.key) }
                 submissions.append(.init(key: submission.key, host: submission.host, after: submission.after,
                                          batch: submission.batch, hold: submission.pauseLabel))
                 continue
@@ -703,7 +700,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             let request = book.withLock { book -> SubscriptionRequest? in
                 guard let (actions, request) = book.failed(key, attempt: attempt, reason: failure.reason,
                                                            retryIn: retryIn, now: now) else { return nil }
-                apply(actions, to: scheduler)
+                apply(actions, to: scheduler, in: &book)
                 return request
             }
             if let request {
@@ -783,7 +780,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         for item in waiting {
             if now - item.acceptedAt >= timeout {
                 let reason = "accepted, but not confirmed within \(DurationText(poller.timeout)); not sent again until it changes"
-                book.withLock { book in apply(book.unconfirmed(item.key, reason: reason), to: scheduler) }
+                book.withLock { book in apply(book.unconfirmed(item.key, reason: reason), to: scheduler, in: &book) }
                 logger.warning("\(item.key.description.displayEscaped): \(reason)")
             } else {
                 asked.append((item.key, item.data))
@@ -796,7 +793,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             guard let answer else { continue }
             let settled = book.withLock { book -> (AgentBook.Settlement?, SubscriptionRequest?)? in
                 guard let (actions, settlement) = book.confirmed(item.key, data: item.data, answer, now: answeredAt) else { return nil }
-                apply(actions, to: scheduler)
+                apply(actions, to: scheduler, in: &book)
                 return (settlement, book.entries[item.key]?.plan?.delivery)
             }
             guard let (settlement, request) = settled else { continue }
@@ -855,12 +852,12 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 let (lost, disagreeing, handedBack) = book.withLock { book -> (Int, [SubscriptionKey], [SubscriptionKey]) in
                     // Found expired by another agent: what it held is the others' business now.
                     let lost = round.expelled ? Array(book.owned ?? []) : []
-                    apply(book.relinquish(lost), to: scheduler)
+                    apply(book.relinquish(lost), to: scheduler, in: &book)
                     // Valid from here: what it lost cannot start any more, and what it claims
                     // may start at once.
                     leasesValidUntil.withLock { $0 = started.advanced(by: timeout - margin) }
                     let (actions, disagreeing) = book.acquire(round.claimed, now: now)
-                    apply(actions, to: scheduler)
+                    apply(actions, to: scheduler, in: &book)
                     claimedJobs.withLock { jobs in
                         jobs.subtract(lost)
                         for case .submit(let submission) in actions { jobs.insert(submission.key) }
@@ -869,7 +866,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                     // book first, so that nothing of it starts once its records are written.
                     let excess = (book.owned?.count ?? 0) - round.share - max(1, round.share / 20)
                     let idle = excess > 0 && !stopping ? Array(book.idleOwned(until: idleUntil).prefix(excess)) : []
-                    apply(book.relinquish(idle), to: scheduler)
+                    apply(book.relinquish(idle), to: scheduler, in: &book)
                     return (lost.count, disagreeing, idle)
                 }
                 if lost > 0 {
@@ -993,7 +990,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             guard let data, let scheduler = serving.withLock({ $0 }) else { return HTTPEndpoint.Response(status: 202) }
             let settled = book.withLock { book -> AgentBook.Settlement?? in
                 guard let (actions, settlement) = book.confirmed(key, data: data, outcome, now: wallClock()) else { return nil }
-                apply(actions, to: scheduler)
+                apply(actions, to: scheduler, in: &book)
                 return .some(settlement)
             }
             if case .some(.some(let settlement)) = settled {
@@ -1028,7 +1025,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 for action in actions {
                     if case .submit = action { submits.append(action) } else { others.append(action) }
                 }
-                apply(others, to: scheduler)
+                apply(others, to: scheduler, in: &book)
                 return (submits, summary)
             }
             replacePollers(newPollers)
@@ -1048,7 +1045,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             guard await flushUntilWritten() else { return }
             book.withLock { book in
                 book.releaseHeld()
-                apply(submits, to: scheduler)
+                apply(submits, to: scheduler, in: &book)
             }
             statusNote.withLock { $0 = nil }
             announceWhenSettled.withLock { $0 = true }

@@ -54,6 +54,9 @@ struct AgentBook {
         var generation: UInt64 = 0
         /// The generation of the attempt the scheduler last started.
         var sentGeneration: UInt64?
+        /// Booked by a start for a later run and not handed to the scheduler since: the
+        /// feeder's to submit (``AgentBook/awaitsFeed(_:)``).
+        var awaitsFeed = false
 
         init(record: SubscriptionRecord, plan: SubscriptionPlan?, job: Job?, cleanups: [OwedCleanup] = []) {
             self.record = record
@@ -239,9 +242,10 @@ struct AgentBook {
 
     /// `start` with a rest of no more than a run taken into its first run (the feeder's second
     /// transaction would buy nothing), and its actions in the order they are applied.
-    private func finished(_ start: consuming Start) -> Start {
+    private mutating func finished(_ start: consuming Start) -> Start {
         if !start.later.isEmpty && start.later.count <= start.firstRun {
             for item in start.later {
+                handedOver(item.key)
                 guard let (record, submission) = unsent(item.key, generation: item.generation) else { continue }
                 if item.written { start.actions.append(.save(record)) }
                 start.actions.append(.submit(submission))
@@ -263,6 +267,8 @@ struct AgentBook {
         /// How many submissions `actions` takes.
         let firstRun: Int
         private var submitted = 0
+        /// Whether the first run is full: a submission added now goes in ``later``.
+        var isFull: Bool { submitted >= firstRun }
 
         init(firstRun: Int) {
             self.firstRun = firstRun
@@ -307,12 +313,40 @@ struct AgentBook {
     /// own), its service stopped (a reload brings it back), or an attempt began. The agent also
     /// skips a key that anything else submitted meanwhile.
     func unsent(_ key: SubscriptionKey, generation: UInt64) -> (record: SubscriptionRecord, submission: Submission)? {
+        // (Whether it still awaits the feeder is ``awaitsFeed(_:)``: the agent hands a key over
+        // whenever it submits it, which the book does not see.)
         guard !held.contains(key), isOwned(key), stoppedServices[key.service] == nil else { return nil }
         return entries.read(key) { entry in
             guard entry.job != nil, entry.generation == generation, entry.sentGeneration == nil,
                   let request = Self.request(of: entry) else { return nil }
             return (entry.record, Self.submission(key, request, after: .zero))
         } ?? nil
+    }
+
+    /// How many entries a start booked for a later run that the scheduler has not been given
+    /// (``Entry/awaitsFeed``): while there are any, every submission is looked up to tell.
+    private(set) var awaitingFeed = 0
+
+    /// Whether `key` was booked by a start for a later run and has not been handed to the
+    /// scheduler since (by the feeder, or by a reload's submission of it).
+    func awaitsFeed(_ key: SubscriptionKey) -> Bool {
+        awaitingFeed > 0 && entries.read(key) { $0.awaitsFeed } == true
+    }
+
+    /// `key` is handed to the scheduler (or never will be by the feeder): it no longer awaits it.
+    mutating func handedOver(_ key: SubscriptionKey) {
+        guard awaitingFeed > 0 else { return }
+        let was = entries.update(key) { entry in
+            defer { entry.awaitsFeed = false }
+            return entry.awaitsFeed
+        }
+        if was == true { awaitingFeed -= 1 }
+    }
+
+    /// The feeder is done, or gave up with `rest` not fed: nothing awaits it any more.
+    mutating func endFeed(_ rest: some Sequence<SubscriptionKey>) {
+        for key in rest { handedOver(key) }
+        awaitingFeed = 0
     }
 
     /// The first configuration of an agent that shares its state (SPEC §11): every planned
@@ -908,6 +942,12 @@ struct AgentBook {
     /// ``schedule(_:actions:)`` for a start: `entry`'s record is written first when `written`.
     private mutating func book(_ entry: consuming Entry, written: Bool, into start: inout Start) {
         let record = written ? entry.record : nil
+        var entry = entry
+        // Its submission goes in a later run (``Start/add(_:submission:generation:)``).
+        if start.isFull, Self.request(of: entry) != nil {
+            entry.awaitsFeed = true
+            awaitingFeed += 1
+        }
         let (submission, generation) = store(entry)
         start.add(record, submission: submission, generation: generation)
     }

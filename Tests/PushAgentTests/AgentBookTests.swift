@@ -355,15 +355,26 @@ import Testing
             // The submission comes back as the start made it.
             #expect(submission == wholeSubmissions[item.key])
         }
+        // The later runs' keys await the feeder until they are handed over, by it or by
+        // anything else that submits them; the first run's never do.
+        #expect(started.later.allSatisfy { inRuns.awaitsFeed($0.key) })
+        #expect(!inRuns.awaitsFeed(Self.k("a")) && !inRuns.awaitsFeed(Self.k("waits")))
+        #expect(inRuns.awaitingFeed == 4)
+        inRuns.handedOver(Self.k("c"))
+        #expect(!inRuns.awaitsFeed(Self.k("c")) && inRuns.awaitsFeed(Self.k("b")) && inRuns.awaitingFeed == 3)
         // Once its attempt began, a later submission is no longer the start's to feed.
         let first = try #require(started.later.first)
         _ = inRuns.beginAttempt(first.key)
         #expect(inRuns.unsent(first.key, generation: first.generation) == nil)
+        // The feeder done (or given up): nothing awaits it.
+        inRuns.endFeed(started.later.map(\.key))
+        #expect(inRuns.awaitingFeed == 0 && !started.later.contains { inRuns.awaitsFeed($0.key) })
 
         // No more than a run after the first one: it all goes at once, written as a whole start's.
         var small = Self.book(reportInterval: nil)
         let once = small.start(plans: plans(), records: records(), firstRun: 4)
         #expect(once.later.isEmpty)
+        #expect(small.awaitingFeed == 0, "a rest that goes in the first run awaits no feeder")
         #expect(Self.submitted(once.actions) == Self.submitted(all))
         #expect(Set(Self.saved(once.actions).map(\.key)) == Set(Self.saved(all).map(\.key)))
         let lastSmallSave = try #require(once.actions.lastIndex { if case .save = $0 { true } else { false } })
