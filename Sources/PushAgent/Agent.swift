@@ -165,11 +165,10 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     /// Starts the book and writes what it decided before anything is sent; `written` is false
     /// when the state cannot be written. A large start keeps all but its first run for
-    /// ``feed(_:scheduler:)``. `keepingJobs`: whether the keys given a job are wanted (`run --once`
-    /// sums them up; the long-running agent would hold them for nothing).
-    private func begin(_ scheduler: ReportScheduler<SubscriptionKey, C>, keepingJobs: Bool) -> Beginning {
+    /// ``feed(_:scheduler:)``.
+    private func begin(_ scheduler: ReportScheduler<SubscriptionKey, C>) -> Beginning {
         guard let start = startup.withLock({ startup in defer { startup = nil }; return startup }) else {
-            return Beginning(written: true, jobs: [])
+            return Beginning(written: true, jobs: 0)
         }
         // With shared state, the agent joins the others first, and adds the subscriptions the
         // state does not know yet, for whichever agent claims them.
@@ -180,11 +179,11 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 try shared.publish(plans.map(\.key))
             } catch {
                 logger.error("\(error.description)")
-                return Beginning(written: false, jobs: [])
+                return Beginning(written: false, jobs: 0)
             }
         }
         // The scheduler does not run yet, so nothing is sent before the flush.
-        var jobs: [SubscriptionKey] = []
+        var jobs = 0
         var later: [AgentBook.Unsent] = []
         let (subscriptions, owedCleanups) = book.withLock { book -> (Int, Int) in
             let started: AgentBook.Start
@@ -205,7 +204,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 // Nothing to claim: `remove` took its subscriptions before it started.
                 claimedAll.withLock { $0 = true }
             }
-            if keepingJobs { jobs = started.submittedKeys }
+            jobs = book.startJobs
             later = started.later
             apply(started.actions, to: scheduler, in: &book)
             firstAttemptsOwed.store(started.actions.count { if case .submit = $0 { true } else { false } }, ordering: .relaxed)
@@ -233,12 +232,12 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         return Beginning(written: true, jobs: jobs, later: Feed(later))
     }
 
-    /// What ``begin(_:)`` did: whether the state was written, the subscriptions it gave a job,
-    /// and the submissions still to hand to the scheduler (``feed(_:scheduler:)``).
+    /// What ``begin(_:)`` did: whether the state was written, how many subscriptions it gave a
+    /// job (the book flags them: ``AgentBook/Entry/isStartJob``), and the submissions still to
+    /// hand to the scheduler (``feed(_:scheduler:)``).
     private struct Beginning {
         var written: Bool
-        /// Each key once; a set only when the run ends, not before the first request.
-        var jobs: [SubscriptionKey]
+        var jobs: Int
         var later = Feed([])
     }
 
@@ -342,7 +341,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// cleanups must be in the state before any delivery is sent.
     public func run() async throws {
         let scheduler = makeScheduler()
-        let beginning = begin(scheduler, keepingJobs: false)
+        let beginning = begin(scheduler)
         guard beginning.written else {
             throw StateRecorder<C>.Failure(description: "the state cannot be written, so nothing is sent; see the error above")
         }
@@ -448,10 +447,10 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         stop?.whenRequested { [self] in stopSending(scheduler) }
         // One round: nothing is scheduled for later (`reportInterval` is the agent's business).
         book.withLock { $0.reportInterval = nil }
-        let beginning = begin(scheduler, keepingJobs: true)
+        let beginning = begin(scheduler)
         let jobs = beginning.jobs
         guard beginning.written else {
-            return OnceOutcome(total: jobs.count, delivered: 0, undelivered: [], counts: book.withLock { $0.counts },
+            return OnceOutcome(total: jobs, delivered: 0, undelivered: [], counts: book.withLock { $0.counts },
                                elapsed: .zero, deadline: deadline, stateWritten: false)
         }
         let (settled, settledContinuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -534,36 +533,32 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         for record in book.withLock({ $0.endOfRun() }) { recorder.save(record) }
         let stateWritten = recorder.flush()
         handBackLeases()
-        return outcome(started: jobs, claimed: claimedJobs.withLock { $0 }, elapsed: start.duration(to: clock.now), deadline: deadline,
+        return outcome(claimed: claimedJobs.withLock { $0 }, elapsed: start.duration(to: clock.now), deadline: deadline,
                        stateWritten: stateWritten)
     }
 
-    /// `started`: the start's jobs, each key once; `claimed`: those taken from other agents
+    /// The round's outcome: the start's jobs, which the book flags (a list of their keys was
+    /// held to the end for this, 3 MB at 100,000), and `claimed`, those taken from other agents
     /// since (shared state only).
-    private func outcome(started: [SubscriptionKey], claimed: Set<SubscriptionKey>, elapsed: Duration, deadline: Duration,
+    private func outcome(claimed: Set<SubscriptionKey>, elapsed: Duration, deadline: Duration,
                          stateWritten: Bool) -> OnceOutcome {
-        var jobs = started
-        if !claimed.isEmpty {
-            let known = Set(started)
-            jobs += claimed.filter { !known.contains($0) }
-        }
-        return book.withLock { book in
-            // Each job looked up once, where its entry lies (one gone from the book was cleaned
-            // up and forgotten): a set of 100,000 keys built to walk them, and each entry copied
-            // out, took a tenth of a second after the last answer (perf).
-            var failed = jobs.filter { key in
+        book.withLock { book in
+            // Read in place (an entry copied out for each of 100,000 took a tenth of a second).
+            // One gone from the book was cleaned up and forgotten: it counts, and did not fail.
+            var failed = book.entries.compactMapBorrowing { key, entry in
+                entry.isStartJob && (entry.job != nil || entry.record.state == .rejected || entry.record.state == .stopped) ? key : nil
+            }
+            let claimedOnly = claimed.filter { key in book.entries.read(key) { !$0.isStartJob } ?? true }
+            failed += claimedOnly.filter { key in
                 book.entries.read(key) { $0.job != nil || $0.record.state == .rejected || $0.record.state == .stopped } == true
             }
             // What the configuration itself refuses to send (SPEC §12): rejected without a job,
             // and not one of the jobs (which a receiver may have rejected).
             var refused = book.entries.compactMapBorrowing { key, entry in
-                entry.job == nil && entry.record.state == .rejected ? key : nil
+                !entry.isStartJob && entry.job == nil && entry.record.state == .rejected ? key : nil
             }
-            if !refused.isEmpty {
-                let isJob = Set(jobs)
-                refused.removeAll { isJob.contains($0) }
-                failed += refused
-            }
+            if !claimedOnly.isEmpty { refused.removeAll { claimedOnly.contains($0) } }
+            failed += refused
             let undelivered = failed.sorted().compactMap { key -> OnceOutcome.Undelivered? in
                 guard let entry = book.entries[key] else { return nil }
                 let request = book.currentRequest(key) ?? entry.plan?.delivery
@@ -571,18 +566,18 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                              host: request?.host ?? "", state: entry.record.state, attempts: entry.record.attempts,
                              reason: entry.record.lastOutcome ?? OnceOutcome.noResponse)
             }
-            let total = jobs.count + refused.count
+            let total = book.startJobs + claimedOnly.count + refused.count
             return OnceOutcome(total: total, delivered: total - undelivered.count, undelivered: undelivered,
                                counts: book.counts, elapsed: elapsed, deadline: deadline, stateWritten: stateWritten)
         }
     }
 
-    private func showProgress(jobs started: [SubscriptionKey], output: LogOutput, scheduler: ReportScheduler<SubscriptionKey, C>) async {
+    private func showProgress(jobs started: Int, output: LogOutput, scheduler: ReportScheduler<SubscriptionKey, C>) async {
         // Real time, not the scheduler's clock: this only paints the terminal.
         let painter = ContinuousClock()
         while !Task.isCancelled {
             // Only agents that share their state claim jobs, and they start with none.
-            let jobs = started.count + claimedJobs.withLock { $0.isEmpty ? 0 : $0.subtracting(started).count }
+            let jobs = started + claimedJobs.withLock { $0.count }
             let counts = book.withLock { $0.counts }
             let pending = book.withLock { $0.entries.jobCount }
             // Once stopped, only what is in flight is waited for.

@@ -57,6 +57,8 @@ struct AgentBook {
         /// Booked by a start for a later run and not handed to the scheduler since: the
         /// feeder's to submit (``AgentBook/awaitsFeed(_:)``).
         var awaitsFeed = false
+        /// Given a job by the start (``AgentBook/startJobs``): what `run --once` sums up.
+        var isStartJob = false
 
         init(record: SubscriptionRecord, plan: SubscriptionPlan?, job: Job?, cleanups: [OwedCleanup] = []) {
             self.record = record
@@ -322,6 +324,10 @@ struct AgentBook {
             return (entry.record, Self.submission(key, request, after: .zero))
         } ?? nil
     }
+
+    /// How many subscriptions the start gave a job (``Entry/isStartJob``): each submitted once,
+    /// in its first run or a later one.
+    private(set) var startJobs = 0
 
     /// How many entries a start booked for a later run that the scheduler has not been given
     /// (``Entry/awaitsFeed``): while there are any, every submission is looked up to tell.
@@ -943,10 +949,14 @@ struct AgentBook {
     private mutating func book(_ entry: consuming Entry, written: Bool, into start: inout Start) {
         let record = written ? entry.record : nil
         var entry = entry
-        // Its submission goes in a later run (``Start/add(_:submission:generation:)``).
-        if start.isFull, Self.request(of: entry) != nil {
-            entry.awaitsFeed = true
-            awaitingFeed += 1
+        if Self.request(of: entry) != nil {
+            entry.isStartJob = true
+            startJobs += 1
+            // Its submission goes in a later run (``Start/add(_:submission:generation:)``).
+            if start.isFull {
+                entry.awaitsFeed = true
+                awaitingFeed += 1
+            }
         }
         let (submission, generation) = store(entry)
         start.add(record, submission: submission, generation: generation)
