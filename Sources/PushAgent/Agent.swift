@@ -76,9 +76,6 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// The longest the feeder waits for room before it submits its next run anyway
     /// (``roomToSubmit(_:)``).
     private let feedWait: Duration
-    /// How many first attempts handed to the scheduler have not begun: the feeder's pace
-    /// (``roomToSubmit(_:)``). A measure only: a reload's first attempts count off too.
-    private let firstAttemptsOwed = Atomic<Int>(0)
     /// `agent.timeout` of the configuration loaded last: for requests without their own.
     private let defaultTimeout: Mutex<Duration>
     private let startup: Mutex<AgentStart?>
@@ -207,7 +204,6 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             jobs = book.startJobs
             later = started.later
             apply(started.actions, to: scheduler, in: &book)
-            firstAttemptsOwed.store(started.actions.count { if case .submit = $0 { true } else { false } }, ordering: .relaxed)
             return (book.entries.count, book.counts[.removing])
         }
         guard recorder.flush() else { return Beginning(written: false, jobs: jobs) }
@@ -275,9 +271,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     private func feed(_ later: [AgentBook.Unsent], scheduler: ReportScheduler<SubscriptionKey, C>) async {
         var next = later.startIndex
         // Done, or given up: what was not fed awaits the feeder no more.
-        defer { book.withLock { $0.endFeed(later[next...].lazy.map(\.key)) } }
+        defer { book.withLock { $0.endFeed() } }
         // Each run twice the one before, up to `largestStartRunFactor` first runs: the scheduler
-        // has the earlier runs to send meanwhile, and the rest of 100,000 subscriptions takes 15
+        // has the earlier runs to send meanwhile, and the rest of 100,000 subscriptions takes 26
         // transactions instead of 99.
         var size = startRunSize
         while next < later.endIndex {
@@ -290,15 +286,13 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                     if let (record, _) = book.unsent(item.key, generation: item.generation) { recorder.save(record) }
                 }
             }
-            guard await flushUntilWritten(), await roomToSubmit(run.count) else { return }
-            let submitted = book.withLock { book in
+            guard await flushUntilWritten(), await roomToSubmit(run.count, in: scheduler) else { return }
+            book.withLock { book in
                 let submits = stillUnfed(run, in: book).compactMap { item -> AgentBook.Action? in
                     book.unsent(item.key, generation: item.generation).map { .submit($0.submission) }
                 }
                 apply(submits, to: scheduler, in: &book)
-                return submits.count
             }
-            firstAttemptsOwed.add(submitted, ordering: .relaxed)
         }
         // The start's runs, their records and their writes are freed: give that back now, not
         // only once every first attempt is answered.
@@ -313,18 +307,19 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// ended inside a batch would send it in two requests.
     static var largestStartRunFactor: Int { 4 }
 
-    /// Waits until no more than `count` first attempts handed to the scheduler have yet to
-    /// begin, so that its queue holds about two runs of the start, not all of it: fed as fast as
-    /// they were written, 100,000 submissions waited there (27 MB), the peak of `run --once` once
-    /// planning let the accounts go. The next run is written before this wait, so the queue does
-    /// not run dry meanwhile. At most `feedWait`: a submission that does not begin soon
-    /// (its service stopped, a reload replaced it) does not hold the rest back. False once the
+    /// Waits until no more than `count` reports wait in `scheduler` for their first attempt, so
+    /// that its queue holds about two runs of the start, not all of it: fed as fast as they were
+    /// written, 100,000 submissions waited there (27 MB), the peak of `run --once` once planning
+    /// let the accounts go. The next run is written before this wait, so the queue does not run
+    /// dry meanwhile. The scheduler counts them (a cancelled one goes, a re-submitted one counts
+    /// once). Each wait lasts `feedWait` at most: reports that do not begin (a host that holds
+    /// them back) slow the feeding to a run per `feedWait`, and never stop it. False once the
     /// agent stops or the task is cancelled.
-    private func roomToSubmit(_ count: Int) async -> Bool {
+    private func roomToSubmit(_ count: Int, in scheduler: ReportScheduler<SubscriptionKey, C>) async -> Bool {
         // Real time, not the agent's clock (a test's may stand still): this only paces.
         let clock = ContinuousClock()
         let end = clock.now.advanced(by: feedWait)
-        while firstAttemptsOwed.load(ordering: .relaxed) > count && clock.now < end {
+        while scheduler.firstAttemptsWaiting > count && clock.now < end {
             do { try await clock.sleep(for: .milliseconds(5)) } catch { return false }
             if isStopping.withLock({ $0 }) { return false }
         }
@@ -683,9 +678,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     private func handle(_ event: SchedulerEvent<SubscriptionKey>, scheduler: ReportScheduler<SubscriptionKey, C>) {
         switch event {
-        case .started(let key, let attempt):
+        case .started(let key, _):
             _ = outOfTime.withLock { $0.remove(key) }
-            if attempt == 1 { firstAttemptsOwed.subtract(1, ordering: .relaxed) }
         case .delivered:
             break
         case .failed(let key, let attempt, let failure, let retryIn):

@@ -349,9 +349,9 @@ struct AgentBook {
         if was == true { awaitingFeed -= 1 }
     }
 
-    /// The feeder is done, or gave up with `rest` not fed: nothing awaits it any more.
-    mutating func endFeed(_ rest: some Sequence<SubscriptionKey>) {
-        for key in rest { handedOver(key) }
+    /// The feeder is done, or gave up: nothing awaits it any more. The flags it leaves are
+    /// read only while ``awaitingFeed`` is above zero.
+    mutating func endFeed() {
         awaitingFeed = 0
     }
 

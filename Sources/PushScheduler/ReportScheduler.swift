@@ -225,6 +225,11 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
         state.withLock { $0.queue.pendingCount }
     }
 
+    /// How many reports wait for their first attempt: submitted, not started, not failed yet.
+    public var firstAttemptsWaiting: Int {
+        state.withLock { $0.queue.firstAttemptsWaiting }
+    }
+
     /// How many reports have an attempt running (each report of a batch counts).
     public var inFlightCount: Int {
         state.withLock { $0.queue.inFlightCount }

@@ -136,6 +136,9 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
     }
 
     var pendingCount: Int { pending.count }
+    /// Pending reports that have not failed yet: submitted, and waiting for their first attempt
+    /// (a re-submission starts its count afresh). Kept as they come and go.
+    private(set) var firstAttemptsWaiting = 0
     /// Reports in flight.
     var inFlightCount: Int { inFlight.count }
     /// Requests in flight: a batch counts once.
@@ -157,6 +160,7 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
             submission: Submission(host: host, batch: batch, hold: hold), due: due, sequence: lastSequence,
             token: lastToken, attempts: Retries(), isQueued: false, slot: slot
         )
+        firstAttemptsWaiting += 1
         if inFlight[key] != nil {
             inFlight[key]!.isDiscarded = true
             pending[key] = record
@@ -380,7 +384,9 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
 
     /// Removes the pending record of `key`, counting the entries it leaves behind.
     private mutating func dropPending(_ key: Key) {
-        guard let removed = pending.removeValue(forKey: key), removed.isQueued else { return }
+        guard let removed = pending.removeValue(forKey: key) else { return }
+        if removed.attempts.failures == 0 { firstAttemptsWaiting -= 1 }
+        guard removed.isQueued else { return }
         staleEntries += removed.submission.entriesWhenQueued
     }
 
@@ -448,6 +454,7 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
     /// Moves the queued report `key`, one of whose entries was just popped, to in flight.
     private mutating func moveToFlight(_ key: Key) -> Request.Item {
         let record = pending.removeValue(forKey: key)!
+        if record.attempts.failures == 0 { firstAttemptsWaiting -= 1 }
         staleEntries += record.submission.entriesWhenQueued - 1
         inFlight[key] = InFlight(submission: record.submission, token: record.token, attempts: record.attempts, isDiscarded: false,
                                  slot: record.slot)

@@ -367,7 +367,7 @@ import Testing
         _ = inRuns.beginAttempt(first.key)
         #expect(inRuns.unsent(first.key, generation: first.generation) == nil)
         // The feeder done (or given up): nothing awaits it.
-        inRuns.endFeed(started.later.map(\.key))
+        inRuns.endFeed()
         #expect(inRuns.awaitingFeed == 0 && !started.later.contains { inRuns.awaitsFeed($0.key) })
 
         // No more than a run after the first one: it all goes at once, written as a whole start's.

@@ -46,6 +46,40 @@ struct SchedulerQueueTests {
 
     let group = Batching(group: "svc", limit: 3)
 
+    /// `firstAttemptsWaiting` counted afresh from the pending reports.
+    static func expectFirstAttemptsCounted(_ queue: Queue, _ expected: Int, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(queue.firstAttemptsWaiting == expected, sourceLocation: sourceLocation)
+        #expect(queue.pending.values.count { $0.attempts.failures == 0 } == expected, sourceLocation: sourceLocation)
+    }
+
+    @Test("The reports waiting for their first attempt are counted as they start, fail, go and come back")
+    func firstAttemptsWaiting() throws {
+        var generator = SeededGenerator(seed: 1)
+        var queue = Self.makeQueue(concurrency: 1)
+        for key in ["a", "b", "c", "d"] { queue.submit(key, host: "h", due: Self.at(0)) }
+        Self.expectFirstAttemptsCounted(queue, 4)
+        // a starts: it no longer waits for a first attempt, and its failure does not make it wait for one.
+        let a = try Self.take(&queue, now: Self.at(0), expecting: [["a"]])
+        Self.expectFirstAttemptsCounted(queue, 3)
+        _ = Self.finish(&queue, a[0], [.failed(AttemptFailure(status: 500, reason: "down"))], generator: &generator)
+        Self.expectFirstAttemptsCounted(queue, 3)
+        // Cancelled before it began (a stopped service, a removed account): no longer waiting.
+        queue.cancel("b")
+        Self.expectFirstAttemptsCounted(queue, 2)
+        // A re-submission replaces what was pending and starts afresh: a's retry is a first attempt again.
+        queue.submit("c", host: "h", due: Self.at(0))
+        queue.submit("a", host: "h", due: Self.at(0))
+        Self.expectFirstAttemptsCounted(queue, 3)
+        // Re-submitted while its attempt is in flight: the new submission waits for its own.
+        let d = try Self.take(&queue, now: Self.at(0), expecting: [["d"]])
+        Self.expectFirstAttemptsCounted(queue, 2)
+        queue.submit("d", host: "h", due: Self.at(0))
+        Self.expectFirstAttemptsCounted(queue, 3)
+        _ = Self.finish(&queue, d[0], generator: &generator)
+        Self.expectFirstAttemptsCounted(queue, 3)
+        Self.expectConsistent(queue)
+    }
+
     // MARK: Batches
 
     @Test("A batch forms from the due keys of its group, up to the limit, in due order")
