@@ -106,8 +106,9 @@ public struct AgentRuntime: Sendable {
     }
 
     /// The subscriptions and pollers of a loaded configuration, rendered as sent, letting each
-    /// account go once it is planned (``Backends/plans(lettingGoOf:noting:diagnostics:)``):
-    /// `context` is left without accounts. The problems of rendering go to `diagnostics`.
+    /// account go once it is planned (``Backends/plans(lettingGoOf:noting:diagnostics:)``;
+    /// `context` is left without accounts unless FCM's device groups keep them). The problems of
+    /// rendering go to `diagnostics`.
     public func plan(lettingGoOf context: inout BackendContext, noting note: @Sendable (Account) -> Bool,
                      diagnostics: inout DiagnosticList) -> (plans: [SubscriptionPlan], pollers: [any ConfirmationPoller], noted: [String]) {
         let pollers = backends.pollers(context)

@@ -35,8 +35,13 @@ public struct Backends: Sendable {
     /// time: a backend with no service of its type in the configuration has none
     /// (``Backend/plansWithoutServices``), and is not asked about each account.
     public func planners(_ context: BackendContext, diagnostics: inout DiagnosticList) -> [any SubscriptionPlanner] {
+        planning(context).map { $0.planner(context, diagnostics: &diagnostics) }
+    }
+
+    /// The backends that have something to plan in `context` (see ``planners(_:diagnostics:)``).
+    private func planning(_ context: BackendContext) -> [any Backend] {
         let types = Set(context.configuration.services.values.map(\.type))
-        return all.filter { $0.plansWithoutServices || types.contains($0.type) }.map { $0.planner(context, diagnostics: &diagnostics) }
+        return all.filter { $0.plansWithoutServices || types.contains($0.type) }
     }
 
     /// The subscriptions of every enabled account, rendered as sent; those that cannot be
@@ -55,12 +60,12 @@ public struct Backends: Sendable {
                      diagnostics: &diagnostics).plans
     }
 
-    /// ``plans(_:diagnostics:)``, letting each account go once it is planned, when every
-    /// planner plans account by account: `context` is then left without its accounts
-    /// (``Configuration/takeAccounts()``), and they are freed as planning goes if nothing else
-    /// holds them (drop the load's copy first). A planner that reads every account when it is
-    /// made (FCM's device groups) keeps them: they are planned as they are. The ids of the
-    /// enabled accounts `note` picks are kept too, looked at before they go.
+    /// ``plans(_:diagnostics:)``, letting each account go once it is planned: `context` is left
+    /// without its accounts (``Configuration/takeAccounts()``), and they are freed as planning
+    /// goes if nothing else holds them (drop the load's copy first). Unless a planner reads every
+    /// account when it is made (``Backend/plannerReadsEveryAccount``, FCM's device groups): the
+    /// accounts are then kept, and planned as they are. The ids of the enabled accounts `note`
+    /// picks are kept too, looked at before they go.
     ///
     /// With every account kept, the plans came on top of them: the peak of `run --once` 100,000.
     public func plans(lettingGoOf context: inout BackendContext, noting note: @Sendable (Account) -> Bool,
@@ -72,17 +77,16 @@ public struct Backends: Sendable {
     /// ``plans(lettingGoOf:noting:diagnostics:)`` in `runs` runs when every planner allows it.
     func plans(lettingGoOf context: inout BackendContext, runs: Int, noting note: @Sendable (Account) -> Bool,
                diagnostics: inout DiagnosticList) -> (plans: [SubscriptionPlan], noted: [String]) {
-        var bare = context
-        var accounts = bare.configuration.takeAccounts()
-        var found = DiagnosticList()
-        var planners = planners(bare, diagnostics: &found)
-        guard planners.allSatisfy({ $0.forRuns != nil }) else {
-            planners = self.planners(context, diagnostics: &diagnostics)
-            return plans(count: accounts.count, runs: runs, planners: &planners, account: { [accounts] in accounts[$0] }, noting: note,
+        // Decided from the backends, before any planner is made: making one is not always
+        // without effect (FCM's tells the backend which members each group should have).
+        guard !planning(context).contains(where: \.plannerReadsEveryAccount) else {
+            var planners = planners(context, diagnostics: &diagnostics)
+            let accounts = context.configuration.accounts
+            return plans(count: accounts.count, runs: runs, planners: &planners, account: { accounts[$0] }, noting: note,
                          diagnostics: &diagnostics)
         }
-        diagnostics.append(contentsOf: found.all)
-        context = bare
+        var accounts = context.configuration.takeAccounts()
+        var planners = planners(context, diagnostics: &diagnostics)
         return accounts.withUnsafeMutableBufferPointer { buffer in
             let taker = AccountTaker(buffer)
             return plans(count: taker.count, runs: runs, planners: &planners, account: { taker.take($0) }, noting: note,
@@ -128,7 +132,7 @@ public struct Backends: Sendable {
         }
     }
 
-    /// The runs of ``plans(count:runs:planners:account:noting:diagnostics:)`` joined in order,
+    /// The runs of ``plans(count:runs:planners:account:noting:freeingAccounts:diagnostics:)`` joined in order,
     /// each as soon as every run before it is in.
     private struct MergedRuns {
         struct Run {

@@ -25,6 +25,11 @@ public protocol Backend: Sendable {
     /// plans nothing and is not asked to.
     var plansWithoutServices: Bool { get }
 
+    /// Whether its planner reads every account of the context when it is made (FCM's device
+    /// groups span accounts): planning then keeps the accounts until it is done, instead of
+    /// letting each go once it is planned.
+    var plannerReadsEveryAccount: Bool { get }
+
     /// Sends `requests` (one, or a batch of one `Batching`, all of this backend) and says
     /// what became of each, in order.
     func send(_ requests: [SubscriptionRequest], transport: any HTTPTransport, defaultTimeout: Duration) async -> [Outcome]
@@ -52,6 +57,7 @@ extension Backend {
     public func restore(_ kept: [KeptData]) {}
     public func statusTable(_ kept: [KeptData]) -> StatusTable? { nil }
     public var plansWithoutServices: Bool { false }
+    public var plannerReadsEveryAccount: Bool { false }
 }
 
 /// What the state keeps of one subscription for its backend: ``Outcome/deliveredKeeping(_:)``'s text.

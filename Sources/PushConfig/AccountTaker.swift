@@ -5,17 +5,18 @@
 /// planning 100,000 of them while all were kept put the plans on top of them, the peak of
 /// `run --once`. Each index must be taken by one thread only, and at most once; the list must
 /// outlive the taker (it is made inside `withUnsafeMutableBufferPointer`).
-public struct AccountTaker: @unchecked Sendable {
+package struct AccountTaker: @unchecked Sendable {
     private let accounts: UnsafeMutableBufferPointer<Account>
 
-    public init(_ accounts: UnsafeMutableBufferPointer<Account>) {
+    package init(_ accounts: UnsafeMutableBufferPointer<Account>) {
         self.accounts = accounts
     }
 
-    public var count: Int { accounts.count }
+    package var count: Int { accounts.count }
 
     /// The account at `index`, leaving in its place one that holds nothing.
-    public func take(_ index: Int) -> Account {
+    package func take(_ index: Int) -> Account {
+        precondition(accounts.indices.contains(index), "account \(index) of \(accounts.count)")
         let account = (accounts.baseAddress! + index).move()
         (accounts.baseAddress! + index).initialize(to: Self.taken)
         return account

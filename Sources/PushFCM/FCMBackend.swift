@@ -14,6 +14,8 @@ import PushScheduler
 public struct FCMBackend: Backend {
     public static let type = "fcm-device-group"
     public var type: String { Self.type }
+    /// The device groups: which accounts share one is known only from all of them.
+    public var plannerReadsEveryAccount: Bool { true }
 
     /// What the backend remembers across subscriptions: keys, wanted members, access tokens.
     let memory = FCMMemory()

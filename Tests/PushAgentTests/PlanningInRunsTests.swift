@@ -47,9 +47,11 @@ import Testing
     /// context's accounts and left-out count after.
     static func plannedLettingGo(_ path: String, runs: Int, note: @escaping @Sendable (Account) -> Bool = { _ in false })
         -> (plans: [String], diagnostics: [String], noted: [String], kept: Int, leftOut: Int) {
-        let result = ConfigurationLoader(environment: LoaderEnvironment(variables: [:], templateSearchPath: [])).load(paths: [path])
+        var result = ConfigurationLoader(environment: LoaderEnvironment(variables: [:], templateSearchPath: [])).load(paths: [path])
         var diagnostics = result.diagnostics
         var context = BackendContext(configuration: result.configuration, sources: result.sources, installID: "i", hostname: "h")
+        // The context's copy only, as AgentSetup leaves it: the accounts are taken in place.
+        result.configuration.accounts = []
         let (plans, noted) = Backends.standard.plans(lettingGoOf: &context, runs: runs, noting: note, diagnostics: &diagnostics)
         return (plans.map { "\($0.key) \($0.fingerprint) \($0.delivery?.host ?? "-") \($0.cleanup ?? "-") \($0.refusal ?? "-")" },
                 diagnostics.all.map(\.formatted), noted, context.configuration.accounts.count, context.configuration.accountsLeftOut.count)
