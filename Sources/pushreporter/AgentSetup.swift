@@ -53,13 +53,7 @@ struct AgentSetup {
         }
         guard !forRemove else { return }
         var problems = DiagnosticList()
-        var context = runtime.context(loaded.result, hostname: environment.hostname)
-        let trackingTargets = AdobeBackend.trackingTargets(context)
-        // The accounts go as they are planned: nothing needs them after.
-        loaded.result.configuration.accounts = []
-        // What loading freed goes back before the plans are made on top of it.
-        Allocator.returnFreePages()
-        let planned = runtime.plan(lettingGoOf: &context, noting: Self.mayBeQuiet, diagnostics: &problems)
+        let (planned, trackingTargets) = Self.plan(&loaded, runtime: runtime, noting: Self.mayBeQuiet, diagnostics: &problems)
         (plans, pollers) = (planned.plans, planned.pollers)
         if problems.hasErrors {
             throw Failure(diagnostics: problems.errors(fileOrder: files), code: Exit.configuration)
@@ -67,6 +61,21 @@ struct AgentSetup {
         quiet = Self.quietAccounts(planned.noted, plans: plans)
         loaded.diagnostics.append(contentsOf: problems.all)
         runtime.trackingTargets.replace(with: trackingTargets)
+    }
+
+    /// The plans of `loaded`, each account let go once it is planned (nothing needs them after:
+    /// `loaded` keeps the configuration without them), and what Adobe tracking resolves
+    /// payloads with, read from the accounts before they go.
+    private static func plan(_ loaded: inout LoadedConfiguration, runtime: AgentRuntime, noting note: @Sendable (Account) -> Bool,
+                             diagnostics: inout DiagnosticList)
+        -> (planned: (plans: [SubscriptionPlan], pollers: [any ConfirmationPoller], noted: [String]), trackingTargets: TrackingTargets) {
+        var context = runtime.context(loaded.result, hostname: loaded.environment.hostname)
+        let trackingTargets = AdobeBackend.trackingTargets(context)
+        // The context's copy only, so that they are freed as they are planned.
+        loaded.result.configuration.accounts = []
+        // What loading freed goes back before the plans are made on top of it.
+        Allocator.returnFreePages()
+        return (runtime.plan(lettingGoOf: &context, noting: note, diagnostics: &diagnostics), trackingTargets)
     }
 
     /// Whether an enabled account may have nothing to report on start: it has no
@@ -90,14 +99,13 @@ struct AgentSetup {
     static func reload(options: ConfigOptions, runtime: AgentRuntime) -> ConfigurationLoad {
         var loaded = LoadedConfiguration(options: options)
         var planned: (plans: [SubscriptionPlan], pollers: [any ConfirmationPoller]) = ([], [])
-        var context = runtime.context(loaded.result, hostname: loaded.environment.hostname)
         var trackingTargets = TrackingTargets()
         if !loaded.diagnostics.hasErrors {
-            trackingTargets = AdobeBackend.trackingTargets(context)
-            // The accounts go as they are planned, as at start.
-            loaded.result.configuration.accounts = []
-            let found = runtime.plan(lettingGoOf: &context, noting: { _ in false }, diagnostics: &loaded.diagnostics)
-            planned = (found.plans, found.pollers)
+            var problems = DiagnosticList()
+            let found = plan(&loaded, runtime: runtime, noting: { _ in false }, diagnostics: &problems)
+            loaded.diagnostics.append(contentsOf: problems.all)
+            planned = (found.planned.plans, found.planned.pollers)
+            trackingTargets = found.trackingTargets
         } else {
             // So that "(and N more …)" counts what rendering finds too.
             loaded.checkRendering(installID: runtime.installID, backends: runtime.backends)
