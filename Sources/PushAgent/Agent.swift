@@ -540,13 +540,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         book.withLock { book in
             // Read in place (an entry copied out for each of 100,000 took a tenth of a second).
             // One gone from the book was cleaned up and forgotten: it counts, and did not fail.
-            var failed = book.entries.compactMapBorrowing { key, entry in
-                entry.isStartJob && (entry.job != nil || entry.record.state == .rejected || entry.record.state == .stopped) ? key : nil
-            }
+            var failed = book.entries.compactMapBorrowing { key, entry in entry.isStartJob && entry.isUndelivered ? key : nil }
             let claimedOnly = claimed.filter { key in book.entries.read(key) { !$0.isStartJob } ?? true }
-            failed += claimedOnly.filter { key in
-                book.entries.read(key) { $0.job != nil || $0.record.state == .rejected || $0.record.state == .stopped } == true
-            }
+            failed += claimedOnly.filter { key in book.entries.read(key) { $0.isUndelivered } == true }
             // What the configuration itself refuses to send (SPEC §12): rejected without a job,
             // and not one of the jobs (which a receiver may have rejected).
             var refused = book.entries.compactMapBorrowing { key, entry in
@@ -649,10 +645,10 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// fed is handed over: the feeder never submits over it.
     private func apply(_ actions: [AgentBook.Action], to scheduler: ReportScheduler<SubscriptionKey, C>, in book: inout AgentBook) {
         var submissions: [ReportScheduler<SubscriptionKey, C>.Submission] = []
-        let feeding = book.awaitingFeed > 0
         for action in actions {
             if case .submit(let submission) = action {
-                if feeding { book.handedOver(submission.key) }
+                // Nothing to look up unless a start is being fed (``AgentBook/awaitingFeed``).
+                book.handedOver(submission.key)
                 submissions.append(.init(key: submission.key, host: submission.host, after: submission.after,
                                          batch: submission.batch, hold: submission.pauseLabel))
                 continue

@@ -59,6 +59,8 @@ struct AgentBook {
         var awaitsFeed = false
         /// Given a job by the start (``AgentBook/startJobs``): what `run --once` sums up.
         var isStartJob = false
+        /// Not delivered, as `run --once` sums it up: a job left, refused, or its service stopped.
+        var isUndelivered: Bool { job != nil || record.state == .rejected || record.state == .stopped }
 
         init(record: SubscriptionRecord, plan: SubscriptionPlan?, job: Job?, cleanups: [OwedCleanup] = []) {
             self.record = record
@@ -290,12 +292,6 @@ struct AgentBook {
             }
         }
 
-        /// Every submission, the first run's and the later ones.
-        var submittedKeys: [SubscriptionKey] {
-            actions.compactMap { action in
-                if case .submit(let submission) = action { submission.key } else { nil }
-            } + later.map(\.key)
-        }
     }
 
     /// A submission of a start not given to the scheduler yet: its key and its job's generation
