@@ -147,15 +147,15 @@ public struct Backends: Sendable {
         var noted: [String] = []
         /// Where the next run to join starts.
         private var next = 0
+        /// Runs done before one that comes before them, by where they start.
+        private var waiting: [Int: Run] = [:]
         /// After how many joined runs the free pages go back to the system (nil: never).
         let givingBackEvery: Int?
         private var joined = 0
 
-        init(givingBackEvery: Int? = nil) {
+        init(givingBackEvery: Int?) {
             self.givingBackEvery = givingBackEvery
         }
-        /// Runs done before one that comes before them, by where they start.
-        private var waiting: [Int: Run] = [:]
 
         mutating func add(_ run: Run) {
             waiting[run.range.lowerBound] = run
