@@ -42,6 +42,52 @@ public struct Diagnostic: Sendable, Hashable, Codable {
     }
 }
 
+/// One problem of one file, whichever account has it (``Swift/Array/collapsingRepeats(shown:)``).
+private struct SharedProblem: Hashable {
+    var file: String
+    var severity: Diagnostic.Severity
+    var message: String
+
+    init(_ diagnostic: Diagnostic) {
+        (file, severity, message) = (diagnostic.file, diagnostic.severity, diagnostic.message)
+    }
+}
+
+extension Array where Element == Diagnostic {
+    /// For a person to read: of the accounts of one file that have the same problem (one
+    /// sentence, one severity), more than `shown + 1` of them, the first `shown` as they are and
+    /// then one line for the rest, at the next one's place. A mistake in `defaults:` otherwise
+    /// printed the same warning for each of 5,000 accounts. Machine-readable output (JSON) and
+    /// the counts keep every one.
+    public func collapsingRepeats(shown: Int = 3) -> [Diagnostic] {
+        var counts: [SharedProblem: Int] = [:]
+        for diagnostic in self where diagnostic.account != nil { counts[SharedProblem(diagnostic), default: 0] += 1 }
+        guard counts.values.contains(where: { $0 > shown + 1 }) else { return self }
+        var seen: [SharedProblem: Int] = [:]
+        var kept: [Diagnostic] = []
+        for diagnostic in self {
+            guard diagnostic.account != nil else {
+                kept.append(diagnostic)
+                continue
+            }
+            let problem = SharedProblem(diagnostic)
+            let total = counts[problem]!
+            let index = seen[problem, default: 0]
+            seen[problem] = index + 1
+            if total <= shown + 1 || index < shown {
+                kept.append(diagnostic)
+            } else if index == shown {
+                var rest = diagnostic
+                let more = total - shown
+                rest.message += " (and \(more) more accounts of this file the same, from here on; validate --format json lists every one)"
+                rest.account = nil
+                kept.append(rest)
+            }
+        }
+        return kept
+    }
+}
+
 /// Collects diagnostics, dropping exact repeats (a template shared by many accounts is reported once).
 public struct DiagnosticList: Sendable {
     public private(set) var all: [Diagnostic] = []

@@ -132,7 +132,7 @@ struct Run: AsyncParsableCommand {
             }
             exitNow(error.code)
         }
-        for diagnostic in setup.loaded.diagnostics.sorted(fileOrder: setup.configuration.files) {
+        for diagnostic in setup.loaded.diagnostics.sorted(fileOrder: setup.configuration.files).collapsingRepeats() {
             output.diagnostic(diagnostic)
         }
         // By index: `for plan in plans` copied each of 100,000 plans out to read one flag (25 ms, perf).

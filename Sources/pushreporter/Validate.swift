@@ -36,7 +36,7 @@ struct Validate: ParsableCommand {
         let warnings = loaded.diagnostics.warningCount
         switch format {
         case .text:
-            for diagnostic in diagnostics { printError(diagnostic.formatted) }
+            for diagnostic in diagnostics.collapsingRepeats() { printError(diagnostic.formatted) }
             let configuration = loaded.result.configuration
             let enabled = configuration.accounts.count { $0.isEnabled } + configuration.accountsLeftOut.enabled
             printError("\(configuration.files.count) \(plural(configuration.files.count, "file")), "

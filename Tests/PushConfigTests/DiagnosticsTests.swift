@@ -315,3 +315,35 @@ struct DiagnosticsTests {
         #expect(loaded.lines.contains("b.yaml:3:48: error: unknown variable 'nope'"))
     }
 }
+
+/// What a person reads of one problem many accounts share (``Swift/Array/collapsingRepeats(shown:)``).
+@Suite struct CollapsedRepeatsTests {
+    static func warning(_ line: Int, _ message: String, file: String = "a.yaml", account: String? = "u\(Int.random(in: 0..<1_000_000))") -> Diagnostic {
+        Diagnostic(file: file, line: line, column: 5, severity: .warning, message: message, account: account)
+    }
+
+    @Test("the first three of six accounts with the same problem, then one line for the rest; other problems untouched")
+    func collapses() {
+        let same = "the account has no pushTokenReporterUrl and no services, so nothing is reported for it"
+        var diagnostics = (1...6).map { Self.warning($0 * 10, same, account: "u\($0)") }
+        diagnostics.insert(Self.warning(25, "something else", account: "x"), at: 2)
+        diagnostics.append(Self.warning(5, same, file: "b.yaml", account: "v"))
+        diagnostics.append(Self.warning(1, "a file-wide warning", account: nil))
+        let shown = diagnostics.collapsingRepeats()
+        #expect(shown.map(\.formatted) == [
+            "a.yaml:10:5: warning: \(same) [account u1]",
+            "a.yaml:20:5: warning: \(same) [account u2]",
+            "a.yaml:25:5: warning: something else [account x]",
+            "a.yaml:30:5: warning: \(same) [account u3]",
+            "a.yaml:40:5: warning: \(same) (and 3 more accounts of this file the same, from here on; validate --format json lists every one)",
+            "b.yaml:5:5: warning: \(same) [account v]",
+            "a.yaml:1:5: warning: a file-wide warning",
+        ])
+    }
+
+    @Test("four of the same are all shown: a line for one more would save nothing")
+    func fewAreKept() {
+        let diagnostics = (1...4).map { Self.warning($0, "same", account: "u\($0)") }
+        #expect(diagnostics.collapsingRepeats() == diagnostics)
+    }
+}
