@@ -540,13 +540,13 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         book.withLock { book in
             // Read in place (an entry copied out for each of 100,000 took a tenth of a second).
             // One gone from the book was cleaned up and forgotten: it counts, and did not fail.
-            var failed = book.entries.compactMapBorrowing { key, entry in entry.isStartJob && entry.isUndelivered ? key : nil }
-            let claimedOnly = claimed.filter { key in book.entries.read(key) { !$0.isStartJob } ?? true }
-            failed += claimedOnly.filter { key in book.entries.read(key) { $0.isUndelivered } == true }
+            var failed = book.entries.compactMapBorrowing { key, entry in entry.pointee.isStartJob && AgentBook.Entry.isUndelivered(job: entry.pointee.job, state: entry.pointee.record.state) ? key : nil }
+            let claimedOnly = claimed.filter { key in book.entries.read(key) { !$0.pointee.isStartJob } ?? true }
+            failed += claimedOnly.filter { key in book.entries.read(key) { AgentBook.Entry.isUndelivered(job: $0.pointee.job, state: $0.pointee.record.state) } == true }
             // What the configuration itself refuses to send (SPEC §12): rejected without a job,
             // and not one of the jobs (which a receiver may have rejected).
             var refused = book.entries.compactMapBorrowing { key, entry in
-                !entry.isStartJob && entry.job == nil && entry.record.state == .rejected ? key : nil
+                !entry.pointee.isStartJob && entry.pointee.job == nil && entry.pointee.record.state == .rejected ? key : nil
             }
             if !claimedOnly.isEmpty { refused.removeAll { claimedOnly.contains($0) } }
             failed += refused

@@ -47,7 +47,11 @@ struct AgentBook {
         /// Only while the subscription stays delivered: a repeat that fails is owed again.
         var repeatsOnInterval = false
         /// Whether the book waits on this entry: a job, and not an interval's repeat.
-        var isOwed: Bool { job != nil && !(repeatsOnInterval && record.state == .delivered) }
+        var isOwed: Bool { Self.isOwed(job: job, repeatsOnInterval: repeatsOnInterval, state: record.state) }
+
+        static func isOwed(job: Job?, repeatsOnInterval: Bool, state: SubscriptionState) -> Bool {
+            job != nil && !(repeatsOnInterval && state == .delivered)
+        }
         /// The cleanups still to send, first one next, when `job` is a cleanup.
         var cleanups: [OwedCleanup] = []
         /// Changes whenever the job is replaced.
@@ -60,7 +64,13 @@ struct AgentBook {
         /// Given a job by the start (``AgentBook/startJobs``): what `run --once` sums up.
         var isStartJob = false
         /// Not delivered, as `run --once` sums it up: a job left, refused, or its service stopped.
-        var isUndelivered: Bool { job != nil || record.state == .rejected || record.state == .stopped }
+        var isUndelivered: Bool { Self.isUndelivered(job: job, state: record.state) }
+
+        /// ``isUndelivered`` of these fields: an entry read in the table through its pointer
+        /// (``EntryTable/read(_:_:)``) is copied whole to call a property of it.
+        static func isUndelivered(job: Job?, state: SubscriptionState) -> Bool {
+            job != nil || state == .rejected || state == .stopped
+        }
 
         init(record: SubscriptionRecord, plan: SubscriptionPlan?, job: Job?, cleanups: [OwedCleanup] = []) {
             self.record = record
@@ -315,9 +325,9 @@ struct AgentBook {
         // whenever it submits it, which the book does not see.)
         guard !held.contains(key), isOwned(key), stoppedServices[key.service] == nil else { return nil }
         return entries.read(key) { entry in
-            guard entry.job != nil, entry.generation == generation, entry.sentGeneration == nil,
-                  let request = Self.request(of: entry) else { return nil }
-            return (entry.record, Self.submission(key, request, after: .zero))
+            guard entry.pointee.job != nil, entry.pointee.generation == generation, entry.pointee.sentGeneration == nil,
+                  let request = Self.request(at: entry) else { return nil }
+            return (entry.pointee.record, Self.submission(key, request, after: .zero))
         } ?? nil
     }
 
@@ -332,7 +342,7 @@ struct AgentBook {
     /// Whether `key` was booked by a start for a later run and has not been handed to the
     /// scheduler since (by the feeder, or by a reload's submission of it).
     func awaitsFeed(_ key: SubscriptionKey) -> Bool {
-        awaitingFeed > 0 && entries.read(key) { $0.awaitsFeed } == true
+        awaitingFeed > 0 && entries.read(key) { $0.pointee.awaitsFeed } == true
     }
 
     /// `key` is handed to the scheduler (or never will be by the feeder): it no longer awaits it.
@@ -597,7 +607,7 @@ struct AgentBook {
         }
         // Taken out first: changing `entries` while iterating it would copy the whole book.
         let leaving = entries.compactMapBorrowing { key, entry in
-            !planned.contains(key) && !entry.record.isRemoving ? (key, copy entry) : nil
+            !planned.contains(key) && !entry.pointee.record.isRemoving ? (key, entry.pointee) : nil
         }
         for (key, entry) in leaving {
             summary.count(.removed, key)
@@ -635,7 +645,7 @@ struct AgentBook {
 
     /// The request the current job of `key` sends, without starting an attempt.
     func currentRequest(_ key: SubscriptionKey) -> SubscriptionRequest? {
-        entries.read(key) { Self.request(of: $0) } ?? nil
+        entries.read(key) { Self.request(at: $0) } ?? nil
     }
 
     /// The last attempt of `key` ended with a final outcome (anything but a retry) at `now`
@@ -768,9 +778,9 @@ struct AgentBook {
     /// The accepted subscriptions of `service`: their keys, backend data and when they were accepted.
     func awaitingConfirmation(service: String) -> [(key: SubscriptionKey, data: String, acceptedAt: Int64)] {
         entries.compactMapBorrowing { key, entry -> (key: SubscriptionKey, data: String, acceptedAt: Int64)? in
-            guard key.service == service, entry.record.state == .accepted, let data = entry.record.backendData,
+            guard key.service == service, entry.pointee.record.state == .accepted, let data = entry.pointee.record.backendData,
                   isOwned(key) else { return nil }
-            return (key, data, entry.record.lastAttemptAt ?? 0)
+            return (key, data, entry.pointee.record.lastAttemptAt ?? 0)
         }.sorted { $0.key < $1.key }
     }
 
@@ -860,7 +870,7 @@ struct AgentBook {
     /// an attempt due (`status` showed the time a retry would have come, past once it ran).
     /// Returns the records it changed, to write.
     mutating func endOfRun() -> [SubscriptionRecord] {
-        let due = entries.compactMapBorrowing { key, entry in entry.record.nextDueAt != nil && isOwned(key) ? key : nil }
+        let due = entries.compactMapBorrowing { key, entry in entry.pointee.record.nextDueAt != nil && isOwned(key) ? key : nil }
         return due.compactMap { key in
             entries.update(key) { entry in
                 entry.record.nextDueAt = nil
@@ -979,7 +989,7 @@ struct AgentBook {
         let key = entry.record.key
         let submission = Self.request(of: entry).map { Self.submission(key, $0, after: .zero) }
         let generation = entry.generation
-        entries.set(entry, for: key)
+        entries[key] = entry
         return (submission, generation)
     }
 
@@ -1044,9 +1054,14 @@ struct AgentBook {
     }
 
     private static func request(of entry: Entry) -> SubscriptionRequest? {
-        switch entry.job {
-        case .delivery: entry.plan?.delivery
-        case .cleanup, .replacedCleanup: entry.cleanups.first?.request
+        withUnsafePointer(to: entry) { request(at: $0) }
+    }
+
+    /// ``request(of:)`` of an entry read in the table, field by field (``EntryTable/read(_:_:)``).
+    private static func request(at entry: UnsafePointer<Entry>) -> SubscriptionRequest? {
+        switch entry.pointee.job {
+        case .delivery: entry.pointee.plan?.delivery
+        case .cleanup, .replacedCleanup: entry.pointee.cleanups.first?.request
         case nil: nil
         }
     }

@@ -150,19 +150,24 @@ struct EntryTable: Sequence {
     /// Reads the entry of `key` where it lies; nil when there is none. The subscript's getter
     /// copies the entry out, retaining its twenty-odd references and releasing them after: the
     /// agent reads entries several times per request.
-    func read<Result>(_ key: SubscriptionKey, _ body: (borrowing Entry) -> Result) -> Result? {
+    ///
+    /// `body` gets a pointer, not the entry: an entry in the buffer handed to a closure as a
+    /// `borrowing` argument is copied for the call all the same (the compiler cannot tell that
+    /// nothing writes the buffer meanwhile). Read what is needed through `pointee`; a field
+    /// read that way is not copied, but handing `pointee` whole to a function copies it.
+    func read<Result>(_ key: SubscriptionKey, _ body: (UnsafePointer<Entry>) -> Result) -> Result? {
         guard let position = position(of: key) else { return nil }
-        // Through the buffer: an array's subscript returns a copy.
-        return values.withUnsafeBufferPointer { body($0[position]) }
+        return values.withUnsafeBufferPointer { body($0.baseAddress! + position) }
     }
 
     /// What `transform` gives of each entry, read where it lies (iterating the table as a
-    /// sequence copies each entry out).
-    func compactMapBorrowing<Result>(_ transform: (SubscriptionKey, borrowing Entry) -> Result?) -> [Result] {
+    /// sequence copies each entry out; `transform` gets a pointer, as in ``read(_:_:)``).
+    func compactMapBorrowing<Result>(_ transform: (SubscriptionKey, UnsafePointer<Entry>) -> Result?) -> [Result] {
         var results: [Result] = []
         values.withUnsafeBufferPointer { values in
+            guard let base = values.baseAddress else { return }
             for position in values.indices {
-                if let result = transform(values[position].record.key, values[position]) { results.append(result) }
+                if let result = transform(values[position].record.key, base + position) { results.append(result) }
             }
         }
         return results
@@ -180,7 +185,7 @@ struct EntryTable: Sequence {
 
     /// What the counts know of the entry at `position`, read where it lies.
     private func standing(at position: Int) -> Standing {
-        values.withUnsafeBufferPointer { Standing($0[position]) }
+        values.withUnsafeBufferPointer { Standing(at: $0.baseAddress! + position) }
     }
 
     /// What the counts know of an entry.
@@ -191,6 +196,13 @@ struct EntryTable: Sequence {
         init(_ entry: borrowing Entry) {
             isOwed = entry.isOwed
             state = entry.record.state
+        }
+
+        /// Of an entry in the table, read field by field (see ``EntryTable/read(_:_:)``).
+        init(at entry: UnsafePointer<Entry>) {
+            isOwed = Entry.isOwed(job: entry.pointee.job, repeatsOnInterval: entry.pointee.repeatsOnInterval,
+                                  state: entry.pointee.record.state)
+            state = entry.pointee.record.state
         }
 
         var awaitsFirstAttempt: Bool { isOwed && state == .pending }

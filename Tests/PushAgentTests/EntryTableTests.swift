@@ -52,10 +52,10 @@ import Testing
         for (key, entry) in table {
             #expect(entry.record.key == key, "each entry is found under its own key after the swaps of removals")
             #expect(table[key]?.job == reference[key]!)
-            #expect(table.read(key) { $0.job } == .some(reference[key]!), "read in place, as the getter")
+            #expect(table.read(key) { $0.pointee.job } == .some(reference[key]!), "read in place, as the getter")
         }
-        #expect(table.read(Self.key("never")) { $0.job } == nil)
-        let withCleanup = table.compactMapBorrowing { key, entry in entry.job == .cleanup ? key : nil }
+        #expect(table.read(Self.key("never")) { $0.pointee.job } == nil)
+        let withCleanup = table.compactMapBorrowing { key, entry in entry.pointee.job == .cleanup ? key : nil }
         #expect(Set(withCleanup) == Set(reference.filter { $0.value == .cleanup }.keys))
         #expect(withCleanup.count == Set(withCleanup).count)
         let withJobs = reference.filter { $0.value != nil }
@@ -103,7 +103,7 @@ import Testing
         for number in 0..<6_000 {
             for service in [SubscriptionKey.acrobits, "journeys"] {
                 let key = Self.key("user\(number)", service)
-                let found = table.read(key) { $0.record.key }
+                let found = table.read(key) { $0.pointee.record.key }
                 if found != (held.contains(key) ? key : nil) {
                     Issue.record("\(key) is \(found == nil ? "not found" : "found") after removals")
                     return
