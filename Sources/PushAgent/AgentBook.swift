@@ -370,7 +370,7 @@ struct AgentBook {
         for plan in plans {
             var record = SubscriptionRecord(key: plan.key)
             plan.apply(to: &record)
-            entries[plan.key] = Entry(record: record, plan: plan, job: nil)
+            entries.set(Entry(record: record, plan: plan, job: nil), for: plan.key)
         }
     }
 
@@ -430,7 +430,7 @@ struct AgentBook {
                 schedule(entry, actions: &actions)
             } else {
                 if record.state == .delivered { scheduleReportInterval(&entry, now: now, actions: &actions) }
-                entries[key] = entry
+                entries.set(entry, for: key)
             }
         }
         return (Self.savesFirst(actions), disagreed)
@@ -449,7 +449,7 @@ struct AgentBook {
             } else {
                 entry.job = nil
                 entry.cleanups = []
-                entries[key] = entry
+                entries.set(entry, for: key)
             }
         }
         return actions
@@ -521,7 +521,7 @@ struct AgentBook {
                 plan.apply(to: &record)
                 guard owned == nil else {
                     // Shared state: known, to be sent by whichever agent claims it.
-                    entries[key] = Entry(record: record, plan: plan, job: nil)
+                    entries.set(Entry(record: record, plan: plan, job: nil), for: key)
                     continue
                 }
                 actions.append(.save(record))
@@ -575,7 +575,7 @@ struct AgentBook {
                 }
                 if changed { actions.append(.save(entry.record)) }
                 keepRequestLean(&entry)
-                entries[key] = entry
+                entries.set(entry, for: key)
                 continue
             }
             summary.count(wasRemoving ? .added : .changed, key)
@@ -664,7 +664,7 @@ struct AgentBook {
             case .rejected(let why): refused = why
             case .stopped(let why):
                 entry.record.attempts = attempt
-                entries[key] = entry
+                entries.set(entry, for: key)
                 return (stop(key.service, reason: why), request, .stopped(why))
             case .retry: preconditionFailure("a retry is not a final outcome")
             }
@@ -684,11 +684,11 @@ struct AgentBook {
                 entry.record.nextDueAt = nil
                 var actions: [Action] = []
                 scheduleReportInterval(&entry, now: now, actions: &actions)
-                entries[key] = entry
+                entries.set(entry, for: key)
                 return ([.save(entry.record)] + actions, request, settlement)
             }
             entry.generation = nextGeneration()
-            entries[key] = entry
+            entries.set(entry, for: key)
             return ([.save(entry.record), .submit(Self.submission(key, entry.cleanups[0].request, after: .zero))], request, settlement)
         }
         var actions: [Action] = []
@@ -739,12 +739,12 @@ struct AgentBook {
             keepRequestLean(&entry)
         case .stopped(let why):
             entry.record.attempts = attempt
-            entries[key] = entry
+            entries.set(entry, for: key)
             return (stop(key.service, reason: why), request, .stopped(why))
         case .retry:
             preconditionFailure("a retry is not a final outcome")
         }
-        entries[key] = entry
+        entries.set(entry, for: key)
         actions.insert(.save(entry.record), at: 0)
         return (actions, request, settlement)
     }
@@ -769,7 +769,7 @@ struct AgentBook {
             entry.record.nextDueAt = retryIn.map { now + $0.milliseconds }
         }
         keepRequestLean(&entry)
-        entries[key] = entry
+        entries.set(entry, for: key)
         return ([.save(entry.record)] + actions, request)
     }
 
@@ -798,7 +798,7 @@ struct AgentBook {
             entry.record.lastOutcome = "delivered"
             var actions: [Action] = []
             if entry.job == nil { scheduleReportInterval(&entry, now: now, actions: &actions) }
-            entries[key] = entry
+            entries.set(entry, for: key)
             return ([.save(entry.record)] + actions, .delivered)
         case .retry(let failure):
             // The receiver could not keep it: delivered again.
@@ -806,18 +806,18 @@ struct AgentBook {
             entry.record.backendData = nil
             entry.record.lastOutcome = failure.reason
             entry.record.nextDueAt = now
-            entries[key] = entry
+            entries.set(entry, for: key)
             guard let delivery = entry.plan?.delivery else { return ([.save(entry.record)], nil) }
             entry.job = .delivery
             entry.cleanups = []
             entry.generation = nextGeneration()
-            entries[key] = entry
+            entries.set(entry, for: key)
             return ([.save(entry.record), .submit(Self.submission(key, delivery, after: .zero))], nil)
         case .rejected(let why):
             entry.record.state = .rejected
             entry.record.backendData = nil
             entry.record.lastOutcome = why
-            entries[key] = entry
+            entries.set(entry, for: key)
             return ([.save(entry.record)], .rejected(why))
         case .stopped(let why):
             return (stop(key.service, reason: why), .stopped(why))
@@ -830,7 +830,7 @@ struct AgentBook {
         guard isOwned(key), var entry = entries[key], entry.record.state == .accepted else { return [] }
         entry.record.state = .unconfirmed
         entry.record.lastOutcome = reason
-        entries[key] = entry
+        entries.set(entry, for: key)
         return [.save(entry.record)]
     }
 
@@ -850,7 +850,7 @@ struct AgentBook {
             if !entry.record.isRemoving { entry.record.state = .stopped }
             entry.record.lastOutcome = reason
             entry.record.nextDueAt = nil
-            entries[key] = entry
+            entries.set(entry, for: key)
             actions.append(.save(entry.record))
         }
         return actions
@@ -989,7 +989,7 @@ struct AgentBook {
         let key = entry.record.key
         let submission = Self.request(of: entry).map { Self.submission(key, $0, after: .zero) }
         let generation = entry.generation
-        entries[key] = entry
+        entries.set(entry, for: key)
         return (submission, generation)
     }
 
