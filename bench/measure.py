@@ -181,6 +181,23 @@ http {{
             time.sleep(0.25)
         return [(float(fields[0]), fields[1], fields[2] if len(fields) > 2 else "") for fields in (line.split(" ", 2) for line in lines)]
 
+    def cpu(self) -> float:
+        """CPU (user + system, s) its worker has spent so far: what serving a run cost it."""
+        with open(os.path.join(self.dir, "nginx.pid")) as pid:
+            master = pid.read().strip()
+        total = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[1] == master:  # the parent's pid: a worker
+                total += int(fields[11]) + int(fields[12])
+        return total / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         try:
             with open(os.path.join(self.dir, "nginx.pid")) as pid:
@@ -260,14 +277,18 @@ def part_send(bin_dir: str, out: str, results: Results) -> None:
                 state = os.path.join(directory, "state")
                 subprocess.run(["rm", "-rf", state], check=True)
                 offset = nginx.offset()
+                served = nginx.cpu()
                 r = Run([os.path.join(bin_dir, "pushreporter"), "run", "--once", "--deadline", "300s", "--config",
                          os.path.join(directory, "config.yaml"), "--state-dir", state],
                         os.path.join(out, "run_once.out"), os.path.join(out, "run_once.err"))
+                r.nginx_cpu = nginx.cpu() - served
                 r.seen = sent(nginx, offset, r, size, "run --once")
                 mine.append(r)
                 offset = nginx.offset()
+                served = nginx.cpu()
                 c = Run(["curl", "--silent", "--fail", "--parallel", "--parallel-max", "64", "-K", os.path.join(directory, "curl.conf")],
                         os.path.join(out, "curl.out"), os.path.join(out, "curl.err"))
+                c.nginx_cpu = nginx.cpu() - served
                 c.seen = sent(nginx, offset, c, size, "curl")
                 theirs.append(c)
             r = sorted(mine, key=lambda x: x.wall)[len(mine) // 2]
@@ -282,12 +303,23 @@ def part_send(bin_dir: str, out: str, results: Results) -> None:
                 f"{median([x.seen['rate'] for x in mine]):7.0f} req/s   (validate of the same file: {load:.2f} s)")
             say(f"   curl       {thousands(size):>4}: {c.wall:6.2f} s  CPU {c.cpu:5.2f} s  RSS {mb(c.rss_kb):>7}  first request at {curl_first:5.2f} s  "
                 f"{median([x.seen['rate'] for x in theirs]):7.0f} req/s   ratio {ratio:.2f}x{note}")
+            # The CPU budget: both programs share the machine's cores with nginx, so the CPU a run
+            # and nginx spend, spread over every core, is the least time it can take.
+            cores = os.cpu_count() or 1
+            nginx_cpu = median([x.nginx_cpu for x in mine])
+            ref_nginx_cpu = median([x.nginx_cpu for x in theirs])
+            floor = (r.cpu + nginx_cpu) / cores
+            say(f"   CPU        {thousands(size):>4}: run --once {r.cpu:.2f} s and nginx {nginx_cpu:.2f} s on {cores} cores: no less than "
+                f"{floor:.2f} s of time; curl {c.cpu:.2f} s and nginx {ref_nginx_cpu:.2f} s"
+                + (f"   (the goal: {goal * c.wall:.2f} s)" if goal else ""))
             results.figure(f"send/{size}", accounts=size, wall=r.wall, cpu=r.cpu, rss_kb=r.rss_kb, first=first, load=load,
+                           nginx_cpu=nginx_cpu, ref_nginx_cpu=ref_nginx_cpu, cores=cores, floor=floor,
                            rate=median([x.seen["rate"] for x in mine]), ref_wall=c.wall, ref_cpu=c.cpu, ref_rss_kb=c.rss_kb,
                            ref_first=curl_first, ref_rate=median([x.seen["rate"] for x in theirs]), ratio=ratio,
                            turns=[a.wall / b.wall for a, b in zip(mine, theirs)], runs=runs)
             points.append({"accounts": size, "wall": r.wall, "rss_kb": r.rss_kb, "first": first,
-                           "ref_wall": c.wall, "ref_rss_kb": c.rss_kb})
+                           "ref_wall": c.wall, "ref_rss_kb": c.rss_kb, "cpu": r.cpu, "ref_cpu": c.cpu,
+                           "nginx_cpu": nginx_cpu, "ref_nginx_cpu": ref_nginx_cpu, "floor": floor, "cores": cores})
         results.series("send", points)
         if len(points) >= 2:
             small, large = points[0], points[-1]

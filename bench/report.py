@@ -149,6 +149,15 @@ def series_tables(data: dict) -> str:
                  seconds(p["first"]), mb(p["rss_kb"]), mb(p["ref_rss_kb"])] for p in s["send"]]
         parts.append("### `run --once` and `curl --parallel --parallel-max 64`, same URLs, one loopback nginx\n\n"
                      + table(["accounts", "run --once", "curl", "ratio", "first request at", "RSS", "curl RSS"], rows))
+        budget = [p for p in s["send"] if "floor" in p]
+        if budget:
+            rows = [[label(p["accounts"]), seconds(p["cpu"]), seconds(p["nginx_cpu"]), seconds(p["floor"]), seconds(p["wall"]),
+                     seconds(p["ref_cpu"]), seconds(p["ref_nginx_cpu"]), seconds(p["ref_wall"])] for p in budget]
+            parts.append(f"### The CPU each run spends, with nginx's beside it ({budget[0]['cores']} cores)\n\n"
+                         "Both share the machine's cores with nginx: the CPU a run and nginx spend, spread over every core, is the "
+                         "least time the run can take. curl sends from one thread, so its CPU is its time.\n\n"
+                         + table(["accounts", "run --once CPU", "nginx CPU", "least time for both", "run --once time",
+                                  "curl CPU", "nginx CPU", "curl time"], rows))
     if s.get("validate"):
         rows = [[label(p["accounts"]), seconds(p["wall"]), seconds(p["ref_wall"]), f"{p['wall'] / p['ref_wall']:.2f}×",
                  mb(p["rss_kb"]), mb(p["ref_rss_kb"])] for p in s["validate"]]
