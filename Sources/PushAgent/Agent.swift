@@ -209,11 +209,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         guard recorder.flush() else { return Beginning(written: false, jobs: jobs) }
         for key in book.withLock({ $0.takeUnreadableCleanups() }) { logger.unreadableCleanup(of: key) }
         if case .configuration(let plans, _, _) = start {
-            // By index: `plans.map(\.account)` and `for plan in plans` copy each plan out (20 ms
-            // at 100,000, perf).
-            var accountIDs = Set<String>(minimumCapacity: plans.count)
-            for index in plans.indices { accountIDs.insert(plans[index].account) }
-            let accounts = accountIDs.count
+            let accounts = Self.accountCount(plans)
             let removals = owedCleanups > 0 ? ", sending \(owedCleanups) owed \(owedCleanups == 1 ? "removal" : "removals")" : ""
             let services = plans.count != accounts ? " (\(plans.count) subscriptions)" : ""
             if let membership, let shared {
@@ -226,6 +222,17 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             logger.debug("started: cleaning up \(subscriptions) \(subscriptions == 1 ? "subscription" : "subscriptions")")
         }
         return Beginning(written: true, jobs: jobs, later: Feed(later))
+    }
+
+    /// How many accounts `plans` are of, for the start's log line (written before the first
+    /// request leaves). An account has at most one subscription of a service, so plans of one
+    /// service are of as many accounts: no set of 100,000 names to build (20 ms, perf).
+    static func accountCount(_ plans: [SubscriptionPlan]) -> Int {
+        // By index: `plans.map(\.account)` and `for plan in plans` copy each plan out.
+        guard let first = plans.first?.service, plans.indices.contains(where: { plans[$0].service != first }) else { return plans.count }
+        var accountIDs = Set<String>(minimumCapacity: plans.count)
+        for index in plans.indices { accountIDs.insert(plans[index].account) }
+        return accountIDs.count
     }
 
     /// What ``begin(_:)`` did: whether the state was written, how many subscriptions it gave a

@@ -1,6 +1,7 @@
 @testable import PushAgent
 import PushBackend
 import PushConfig
+import PushState
 import PushTestSupport
 import Testing
 
@@ -55,6 +56,21 @@ import Testing
         let (plans, noted) = Backends.standard.plans(lettingGoOf: &context, runs: runs, noting: note, diagnostics: &diagnostics)
         return (plans.map { "\($0.key) \($0.fingerprint) \($0.delivery?.host ?? "-") \($0.cleanup ?? "-") \($0.refusal ?? "-")" },
                 diagnostics.all.map(\.formatted), noted, context.configuration.accounts.count, context.configuration.accountsLeftOut.count)
+    }
+
+    @Test("the start counts the accounts of its plans, of one service and of several")
+    func accountCount() {
+        func plan(_ account: String, _ service: String) -> SubscriptionPlan {
+            SubscriptionPlan(account: account, service: service, fingerprint: account + service, delivery: nil, cleanup: nil)
+        }
+        typealias Counting = Agent<ContinuousClock>
+        #expect(Counting.accountCount([]) == 0)
+        #expect(Counting.accountCount((0..<5).map { plan("a\($0)", SubscriptionKey.acrobits) }) == 5)
+        // An account with a service besides its Acrobits subscription counts once; one with
+        // only the service counts too.
+        let mixed = (0..<5).map { plan("a\($0)", SubscriptionKey.acrobits) } + [plan("a1", "journeys"), plan("a3", "journeys"), plan("b", "journeys")]
+        #expect(Counting.accountCount(mixed) == 6)
+        #expect(Counting.accountCount([plan("a", "journeys"), plan("a", "fcm")]) == 1)
     }
 
     @Test("letting each account go once planned gives the same plans and diagnostics", arguments: [1, 2, 7, 64])
