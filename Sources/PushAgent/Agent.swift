@@ -201,7 +201,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 // Nothing to claim: `remove` took its subscriptions before it started.
                 claimedAll.withLock { $0 = true }
             }
-            jobs = book.startJobs
+            jobs = book.startJobsToCome
             later = started.later
             apply(started.actions, to: scheduler, in: &book)
             return (book.entries.count, book.counts[.removing])
@@ -244,7 +244,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         var later = Feed([])
     }
 
-    /// The runs still to feed, taken once by the feeder, so that they go when it is done.
+    /// The runs still to feed, taken once by the feeder, so that they go when it is done
+    /// (the book keeps the plans it has not booked yet: ``AgentBook/nextStartRun(_:)``).
     private final class Feed: Sendable {
         private let items: Mutex<[AgentBook.Unsent]>
         let isEmpty: Bool
@@ -262,19 +263,43 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         }
     }
 
-    /// Adds the task that feeds the runs of `later` to the scheduler, when there are any; the
-    /// runs are taken, so that they go as they are fed.
+    /// Adds the task that feeds the runs of `later`, then the start's plans the book has not
+    /// booked yet, to the scheduler, when there are any; the runs are taken, so that they go as
+    /// they are fed.
     private func addFeeder(_ later: Feed, to group: inout TaskGroup<Ending>, scheduler: ReportScheduler<SubscriptionKey, C>) {
-        guard !later.isEmpty else { return }
+        guard book.withLock({ $0.hasStartToFeed }) || !later.isEmpty else { return }
+        if !book.withLock({ $0.startIsBooked }) {
+            group.addTask {
+                await self.bookRestOfStart(scheduler: scheduler)
+                return .other
+            }
+        }
         group.addTask {
             await self.feed(later.take(), scheduler: scheduler)
             return .other
         }
     }
 
-    /// Hands `later` to the scheduler a run at a time: each run's records as they stand now are
-    /// written first, then what is still the start's job is submitted (a reload or a stopped
-    /// service may have moved some on meanwhile; ``AgentBook/unsent(_:generation:)``).
+    /// Books the start's plans after its first run while it is sent, a run at a time (the
+    /// book is not held for long), ahead of the feeder: held until fed, the plans kept 20 MB
+    /// more at 100,000 while the sending began, the peak of `run --once`.
+    private func bookRestOfStart(scheduler: ReportScheduler<SubscriptionKey, C>) async {
+        let run = startRunSize * Self.largestStartRunFactor
+        // Stopping, nothing more is sent: what is left is booked for the outcome (runOnce).
+        while !Task.isCancelled && !isStopping.withLock({ $0 }) {
+            let booked = book.withLock { book -> Bool in
+                apply(book.bookRestOfStart(upTo: run), to: scheduler, in: &book)
+                return book.startIsBooked
+            }
+            if booked { return }
+            await Task.yield()
+        }
+    }
+
+    /// Hands `later` to the scheduler a run at a time, then the rest of the start as the book
+    /// books it run by run (``AgentBook/nextStartRun(_:)``): each run's records as they stand
+    /// now are written first, then what is still the start's job is submitted (a reload or a
+    /// stopped service may have moved some on meanwhile; ``AgentBook/unsent(_:generation:)``).
     private func feed(_ later: [AgentBook.Unsent], scheduler: ReportScheduler<SubscriptionKey, C>) async {
         var next = later.startIndex
         // Done, or given up: what was not fed awaits the feeder no more.
@@ -283,16 +308,26 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         // has the earlier runs to send meanwhile, and the rest of 100,000 subscriptions takes 26
         // transactions instead of 99.
         var size = startRunSize
-        while next < later.endIndex {
+        while true {
             if Task.isCancelled || isStopping.withLock({ $0 }) { return }
-            let run = later[next..<min(next + size, later.endIndex)]
-            next = run.endIndex
-            size = min(size * 2, startRunSize * Self.largestStartRunFactor)
-            book.withLock { book in
+            let run = book.withLock { book -> [AgentBook.Unsent] in
+                let run: [AgentBook.Unsent]
+                if next < later.endIndex {
+                    run = Array(later[next..<min(next + size, later.endIndex)])
+                    next += run.count
+                } else {
+                    let taken = book.nextStartRun(size)
+                    // The writes of plans that submit nothing (no device token yet).
+                    apply(taken.actions, to: scheduler, in: &book)
+                    run = taken.run
+                }
                 for item in stillUnfed(run, in: book) {
                     if let (record, _) = book.unsent(item.key, generation: item.generation) { recorder.save(record) }
                 }
+                return run
             }
+            guard !run.isEmpty else { break }
+            size = min(size * 2, startRunSize * Self.largestStartRunFactor)
             guard await flushUntilWritten(), await roomToSubmit(run.count, in: scheduler) else { return }
             book.withLock { book in
                 let submits = stillUnfed(run, in: book).compactMap { item -> AgentBook.Action? in
@@ -335,7 +370,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     /// The items of `run` that nothing else submitted meanwhile (``apply(_:to:in:)`` hands
     /// over every key it submits, a reload's too).
-    private func stillUnfed(_ run: ArraySlice<AgentBook.Unsent>, in book: borrowing AgentBook) -> [AgentBook.Unsent] {
+    private func stillUnfed(_ run: [AgentBook.Unsent], in book: borrowing AgentBook) -> [AgentBook.Unsent] {
         run.filter { book.awaitsFeed($0.key) }
     }
 
@@ -532,6 +567,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         }
         progress.withLock { $0 = nil }
         output?.clearProgress()
+        // What the round did not reach is in the outcome too: the start's plans the feeder did
+        // not book (stopped, or past the deadline) are booked now, as not delivered.
+        book.withLock { book in apply(book.bookRestOfStart(), to: scheduler, in: &book) }
         for record in book.withLock({ $0.endOfRun() }) { recorder.save(record) }
         let stateWritten = recorder.flush()
         handBackLeases()
@@ -676,7 +714,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// every one left waiting for a retry that comes after it.
     private func roundIsOver() -> Bool {
         let waiting = outOfTime.withLock { $0.count }
-        return book.withLock { $0.isSettled || (waiting > 0 && $0.entries.jobCount <= waiting) }
+        return book.withLock { $0.isSettled || (waiting > 0 && $0.startIsBooked && $0.entries.jobCount <= waiting) }
     }
 
     private func handle(_ event: SchedulerEvent<SubscriptionKey>, scheduler: ReportScheduler<SubscriptionKey, C>) {

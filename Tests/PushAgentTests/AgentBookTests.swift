@@ -319,45 +319,63 @@ import Testing
         #expect(book.counts.statusText == "3 accounts: 1 reported, 0 retrying, 1 waiting, 1 removal pending")
     }
 
+    /// Two removals owed, one forgotten, six plans of which one waits for a token.
+    static func startRecords() -> [SubscriptionRecord] {
+        ["gone1", "gone2"].map { id in
+            SubscriptionRecord(key: Self.k(id), fingerprint: "\(id)-1", deliveredFingerprint: "\(id)-1",
+                               state: .delivered, cleanup: Self.plan(id, token: "1").cleanup)
+        } + [SubscriptionRecord(key: Self.k("bare"), fingerprint: "bare-1", state: .delivered)]
+    }
+
+    static func startPlans() -> [SubscriptionPlan] {
+        var waiting = Self.plan("waits", token: "1")
+        waiting.delivery = nil
+        waiting.waiting = "no device token yet"
+        return ["a", "b", "c"].map { Self.plan($0, token: "1") } + [waiting] + ["d", "e"].map { Self.plan($0, token: "1") }
+    }
+
     @Test func aStartInRunsBooksWhatAWholeStartDoesAndWritesTheLaterRunsWhenFed() throws {
-        // Two removals owed, one forgotten, six plans of which one waits for a token: the first
-        // run takes three submissions (the removals first), the later ones come without their writes.
-        func records() -> [SubscriptionRecord] {
-            ["gone1", "gone2"].map { id in
-                SubscriptionRecord(key: Self.k(id), fingerprint: "\(id)-1", deliveredFingerprint: "\(id)-1",
-                                   state: .delivered, cleanup: Self.plan(id, token: "1").cleanup)
-            } + [SubscriptionRecord(key: Self.k("bare"), fingerprint: "bare-1", state: .delivered)]
-        }
-        func plans() -> [SubscriptionPlan] {
-            var waiting = Self.plan("waits", token: "1")
-            waiting.delivery = nil
-            waiting.waiting = "no device token yet"
-            return ["a", "b", "c"].map { Self.plan($0, token: "1") } + [waiting] + ["d", "e"].map { Self.plan($0, token: "1") }
-        }
+        // The first run takes three submissions (the removals first); the rest is booked as
+        // the feeder takes it, its runs without their writes.
         var whole = Self.book(reportInterval: nil)
-        let all = whole.start(plans: plans(), records: records())
+        let all = whole.start(plans: Self.startPlans(), records: Self.startRecords())
         var inRuns = Self.book(reportInterval: nil)
-        let started = inRuns.start(plans: plans(), records: records(), firstRun: 3)
+        let started = inRuns.start(plans: Self.startPlans(), records: Self.startRecords(), firstRun: 3)
 
         #expect(Self.submitted(started.actions) == ["gone1@gone.example.com:443", "gone2@gone.example.com:443",
                                                     "a@push.example.com:443"])
-        #expect(started.later.map(\.key.account) == ["b", "c", "d", "e"])
-        let submittedKeys = Self.submitted(keysOf: started)
-        #expect(submittedKeys.map(\.account) == ["gone1", "gone2", "a", "b", "c", "d", "e"])
-        #expect(all.compactMap { if case .submit(let submission) = $0 { submission.key } else { nil } } == submittedKeys)
-        // The first run writes its own records and every record that is not submitted later.
-        #expect(Self.saved(started.actions).map(\.key.account) == ["gone1", "gone2", "a", "waits"])
+        #expect(started.later.isEmpty, "the rest is the book's to book: \(started.later)")
+        #expect(!inRuns.startIsBooked && inRuns.hasStartToFeed && !inRuns.isSettled)
+        #expect(inRuns.startJobs == 3 && inRuns.startJobsToCome == whole.startJobs && whole.startJobs == 7)
+        // The first run writes its own records, and what leaves or is forgotten.
+        #expect(Self.saved(started.actions).map(\.key.account) == ["gone1", "gone2", "a"])
         #expect(started.actions.contains(.forget(Self.k("bare"))))
         let lastSave = try #require(started.actions.lastIndex { if case .save = $0 { true } else { false } })
         let firstSubmit = try #require(started.actions.firstIndex { if case .submit = $0 { true } else { false } })
         #expect(lastSave < firstSubmit)
-        // The book has every entry, as a whole start's, and the later runs' records as it would write them.
+
+        // The feeder takes runs of two: the plan that waits for a token is written when booked.
+        let second = inRuns.nextStartRun(2)
+        #expect(second.run.map(\.key.account) == ["b", "c"] && second.actions.isEmpty)
+        let third = inRuns.nextStartRun(2)
+        #expect(third.run.map(\.key.account) == ["d", "e"])
+        #expect(Self.saved(third.actions).map(\.key.account) == ["waits"])
+        #expect(inRuns.nextStartRun(2).run.isEmpty && inRuns.startIsBooked && !inRuns.hasStartToFeed)
+        let later = second.run + third.run
+
+        // Once booked, the book has every entry, as a whole start's, and the later runs' records
+        // as it would write them.
         #expect(inRuns.counts.statusText == whole.counts.statusText)
+        #expect(inRuns.startJobs == whole.startJobs)
         let wholeSaves = Dictionary(uniqueKeysWithValues: Self.saved(all).map { ($0.key, $0) })
+        #expect(Self.saved(third.actions) == [wholeSaves[Self.k("waits")]])
         let wholeSubmissions = Dictionary(uniqueKeysWithValues: all.compactMap { action in
             if case .submit(let submission) = action { (submission.key, submission) } else { nil }
         })
-        for item in started.later {
+        let submittedKeys = Self.submitted(keysOf: started) + later.map(\.key)
+        #expect(submittedKeys.map(\.account) == ["gone1", "gone2", "a", "b", "c", "d", "e"])
+        #expect(all.compactMap { if case .submit(let submission) = $0 { submission.key } else { nil } } == submittedKeys)
+        for item in later {
             let (record, submission) = try #require(inRuns.unsent(item.key, generation: item.generation))
             #expect(record == wholeSaves[item.key])
             // The submission comes back as the start made it.
@@ -365,29 +383,72 @@ import Testing
         }
         // The later runs' keys await the feeder until they are handed over, by it or by
         // anything else that submits them; the first run's never do.
-        #expect(started.later.allSatisfy { inRuns.awaitsFeed($0.key) })
+        #expect(later.allSatisfy { inRuns.awaitsFeed($0.key) })
         #expect(!inRuns.awaitsFeed(Self.k("a")) && !inRuns.awaitsFeed(Self.k("waits")))
         #expect(inRuns.awaitingFeed == 4)
         inRuns.handedOver(Self.k("c"))
         #expect(!inRuns.awaitsFeed(Self.k("c")) && inRuns.awaitsFeed(Self.k("b")) && inRuns.awaitingFeed == 3)
         // Once its attempt began, a later submission is no longer the start's to feed.
-        let first = try #require(started.later.first)
+        let first = try #require(later.first)
         _ = inRuns.beginAttempt(first.key)
         #expect(inRuns.unsent(first.key, generation: first.generation) == nil)
         // The feeder done (or given up): nothing awaits it.
         inRuns.endFeed()
-        #expect(inRuns.awaitingFeed == 0 && !started.later.contains { inRuns.awaitsFeed($0.key) })
+        #expect(inRuns.awaitingFeed == 0 && !later.contains { inRuns.awaitsFeed($0.key) })
 
         // No more than a run after the first one: it all goes at once, written as a whole start's.
         var small = Self.book(reportInterval: nil)
-        let once = small.start(plans: plans(), records: records(), firstRun: 4)
-        #expect(once.later.isEmpty)
+        let once = small.start(plans: Self.startPlans(), records: Self.startRecords(), firstRun: 4)
+        #expect(once.later.isEmpty && small.startIsBooked && !small.hasStartToFeed)
         #expect(small.awaitingFeed == 0, "a rest that goes in the first run awaits no feeder")
         #expect(Self.submitted(once.actions) == Self.submitted(all))
         #expect(Set(Self.saved(once.actions).map(\.key)) == Set(Self.saved(all).map(\.key)))
         let lastSmallSave = try #require(once.actions.lastIndex { if case .save = $0 { true } else { false } })
         let firstSmallSubmit = try #require(once.actions.firstIndex { if case .submit = $0 { true } else { false } })
         #expect(lastSmallSave < firstSmallSubmit)
+    }
+
+    @Test func whatNeedsTheWholeBookBooksTheRestOfTheStartFirst() throws {
+        // A reload while the start is still being booked compares with every plan: those it
+        // leaves as they are are still the feeder's to submit, after what was booked before.
+        var book = Self.book(reportInterval: nil)
+        let started = book.start(plans: Self.startPlans(), records: Self.startRecords(), firstRun: 3)
+        #expect(Self.submitted(started.actions).count == 3 && !book.startIsBooked)
+        let second = book.nextStartRun(2)
+        #expect(second.run.map(\.key.account) == ["b", "c"])
+        var changed = Self.startPlans()
+        changed[5] = Self.plan("e", token: "2")
+        let (actions, summary) = Self.reload(&book, changed, reportInterval: nil, now: 1_000)
+        #expect(book.startIsBooked)
+        #expect(summary.added == 0 && summary.removed == 0 && summary.changed == 1 && summary.unchanged == 5, "\(summary)")
+        // The reload writes the plan that waits (booked for it), and submits the changed one.
+        #expect(Self.saved(actions).map(\.key.account).contains("waits"))
+        #expect(Self.submitted(actions) == ["e@push.example.com:443"])
+        // As the agent does with every key it submits.
+        for action in actions { if case .submit(let submission) = action { book.handedOver(submission.key) } }
+        // The feeder then takes what the reload booked, and submits what it left: d (e is the
+        // reload's now).
+        let rest = book.nextStartRun(10)
+        #expect(rest.run.map(\.key.account) == ["d", "e"] && rest.actions.isEmpty)
+        #expect(book.awaitsFeed(Self.k("d")) && !book.awaitsFeed(Self.k("e")))
+        #expect(book.nextStartRun(10).run.isEmpty && !book.hasStartToFeed)
+
+        // Booked ahead of the feeder: it takes what is booked first, then books the rest itself.
+        var ahead = Self.book(reportInterval: nil)
+        _ = ahead.start(plans: Self.startPlans(), records: Self.startRecords(), firstRun: 3)
+        #expect(ahead.bookRestOfStart(upTo: 1).isEmpty && !ahead.startIsBooked)
+        #expect(ahead.nextStartRun(5).run.map(\.key.account) == ["b"])
+        let booked = ahead.nextStartRun(5)
+        #expect(booked.run.map(\.key.account) == ["c", "d", "e"] && Self.saved(booked.actions).map(\.key.account) == ["waits"])
+        #expect(ahead.startIsBooked && !ahead.hasStartToFeed && ahead.nextStartRun(5).run.isEmpty)
+
+        // The round's outcome books what the feeder never took, as jobs not done.
+        var stopped = Self.book(reportInterval: nil)
+        _ = stopped.start(plans: Self.startPlans(), records: Self.startRecords(), firstRun: 3)
+        #expect(!stopped.isSettled)
+        let writes = stopped.bookRestOfStart()
+        #expect(Self.saved(writes).map(\.key.account) == ["waits"])
+        #expect(stopped.startIsBooked && stopped.startJobs == 7 && stopped.entries.jobCount == 7)
     }
 
     @Test func theRemovalIsSavedBeforeAnyRequestIsSubmitted() throws {

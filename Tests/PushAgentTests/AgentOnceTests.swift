@@ -413,6 +413,27 @@ final class ScriptedTransport: HTTPTransport {
         #expect(try store.records().map { $0.state } == [.pending])
     }
 
+    @Test func aLargeRoundStoppedBeforeItSendsCountsEveryReportItDidNotSend() async throws {
+        // Stopped before the first run left: the plans after it, which the book books as the
+        // first run is sent, are in the summary as not delivered all the same, not left out.
+        let transport = HoldingTransport()
+        let store = MemoryStateStore()
+        let plans = (0..<25).map { Self.plan("a\($0)", url: "http://x.example/\($0)") }
+        let agent = Agent(start: .configuration(plans: plans, records: [], pollers: []),
+                          settings: Self.settings(), transport: transport,
+                          recorder: StateRecorder(store: store, logger: Self.quiet, clock: ManualClock()),
+                          logger: Self.quiet, clock: ManualClock(), wallClock: { 0 }, startRunSize: 4)
+        let stop = RoundStop()
+        stop.request()
+        let outcome = await agent.runOnce(deadline: .seconds(60), stop: stop)
+        #expect(transport.log.withLock { $0 }.isEmpty)
+        #expect(outcome.total == 25 && outcome.delivered == 0)
+        #expect(Set(outcome.undelivered.map { $0.key.account }) == Set(plans.map(\.account)))
+        #expect(outcome.stateWritten)
+        // Each record written is the start's pending one: nothing claims a delivery.
+        #expect(try store.records().allSatisfy { $0.state == .pending })
+    }
+
     @Test func aStoppedRoundCancelsWhatIsStillInFlightOnceTheGracePeriodIsOver() async {
         let transport = HoldingTransport()
         let logged = LogText()
