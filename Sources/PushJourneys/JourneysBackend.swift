@@ -26,12 +26,19 @@ public struct JourneysBackend: Backend {
     public func check(_ context: BackendContext, skipping passedEarly: [Bool]?, diagnostics: inout DiagnosticList) {
         let definitions = context.services(ofType: type)
         guard !definitions.isEmpty else { return }
-        var planner = JourneysPlanner(context, diagnostics: &diagnostics)
+        let planner = JourneysPlanner(context, diagnostics: &diagnostics)
+        let accounts = context.configuration.accounts
         var named = Set<String>()
-        for account in context.configuration.accounts where account.isEnabled {
-            named.formUnion(account.services.keys)
-            planner.check(account, diagnostics: &diagnostics)
+        for account in accounts where account.isEnabled { named.formUnion(account.services.keys) }
+        // Rendering each registration is most of checking them: in runs on every processor, as
+        // planning does, the diagnostics joined in account order.
+        let found = Processors.inRuns(count: accounts.count, runs: Processors.runs(accounts: accounts.count)) { range in
+            var copy = planner
+            var found = DiagnosticList()
+            for index in range { copy.check(accounts[index], diagnostics: &found) }
+            return found
         }
+        for run in found { diagnostics.append(contentsOf: run.all) }
         for definition in definitions where !named.contains(definition.name) {
             diagnostics.warning("no enabled account names the service '\(definition.name)', so nothing is registered with it",
                                 file: definition.file, at: definition.position)

@@ -140,6 +140,32 @@ import Testing
         #expect(loopback.status == 0, "\(loopback.stderr)")
     }
 
+    @Test func manyAccountsAreCheckedInRunsEachErrorOnceAtItsLine() throws {
+        // 6,000 accounts are checked in runs on every processor: an error every 997 accounts
+        // must come out once, at its own line, whichever run found it.
+        let header = ["services:", "  journeys:", "    type: customer-insights-journeys"] + Self.settings.map { "    \($0.key): \($0.value)" }
+            + ["accounts:"]
+        var lines = header
+        var expected: [String] = []
+        for index in 0..<6_000 {
+            let bad = index % 997 == 500
+            let line = "  - {id: a\(index), pushTokenOther: t\(index), services: {journeys: {userId: u\(index), platform: \(bad ? "windows" : "ios")}}}"
+            lines.append(line)
+            if bad {
+                let column = line.distance(from: line.startIndex, to: line.range(of: "windows")!.lowerBound) + 1
+                expected.append("\(lines.count):\(column): error: platform must be ios or android, not 'windows'")
+            }
+        }
+        let files = TemporaryDirectory()
+        let path = files.write("journeys.yaml", lines.joined(separator: "\n") + "\n")
+        let result = try ProcessRunner.pushreporter(["validate", "--config", path, "--format", "json"])
+        #expect(result.status == 78)
+        #expect(expected.count == 6)
+        let diagnostics = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]] ?? []
+        let found = diagnostics.map { "\($0["line"] ?? ""):\($0["column"] ?? ""): \($0["severity"] ?? ""): \($0["message"] ?? "")" }
+        #expect(found == expected, "\(result.stdout)")
+    }
+
     @Test func batchSizeZeroIsAnError() throws {
         try expectErrors(Self.yaml(Self.settings("batchSize", ("batchSize", "0"))), [
             "8:16: error: service 'journeys': batchSize must be a whole number from 1 to 100, not '0'",
