@@ -6,14 +6,30 @@ public enum JSONText {
     public static func string(_ text: String, keepingMarkers: Bool = false) -> String {
         var text = text
         return text.withUTF8 { bytes in
-            // Most texts (tokens, ids, URLs) need no escape: they are taken whole. A byte that
-            // may start one: a quote, a backslash, a control character, DEL, or the first byte
-            // of a C1 control (C2 80–9F) or of U+2028/U+2029 (E2 80 A8/A9).
-            guard bytes.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F || $0 == 0xC2 || $0 == 0xE2 }) else {
-                return "\"" + String(decoding: bytes, as: UTF8.self) + "\""
-            }
+            // Most texts (tokens, ids, URLs) need no escape: they are taken whole.
+            guard mayNeedEscapes(bytes) else { return "\"" + String(decoding: bytes, as: UTF8.self) + "\"" }
             return escaped(bytes, keepingMarkers: keepingMarkers)
         }
+    }
+
+    /// Appends ``string(_:keepingMarkers:)`` of `text` to `out`, without a string of its own
+    /// between (a stored cleanup is a dozen of them, written for each of 100,000 plans).
+    public static func append(_ text: String, to out: inout String) {
+        var text = text
+        if text.withUTF8({ !mayNeedEscapes($0) }) {
+            out.append("\"")
+            out.append(text)
+            out.append("\"")
+        } else {
+            text.withUTF8 { out.append(escaped($0, keepingMarkers: false)) }
+        }
+    }
+
+    /// Whether `bytes` have one that may start an escape: a quote, a backslash, a control
+    /// character, DEL, or the first byte of a C1 control (C2 80–9F) or of U+2028/U+2029
+    /// (E2 80 A8/A9).
+    private static func mayNeedEscapes(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        bytes.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F || $0 == 0xC2 || $0 == 0xE2 }
     }
 
     /// `string(_:keepingMarkers:)` byte by byte (a Swift string's bytes are valid UTF-8).

@@ -48,15 +48,39 @@ struct StoredCleanup: Codable {
     var text: String {
         let fields = [backend, item.batchURL, item.object, item.url] + item.secrets + item.headers.flatMap { [$0.name, $0.value] }
         guard !fields.contains(where: Self.escapesDifferently) else { return StoredJSON.encode(self) }
-        let headers = item.headers.map { #"{"name":"# + JSONText.string($0.name) + #","value":"# + JSONText.string($0.value) + "}" }
-        return #"{"backend":"# + JSONText.string(backend) + #","batchSize":"# + String(batchSize)
-            + #","item":{"batchURL":"# + JSONText.string(item.batchURL)
-            + #","headers":["# + headers.joined(separator: ",")
-            + #"],"kind":"# + JSONText.string(item.kind.rawValue)
-            + #","object":"# + JSONText.string(item.object)
-            + #","secrets":["# + item.secrets.map { JSONText.string($0) }.joined(separator: ",")
-            + #"],"tracked":"# + (item.tracked ? "true" : "false")
-            + #","url":"# + JSONText.string(item.url) + "}}"
+        // Appended to one string with room for it all: a chain of `+` made a string at each step
+        // (15 % of checking 100,000 registrations, perf).
+        var out = ""
+        out.reserveCapacity(160 + fields.reduce(0) { $0 + $1.utf8.count } + item.object.utf8.count / 4)
+        out.append(#"{"backend":"#)
+        JSONText.append(backend, to: &out)
+        out.append(#","batchSize":"#)
+        out.append(String(batchSize))
+        out.append(#","item":{"batchURL":"#)
+        JSONText.append(item.batchURL, to: &out)
+        out.append(#","headers":["#)
+        for (index, header) in item.headers.enumerated() {
+            out.append(index == 0 ? #"{"name":"# : #",{"name":"#)
+            JSONText.append(header.name, to: &out)
+            out.append(#","value":"#)
+            JSONText.append(header.value, to: &out)
+            out.append("}")
+        }
+        out.append(#"],"kind":"#)
+        JSONText.append(item.kind.rawValue, to: &out)
+        out.append(#","object":"#)
+        JSONText.append(item.object, to: &out)
+        out.append(#","secrets":["#)
+        for (index, secret) in item.secrets.enumerated() {
+            if index > 0 { out.append(",") }
+            JSONText.append(secret, to: &out)
+        }
+        out.append(#"],"tracked":"#)
+        out.append(item.tracked ? "true" : "false")
+        out.append(#","url":"#)
+        JSONText.append(item.url, to: &out)
+        out.append("}}")
+        return out
     }
 
     /// Whether `text` has a byte that may start a character JSONText escapes unlike JSONEncoder.
