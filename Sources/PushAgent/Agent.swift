@@ -235,9 +235,10 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         return accountIDs.count
     }
 
-    /// What ``begin(_:)`` did: whether the state was written, how many subscriptions it gave a
-    /// job (the book flags them: ``AgentBook/Entry/isStartJob``), and the submissions still to
-    /// hand to the scheduler (``feed(_:scheduler:)``).
+    /// What ``begin(_:)`` did: whether the state was written, how many subscriptions the start
+    /// gives a job (the book flags them as it books them, ``AgentBook/Entry/isStartJob``, and
+    /// counts those of the plans it has not booked yet), and the submissions still to hand to
+    /// the scheduler (``feed(_:scheduler:)``).
     private struct Beginning {
         var written: Bool
         var jobs: Int
@@ -280,19 +281,39 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         }
     }
 
-    /// Books the start's plans after its first run while it is sent, a run at a time (the
-    /// book is not held for long), ahead of the feeder: held until fed, the plans kept 20 MB
-    /// more at 100,000 while the sending began, the peak of `run --once`.
+    /// Books the start's plans after its first run while it is sent, a run of plans at a time
+    /// (the book is held for one run at a time), ahead of the feeder: held until fed, the plans
+    /// kept 20 MB more at 100,000 while the sending began, the peak of `run --once`.
     private func bookRestOfStart(scheduler: ReportScheduler<SubscriptionKey, C>) async {
         let run = startRunSize * Self.largestStartRunFactor
         // Stopping, nothing more is sent: what is left is booked for the outcome (runOnce).
         while !Task.isCancelled && !isStopping.withLock({ $0 }) {
             let booked = book.withLock { book -> Bool in
-                apply(book.bookRestOfStart(upTo: run), to: scheduler, in: &book)
+                write(book.bookRestOfStart(upTo: run))
                 return book.startIsBooked
             }
-            if booked { return }
+            if booked {
+                // The book may be settled only now: what waits for that is told.
+                changed()
+                return
+            }
             await Task.yield()
+        }
+    }
+
+    /// Books the start's plans not booked yet, for what needs the whole book (the round's
+    /// outcome, a webhook, `/metrics`), and hands their writes to the recorder.
+    private func bookWholeStart(_ book: inout AgentBook) {
+        guard !book.startIsBooked else { return }
+        write(book.bookRestOfStart())
+    }
+
+    /// The writes booking the start's plans gives (``AgentBook/bookRestOfStart(upTo:)``: only
+    /// writes, of plans that submit nothing).
+    private func write(_ actions: [AgentBook.Action]) {
+        for action in actions {
+            guard case .save(let record) = action else { preconditionFailure("booking the start gave \(action), not a write") }
+            recorder.save(record)
         }
     }
 
@@ -318,7 +339,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 } else {
                     let taken = book.nextStartRun(size)
                     // The writes of plans that submit nothing (no device token yet).
-                    apply(taken.actions, to: scheduler, in: &book)
+                    write(taken.actions)
                     run = taken.run
                 }
                 for item in stillUnfed(run, in: book) {
@@ -326,7 +347,12 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 }
                 return run
             }
-            guard !run.isEmpty else { break }
+            if run.isEmpty {
+                // Plans that submit nothing: more may follow them.
+                if next < later.endIndex || book.withLock({ $0.hasStartToFeed }) { continue }
+                changed()
+                break
+            }
             size = min(size * 2, startRunSize * Self.largestStartRunFactor)
             guard await flushUntilWritten(), await roomToSubmit(run.count, in: scheduler) else { return }
             book.withLock { book in
@@ -569,7 +595,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         output?.clearProgress()
         // What the round did not reach is in the outcome too: the start's plans the feeder did
         // not book (stopped, or past the deadline) are booked now, as not delivered.
-        book.withLock { book in apply(book.bookRestOfStart(), to: scheduler, in: &book) }
+        book.withLock { bookWholeStart(&$0) }
         for record in book.withLock({ $0.endOfRun() }) { recorder.save(record) }
         let stateWritten = recorder.flush()
         handBackLeases()
@@ -991,7 +1017,10 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     /// Every subscription's record as the agent has it now (`/metrics`).
     func snapshot() -> [SubscriptionRecord] {
-        book.withLock { book in book.entries.values.filter { book.isOwned($0.record.key) }.map(\.record) }.sorted { $0.key < $1.key }
+        book.withLock { book in
+            bookWholeStart(&book)
+            return book.entries.values.filter { book.isOwned($0.record.key) }.map(\.record)
+        }.sorted { $0.key < $1.key }
     }
 
     /// The backend that answers webhooks under `path`, if any.
@@ -1005,6 +1034,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     func webhook(_ receiver: any WebhookReceiver, service: String, account: String, body: [UInt8]) -> HTTPEndpoint.Response {
         let key = SubscriptionKey(account: account, service: service)
         guard let (delivery, data) = book.withLock({ book -> (SubscriptionRequest, String?)? in
+            // One not booked yet is known all the same (the start books its plans while its
+            // first run is sent).
+            bookWholeStart(&book)
             guard let entry = book.entries[key], let delivery = entry.plan?.delivery else { return nil }
             return (delivery, entry.record.state == .accepted ? entry.record.backendData : nil)
         }) else {

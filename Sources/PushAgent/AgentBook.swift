@@ -220,11 +220,12 @@ struct AgentBook {
 
     /// ``start(plans:records:)`` for a start the agent hands to the scheduler in runs (SPEC §6
     /// still holds: each run is written before it is submitted), so that the first run leaves
-    /// before the rest is written: the first `firstRun` submissions come in ``Start/actions``
-    /// with their writes (and every other write), the others in ``Start/later`` without theirs,
-    /// which are written as they are fed (``unsent(_:generation:)``). Only when there is more
-    /// than a run after the first one: a smaller rest goes in the first run too. The book has
-    /// every entry either way.
+    /// before the rest is booked or written: the first `firstRun` submissions come in
+    /// ``Start/actions`` with their writes and those of the removals and forgotten records; the
+    /// removals past the first run in ``Start/later`` without theirs, which are written as they
+    /// are fed (``unsent(_:generation:)``); and the plans after the first run are kept, to be
+    /// booked while it is sent (``bookRestOfStart(upTo:)``, ``nextStartRun(_:)``). Only when
+    /// there is more than a run after the first one: a smaller rest goes in the first run too.
     mutating func start(plans: [SubscriptionPlan], records: [SubscriptionRecord], firstRun: Int) -> Start {
         var start = Start(firstRun: firstRun)
         // A first start stores nothing yet: no set of the planned keys to build.
@@ -247,7 +248,7 @@ struct AgentBook {
         }
         var next = plans.startIndex
         while next < plans.endIndex {
-            // The first run full and more than a run to come: the rest is booked as it is fed.
+            // The first run full and more than a run to come: the rest is booked while it is sent.
             if start.isFull && plans.endIndex - next > start.firstRun {
                 let rest = plans[next...]
                 restOfStart = RestOfStart(plans: rest, stored: stored, jobs: rest.lazy.filter { $0.delivery != nil }.count)
@@ -263,6 +264,19 @@ struct AgentBook {
     private mutating func bookPlanned(_ plan: SubscriptionPlan, stored old: SubscriptionRecord?, into start: inout Start) {
         var record = old ?? SubscriptionRecord(key: plan.key)
         plan.apply(to: &record)
+        if plan.delivery != nil, let reason = stoppedServices[plan.service] {
+            // Booked after its service stopped (its credentials refused while the first run was
+            // sent): as ``stop(_:reason:)`` leaves the entries it stops, its job kept for the
+            // reload that resumes the service, and nothing submitted.
+            record.state = .stopped
+            record.lastOutcome = reason
+            record.nextDueAt = nil
+            var entry = Entry(record: record, plan: plan, job: .delivery)
+            entry.isStartJob = true
+            startJobs += 1
+            start.add(record, submission: nil, generation: store(entry).generation)
+            return
+        }
         book(Entry(record: record, plan: plan, job: plan.delivery == nil ? nil : .delivery), written: record != old, into: &start)
     }
 
@@ -295,9 +309,11 @@ struct AgentBook {
     var hasStartToFeed: Bool { restOfStart != nil || takenByFeeder < bookedForFeeder.count }
 
     /// The feeder's next run of the start: up to `size` submissions, those booked already
-    /// first, then plans booked now. `actions` writes the records of plans booked now that
-    /// submit nothing (waiting for a device token); the run's own records are written from
-    /// ``unsent(_:generation:)`` as before. Empty once the start is all fed.
+    /// first, else `size` plans booked now (fewer submissions when some submit nothing).
+    /// `actions` writes the records of plans booked now that submit nothing (waiting for a
+    /// device token, or their service stopped); the run's own records are written from
+    /// ``unsent(_:generation:)`` as before. The start is all fed once the run is empty and
+    /// ``hasStartToFeed`` is false.
     mutating func nextStartRun(_ size: Int) -> (actions: [Action], run: [Unsent]) {
         if takenByFeeder < bookedForFeeder.count {
             let run = Array(bookedForFeeder[takenByFeeder..<min(takenByFeeder + size, bookedForFeeder.count)])
@@ -324,12 +340,17 @@ struct AgentBook {
         return actions
     }
 
+    /// Books up to `size` plans of the rest of the start (fewer submissions when some submit
+    /// nothing): their submissions, and the writes of those that submit nothing. The actions
+    /// are only writes.
     private mutating func bookRest(upTo size: Int) -> (actions: [Action], run: [Unsent]) {
         guard var rest = restOfStart else { return ([], []) }
         restOfStart = nil
         // A start with no room in its first run: every submission goes in `later`.
         var start = Start(firstRun: 0)
-        while start.later.count < size, let plan = rest.plans.first {
+        var booked = 0
+        while booked < size, let plan = rest.plans.first {
+            booked += 1
             rest.plans.removeFirst()
             if plan.delivery != nil { rest.jobs -= 1 }
             bookPlanned(plan, stored: rest.stored[plan.key], into: &start)
@@ -402,7 +423,8 @@ struct AgentBook {
     /// hands a large start over in runs), by its key and generation: its key's record as it stands
     /// now, to be written before it is submitted, and the submission, as the start made it. Nil
     /// when the book has moved on since: a reload replaced or removed the job (and submitted its
-    /// own), its service stopped (a reload brings it back), or an attempt began. The agent also
+    /// own), its service stopped (a reload brings it back: ``stop(_:reason:)`` marks the entries
+    /// booked, ``bookPlanned`` those booked after), or an attempt began. The agent also
     /// skips a key that anything else submitted meanwhile.
     func unsent(_ key: SubscriptionKey, generation: UInt64) -> (record: SubscriptionRecord, submission: Submission)? {
         // (Whether it still awaits the feeder is ``awaitsFeed(_:)``: the agent hands a key over
@@ -967,7 +989,7 @@ struct AgentBook {
 
     /// Whether every delivery has had its first attempt answered: what a start or a reload
     /// sends at once is over, though some may be retrying.
-    var firstAttemptsAnswered: Bool { entries.firstAttemptsDue == 0 }
+    var firstAttemptsAnswered: Bool { startIsBooked && entries.firstAttemptsDue == 0 }
 
     /// Whether nothing is left to send: every job is done (or waits on a stopped service), but
     /// for the deliveries `agent.reportInterval` repeats later.

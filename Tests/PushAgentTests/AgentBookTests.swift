@@ -354,14 +354,17 @@ import Testing
         let firstSubmit = try #require(started.actions.firstIndex { if case .submit = $0 { true } else { false } })
         #expect(lastSave < firstSubmit)
 
-        // The feeder takes runs of two: the plan that waits for a token is written when booked.
+        // The feeder takes runs of two plans: the one that waits for a token submits nothing,
+        // and is written when booked.
         let second = inRuns.nextStartRun(2)
         #expect(second.run.map(\.key.account) == ["b", "c"] && second.actions.isEmpty)
         let third = inRuns.nextStartRun(2)
-        #expect(third.run.map(\.key.account) == ["d", "e"])
+        #expect(third.run.map(\.key.account) == ["d"])
         #expect(Self.saved(third.actions).map(\.key.account) == ["waits"])
+        let fourth = inRuns.nextStartRun(2)
+        #expect(fourth.run.map(\.key.account) == ["e"] && fourth.actions.isEmpty)
         #expect(inRuns.nextStartRun(2).run.isEmpty && inRuns.startIsBooked && !inRuns.hasStartToFeed)
-        let later = second.run + third.run
+        let later = second.run + third.run + fourth.run
 
         // Once booked, the book has every entry, as a whole start's, and the later runs' records
         // as it would write them.
@@ -449,6 +452,38 @@ import Testing
         let writes = stopped.bookRestOfStart()
         #expect(Self.saved(writes).map(\.key.account) == ["waits"])
         #expect(stopped.startIsBooked && stopped.startJobs == 7 && stopped.entries.jobCount == 7)
+    }
+
+    @Test func aServiceStoppedInTheFirstRunStopsThePlansBookedAfterIt() throws {
+        // Credentials refused by the first run's answer: the plans booked after it wait as
+        // stopped, as a whole start's do, and the reload that resumes the service sends them all.
+        let plans = (0..<10).map { Self.plan("p\($0)", token: "1") }
+        var whole = Self.book()
+        let wholeActions = whole.start(plans: plans, records: [])
+        Self.send(&whole, wholeActions)
+        _ = whole.settle(Self.k("p0"), .stopped("credentials refused"), attempt: 1, now: 1)
+        var inRuns = Self.book()
+        let started = inRuns.start(plans: plans, records: [], firstRun: 2)
+        #expect(!inRuns.startIsBooked)
+        Self.send(&inRuns, started.actions)
+        _ = inRuns.settle(Self.k("p0"), .stopped("credentials refused"), attempt: 1, now: 1)
+        var fed: [AgentBook.Unsent] = []
+        var written: [SubscriptionRecord] = []
+        while inRuns.hasStartToFeed {
+            let taken = inRuns.nextStartRun(4)
+            fed += taken.run
+            written += Self.saved(taken.actions)
+        }
+        #expect(fed.isEmpty, "nothing of a stopped service is submitted: \(fed.map(\.key.account))")
+        #expect(written.map(\.key.account) == (2..<10).map { "p\($0)" } && written.allSatisfy { $0.state == .stopped })
+        #expect(written.allSatisfy { $0.lastOutcome == "credentials refused" })
+        let states = { (book: AgentBook) in book.entries.values.map { "\($0.record.key.account):\($0.record.state)" }.sorted() }
+        #expect(states(inRuns) == states(whole))
+        #expect(inRuns.counts.statusText == whole.counts.statusText && inRuns.startJobs == 10)
+        #expect(inRuns.isSettled, "every job waits on the stopped service")
+        // The credentials mended: a reload with the same plans sends every one again.
+        #expect(Self.submitted(Self.reload(&whole, plans, reportInterval: nil, now: 2).0).count == 10)
+        #expect(Self.submitted(Self.reload(&inRuns, plans, reportInterval: nil, now: 2).0).count == 10)
     }
 
     @Test func theRemovalIsSavedBeforeAnyRequestIsSubmitted() throws {

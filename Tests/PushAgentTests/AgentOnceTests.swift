@@ -434,6 +434,73 @@ final class ScriptedTransport: HTTPTransport {
         #expect(try store.records().allSatisfy { $0.state == .pending })
     }
 
+    /// Answers every request "stopped": its credentials are refused.
+    struct RefusingBackend: Backend {
+        var type: String { "accepting" }
+        func check(_ context: BackendContext, skipping passedEarly: [Bool]?, diagnostics: inout DiagnosticList) {}
+        func planner(_ context: BackendContext, diagnostics: inout DiagnosticList) -> any SubscriptionPlanner {
+            AgentOnceConfirmationTests.AcceptingBackend.NoPlans()
+        }
+        func cleanupRequest(account: String, service: String, stored: String) -> SubscriptionRequest? { nil }
+        func send(_ requests: [SubscriptionRequest], transport: any HTTPTransport, defaultTimeout: Duration) async -> [Outcome] {
+            requests.map { _ in .stopped("credentials refused") }
+        }
+    }
+
+    @Test(arguments: [100, 5_000])
+    func aServiceStoppedByTheFirstRunEndsTheRoundWithEveryReportStopped(count: Int) async throws {
+        // The plans booked after the refusal are stopped too, and the round ends once they are
+        // all booked, not at its deadline (its clock stands still).
+        let store = MemoryStateStore()
+        let clock = ManualClock()
+        let plans = (0..<count).map { AgentOnceConfirmationTests.plan("a\($0)", service: "s") }
+        let agent = Agent(start: .configuration(plans: plans, records: [], pollers: []), settings: Self.settings(),
+                          backends: Backends([RefusingBackend()]), transport: ScriptedTransport { _, _ in TransportResponse(status: 204) },
+                          recorder: StateRecorder(store: store, logger: Self.quiet, clock: clock),
+                          logger: Self.quiet, clock: clock, wallClock: { 0 }, startRunSize: 4, feedWait: .milliseconds(5))
+        let ended = Mutex<OnceOutcome?>(nil)
+        let round = Task(executorPreference: TestThreads.shared) {
+            let outcome = await agent.runOnce(deadline: .seconds(600))
+            ended.withLock { $0 = outcome }
+        }
+        #expect(await Polling.until { ended.withLock { $0 != nil } }, "the round waited for its deadline")
+        clock.advance(by: .seconds(600))
+        await round.value
+        let outcome = try #require(ended.withLock { $0 })
+        #expect(outcome.total == count && outcome.delivered == 0)
+        let reasons = Dictionary(grouping: outcome.undelivered, by: { "\($0.state): \($0.reason)" }).mapValues(\.count)
+        #expect(reasons == ["stopped: credentials refused": count])
+        let states = Dictionary(grouping: try store.records(), by: { "\($0.state)" }).mapValues(\.count)
+        #expect(states == ["stopped": count])
+    }
+
+    @Test(arguments: [2_000, 20_000])
+    func aRoundWhoseRestSubmitsNothingEndsOnceItIsBooked(waiting: Int) async throws {
+        // Four deliveries, then plans that wait for a device token: once those are booked the
+        // round is over, and nothing else would tell it (its clock stands still).
+        let clock = ManualClock()
+        let store = MemoryStateStore()
+        let plans = (0..<4).map { Self.plan("a\($0)", url: "http://x.example/a\($0)") } + (0..<waiting).map { index in
+            SubscriptionPlan(account: "w\(index)", service: SubscriptionKey.acrobits, fingerprint: "f-w\(index)", delivery: nil,
+                             waiting: "no device token yet", cleanup: nil)
+        }
+        let agent = Agent(start: .configuration(plans: plans, records: [], pollers: []), settings: Self.settings(),
+                          transport: ScriptedTransport { _, _ in TransportResponse(status: 204) },
+                          recorder: StateRecorder(store: store, logger: Self.quiet, clock: clock),
+                          logger: Self.quiet, clock: clock, wallClock: { 0 }, startRunSize: 4)
+        let ended = Mutex<OnceOutcome?>(nil)
+        let round = Task(executorPreference: TestThreads.shared) {
+            let outcome = await agent.runOnce(deadline: .seconds(600))
+            ended.withLock { $0 = outcome }
+        }
+        #expect(await Polling.until { ended.withLock { $0 != nil } }, "the round waited for its deadline")
+        clock.advance(by: .seconds(600))
+        await round.value
+        let outcome = try #require(ended.withLock { $0 })
+        #expect(outcome.total == 4 && outcome.delivered == 4)
+        #expect(try store.records().count == waiting + 4, "every waiting plan written")
+    }
+
     @Test func aStoppedRoundCancelsWhatIsStillInFlightOnceTheGracePeriodIsOver() async {
         let transport = HoldingTransport()
         let logged = LogText()
