@@ -71,7 +71,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// With shared state, in `runOnce`: what this agent claimed with something to send (its
     /// part of the summary).
     private let claimedJobs = Mutex(Set<SubscriptionKey>())
-    /// How many of a start's submissions go to the scheduler at a time (``feed(_:scheduler:)``).
+    /// How many of a start's submissions go to the scheduler at a time (``feed(scheduler:)``).
     private let startRunSize: Int
     /// The longest the feeder waits for room before it submits its next run anyway
     /// (``roomToSubmit(_:)``).
@@ -121,7 +121,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     ///     round is stopped (``runOnce(deadline:output:stop:)``).
     ///   - statusInterval: the least time between two `STATUS=` messages.
     ///   - startRunSize: how many of a large start's submissions go to the scheduler first; the
-    ///     rest follow in runs (``feed(_:scheduler:)``).
+    ///     rest follow in runs (``feed(scheduler:)``).
     ///   - feedWait: the longest the feeder waits for the scheduler to begin what it was given
     ///     before it hands over the next run anyway.
     public init(start: AgentStart, settings: AgentSettings, backends: Backends = .standard, transport: any HTTPTransport,
@@ -162,7 +162,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     /// Starts the book and writes what it decided before anything is sent; `written` is false
     /// when the state cannot be written. A large start keeps all but its first run for
-    /// ``feed(_:scheduler:)``.
+    /// ``feed(scheduler:)``.
     private func begin(_ scheduler: ReportScheduler<SubscriptionKey, C>) -> Beginning {
         guard let start = startup.withLock({ startup in defer { startup = nil }; return startup }) else {
             return Beginning(written: true, jobs: 0)
@@ -181,7 +181,6 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         }
         // The scheduler does not run yet, so nothing is sent before the flush.
         var jobs = 0
-        var later: [AgentBook.Unsent] = []
         let (subscriptions, owedCleanups) = book.withLock { book -> (Int, Int) in
             let started: AgentBook.Start
             switch start {
@@ -202,7 +201,6 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 claimedAll.withLock { $0 = true }
             }
             jobs = book.startJobsToCome
-            later = started.later
             apply(started.actions, to: scheduler, in: &book)
             return (book.entries.count, book.counts[.removing])
         }
@@ -221,7 +219,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         } else {
             logger.debug("started: cleaning up \(subscriptions) \(subscriptions == 1 ? "subscription" : "subscriptions")")
         }
-        return Beginning(written: true, jobs: jobs, later: Feed(later))
+        return Beginning(written: true, jobs: jobs)
     }
 
     /// How many accounts `plans` are of, for the start's log line (written before the first
@@ -235,40 +233,18 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         return accountIDs.count
     }
 
-    /// What ``begin(_:)`` did: whether the state was written, how many subscriptions the start
-    /// gives a job (the book flags them as it books them, ``AgentBook/Entry/isStartJob``, and
-    /// counts those of the plans it has not booked yet), and the submissions still to hand to
-    /// the scheduler (``feed(_:scheduler:)``).
+    /// What ``begin(_:)`` did: whether the state was written, and how many subscriptions the
+    /// start gives a job (the book flags them as it books them, ``AgentBook/Entry/isStartJob``,
+    /// and counts those of the plans it has not booked yet).
     private struct Beginning {
         var written: Bool
         var jobs: Int
-        var later = Feed([])
     }
 
-    /// The runs still to feed, taken once by the feeder, so that they go when it is done
-    /// (the book keeps the plans it has not booked yet: ``AgentBook/nextStartRun(_:)``).
-    private final class Feed: Sendable {
-        private let items: Mutex<[AgentBook.Unsent]>
-        let isEmpty: Bool
-
-        init(_ items: [AgentBook.Unsent]) {
-            isEmpty = items.isEmpty
-            self.items = Mutex(items)
-        }
-
-        func take() -> [AgentBook.Unsent] {
-            items.withLock { items in
-                defer { items = [] }
-                return items
-            }
-        }
-    }
-
-    /// Adds the task that feeds the runs of `later`, then the start's plans the book has not
-    /// booked yet, to the scheduler, when there are any; the runs are taken, so that they go as
-    /// they are fed.
-    private func addFeeder(_ later: Feed, to group: inout TaskGroup<Ending>, scheduler: ReportScheduler<SubscriptionKey, C>) {
-        guard book.withLock({ $0.hasStartToFeed }) || !later.isEmpty else { return }
+    /// Adds the tasks that book the rest of the start and feed it to the scheduler
+    /// (``feed(scheduler:)``), when a start left any.
+    private func addFeeder(to group: inout TaskGroup<Ending>, scheduler: ReportScheduler<SubscriptionKey, C>) {
+        guard book.withLock({ $0.hasStartToFeed }) else { return }
         if !book.withLock({ $0.startIsBooked }) {
             group.addTask {
                 await self.bookRestOfStart(scheduler: scheduler)
@@ -276,7 +252,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
         }
         group.addTask {
-            await self.feed(later.take(), scheduler: scheduler)
+            await self.feed(scheduler: scheduler)
             return .other
         }
     }
@@ -317,12 +293,11 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         }
     }
 
-    /// Hands `later` to the scheduler a run at a time, then the rest of the start as the book
-    /// books it run by run (``AgentBook/nextStartRun(_:)``): each run's records as they stand
-    /// now are written first, then what is still the start's job is submitted (a reload or a
-    /// stopped service may have moved some on meanwhile; ``AgentBook/unsent(_:generation:)``).
-    private func feed(_ later: [AgentBook.Unsent], scheduler: ReportScheduler<SubscriptionKey, C>) async {
-        var next = later.startIndex
+    /// Hands the start's runs after the first to the scheduler a run at a time, as the book
+    /// gives them (``AgentBook/nextStartRun(_:)``): each run's records as they stand now are
+    /// written first, then what is still the start's job is submitted (a reload or a stopped
+    /// service may have moved some on meanwhile; ``AgentBook/unsent(_:generation:)``).
+    private func feed(scheduler: ReportScheduler<SubscriptionKey, C>) async {
         // Done, or given up: what was not fed awaits the feeder no more.
         defer { book.withLock { $0.endFeed() } }
         // Each run twice the one before, up to `largestStartRunFactor` first runs: the scheduler
@@ -332,16 +307,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         while true {
             if Task.isCancelled || isStopping.withLock({ $0 }) { return }
             let run = book.withLock { book -> [AgentBook.Unsent] in
-                let run: [AgentBook.Unsent]
-                if next < later.endIndex {
-                    run = Array(later[next..<min(next + size, later.endIndex)])
-                    next += run.count
-                } else {
-                    let taken = book.nextStartRun(size)
-                    // The writes of plans that submit nothing (no device token yet).
-                    write(taken.actions)
-                    run = taken.run
-                }
+                let (writes, run) = book.nextStartRun(size)
+                // The writes of plans that submit nothing (no device token yet).
+                write(writes)
                 for item in stillUnfed(run, in: book) {
                     if let (record, _) = book.unsent(item.key, generation: item.generation) { recorder.save(record) }
                 }
@@ -349,7 +317,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
             if run.isEmpty {
                 // Plans that submit nothing: more may follow them.
-                if next < later.endIndex || book.withLock({ $0.hasStartToFeed }) { continue }
+                if book.withLock({ $0.hasStartToFeed }) { continue }
                 changed()
                 break
             }
@@ -419,7 +387,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 await scheduler.run()
                 return .schedulerEnded
             }
-            addFeeder(beginning.later, to: &group, scheduler: scheduler)
+            addFeeder(to: &group, scheduler: scheduler)
             for source in reloadSources {
                 group.addTask {
                     await source(reloadContinuation)
@@ -526,7 +494,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 await scheduler.run()
                 return .schedulerEnded
             }
-            addFeeder(beginning.later, to: &group, scheduler: scheduler)
+            addFeeder(to: &group, scheduler: scheduler)
             group.addTask {
                 await self.recorder.writeInBatches()
                 return .other

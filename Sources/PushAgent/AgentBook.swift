@@ -222,10 +222,11 @@ struct AgentBook {
     /// still holds: each run is written before it is submitted), so that the first run leaves
     /// before the rest is booked or written: the first `firstRun` submissions come in
     /// ``Start/actions`` with their writes and those of the removals and forgotten records; the
-    /// removals past the first run in ``Start/later`` without theirs, which are written as they
+    /// removals past the first run go to the feeder without theirs, which are written as they
     /// are fed (``unsent(_:generation:)``); and the plans after the first run are kept, to be
-    /// booked while it is sent (``bookRestOfStart(upTo:)``, ``nextStartRun(_:)``). Only when
-    /// there is more than a run after the first one: a smaller rest goes in the first run too.
+    /// booked while it is sent (``bookRestOfStart(upTo:)``); the feeder takes both with
+    /// ``nextStartRun(_:)``. Only when there is more than a run after the first one: a smaller
+    /// rest goes in the first run too.
     mutating func start(plans: [SubscriptionPlan], records: [SubscriptionRecord], firstRun: Int) -> Start {
         var start = Start(firstRun: firstRun)
         // A first start stores nothing yet: no set of the planned keys to build.
@@ -284,8 +285,8 @@ struct AgentBook {
     /// submitted (``bookRestOfStart(upTo:)``, ``nextStartRun(_:)``), so that it leaves without
     /// waiting for every entry (booking 100,000 took 0.2 s); nil once all are booked.
     private var restOfStart: RestOfStart?
-    /// Later runs of the start booked before the feeder asked (``bookRestOfStart()``), first
-    /// in what it takes next.
+    /// Later runs of the start not taken by the feeder yet: the removals past the first run,
+    /// and plans booked before it asked (``bookRestOfStart(upTo:)``), first in what it takes next.
     private var bookedForFeeder: [Unsent] = []
     /// How many of ``bookedForFeeder`` the feeder took.
     private var takenByFeeder = 0
@@ -360,7 +361,8 @@ struct AgentBook {
     }
 
     /// `start` with a rest of no more than a run taken into its first run (the feeder's second
-    /// transaction would buy nothing), and its actions in the order they are applied.
+    /// transaction would buy nothing), and its actions in the order they are applied. A longer
+    /// rest goes to the feeder, before the plans still to book (``nextStartRun(_:)``).
     private mutating func finished(_ start: consuming Start) -> Start {
         if !start.later.isEmpty && start.later.count <= start.firstRun {
             for item in start.later {
@@ -369,19 +371,22 @@ struct AgentBook {
                 if item.written { start.actions.append(.save(record)) }
                 start.actions.append(.submit(submission))
             }
-            start.later = []
+        } else {
+            bookedForFeeder = start.later
         }
+        start.later = []
         start.actions = Self.savesFirst(start.actions)
         return start
     }
 
-    /// What a start gives the agent: what to apply before the scheduler runs, and the
-    /// submissions it hands over in runs after that.
+    /// What a start gives the agent: what to apply before the scheduler runs. The submissions
+    /// after its first run are the feeder's (``AgentBook/nextStartRun(_:)``).
     struct Start {
         /// The writes to make and the submissions of the first run, to apply at once.
         var actions: [Action] = []
-        /// The submissions after the first run, each with its job's generation: their records
-        /// are written when they are fed (``AgentBook/unsent(_:generation:)``).
+        /// While booking: the submissions past the first run, each with its job's generation,
+        /// whose records are written when they are fed (``AgentBook/unsent(_:generation:)``).
+        /// Handed to the feeder when the start is finished, so empty in what it returns.
         var later: [Unsent] = []
         /// How many submissions `actions` takes.
         let firstRun: Int

@@ -411,6 +411,23 @@ import Testing
         #expect(lastSmallSave < firstSmallSubmit)
     }
 
+    @Test func removalsPastTheFirstRunGoToTheFeederBeforeThePlans() throws {
+        // Five removals owed and a first run of two: the other three are the feeder's, first,
+        // then the plans booked after them.
+        let records = (0..<5).map { index in
+            SubscriptionRecord(key: Self.k("gone\(index)"), fingerprint: "g\(index)", deliveredFingerprint: "g\(index)",
+                               state: .delivered, cleanup: Self.plan("gone\(index)", token: "1").cleanup)
+        }
+        var book = Self.book()
+        let started = book.start(plans: (0..<4).map { Self.plan("p\($0)", token: "1") }, records: records, firstRun: 2)
+        #expect(Self.submitted(started.actions).map { $0.split(separator: "@")[0] } == ["gone0", "gone1"])
+        #expect(started.later.isEmpty && book.hasStartToFeed)
+        var fed: [String] = []
+        while book.hasStartToFeed { fed += book.nextStartRun(2).run.map(\.key.account) }
+        #expect(fed == ["gone2", "gone3", "gone4", "p0", "p1", "p2", "p3"])
+        #expect(book.startIsBooked && book.awaitingFeed == 7)
+    }
+
     @Test func whatNeedsTheWholeBookBooksTheRestOfTheStartFirst() throws {
         // A reload while the start is still being booked compares with every plan: those it
         // leaves as they are are still the feeder's to submit, after what was booked before.

@@ -127,6 +127,41 @@ final class ScriptedTransport: HTTPTransport {
         #expect(records.count == 25 && records.allSatisfy { $0.state == .delivered && $0.cleanup == "cleanup-\($0.key.account)" })
     }
 
+    /// Runs `agent`'s round with a deadline its standing `clock` never reaches: the round's
+    /// outcome once it ends of itself (nil, and an issue recorded, when it does not within the
+    /// usual bound); then the clock passes the deadline, so that the round ends either way.
+    static func roundEndsBeforeItsDeadline(_ agent: Agent<ManualClock>, clock: ManualClock,
+                                           sourceLocation: SourceLocation = #_sourceLocation) async -> OnceOutcome? {
+        let ended = Mutex<OnceOutcome?>(nil)
+        let round = Task(executorPreference: TestThreads.shared) {
+            let outcome = await agent.runOnce(deadline: .seconds(600))
+            ended.withLock { $0 = outcome }
+        }
+        #expect(await Polling.until { ended.withLock { $0 != nil } }, "the round waited for its deadline", sourceLocation: sourceLocation)
+        clock.advance(by: .seconds(600))
+        await round.value
+        return ended.withLock { $0 }
+    }
+
+    @Test func aLargeRemovalGoesOutInRunsEveryCleanupOnce() async throws {
+        // `remove` of 11 subscriptions in runs of 2: the cleanups past the first run are fed.
+        let store = MemoryStateStore()
+        let records = (0..<11).map { index in
+            SubscriptionRecord(key: AgentBookTests.k("gone\(index)"), fingerprint: "g\(index)", deliveredFingerprint: "g\(index)",
+                               state: .delivered, cleanup: AgentBookTests.plan("gone\(index)", token: "1").cleanup)
+        }
+        try store.save(records, deleting: [])
+        let transport = ScriptedTransport { _, _ in TransportResponse(status: 204) }
+        let clock = ManualClock()
+        let agent = Agent(start: .removal(records: records), settings: Self.settings(), transport: transport,
+                          recorder: StateRecorder(store: store, logger: Self.quiet, clock: clock),
+                          logger: Self.quiet, clock: clock, wallClock: { 0 }, startRunSize: 2)
+        let outcome = try #require(await Self.roundEndsBeforeItsDeadline(agent, clock: clock))
+        #expect(outcome.delivered == 11 && outcome.undelivered.isEmpty)
+        #expect(transport.requests.map(\.url).sorted() == (0..<11).map { "https://gone.example.com/gone\($0)?t=1" }.sorted())
+        #expect(try store.records().isEmpty, "each forgotten once cleaned up")
+    }
+
     @Test func aStartWhoseFirstRequestsHangStillHasEveryRunWrittenAndHandedOver() async throws {
         // The feeder hands the scheduler its next run once the one before has begun; requests
         // that do not begin (here: one at a time, the first hanging) must not keep the rest of
@@ -458,15 +493,7 @@ final class ScriptedTransport: HTTPTransport {
                           backends: Backends([RefusingBackend()]), transport: ScriptedTransport { _, _ in TransportResponse(status: 204) },
                           recorder: StateRecorder(store: store, logger: Self.quiet, clock: clock),
                           logger: Self.quiet, clock: clock, wallClock: { 0 }, startRunSize: 4, feedWait: .milliseconds(5))
-        let ended = Mutex<OnceOutcome?>(nil)
-        let round = Task(executorPreference: TestThreads.shared) {
-            let outcome = await agent.runOnce(deadline: .seconds(600))
-            ended.withLock { $0 = outcome }
-        }
-        #expect(await Polling.until { ended.withLock { $0 != nil } }, "the round waited for its deadline")
-        clock.advance(by: .seconds(600))
-        await round.value
-        let outcome = try #require(ended.withLock { $0 })
+        let outcome = try #require(await Self.roundEndsBeforeItsDeadline(agent, clock: clock))
         #expect(outcome.total == count && outcome.delivered == 0)
         let reasons = Dictionary(grouping: outcome.undelivered, by: { "\($0.state): \($0.reason)" }).mapValues(\.count)
         #expect(reasons == ["stopped: credentials refused": count])
@@ -488,15 +515,7 @@ final class ScriptedTransport: HTTPTransport {
                           transport: ScriptedTransport { _, _ in TransportResponse(status: 204) },
                           recorder: StateRecorder(store: store, logger: Self.quiet, clock: clock),
                           logger: Self.quiet, clock: clock, wallClock: { 0 }, startRunSize: 4)
-        let ended = Mutex<OnceOutcome?>(nil)
-        let round = Task(executorPreference: TestThreads.shared) {
-            let outcome = await agent.runOnce(deadline: .seconds(600))
-            ended.withLock { $0 = outcome }
-        }
-        #expect(await Polling.until { ended.withLock { $0 != nil } }, "the round waited for its deadline")
-        clock.advance(by: .seconds(600))
-        await round.value
-        let outcome = try #require(ended.withLock { $0 })
+        let outcome = try #require(await Self.roundEndsBeforeItsDeadline(agent, clock: clock))
         #expect(outcome.total == 4 && outcome.delivered == 4)
         #expect(try store.records().count == waiting + 4, "every waiting plan written")
     }
