@@ -579,9 +579,11 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         book.withLock { book in
             // Read in place (an entry copied out for each of 100,000 took a tenth of a second).
             // One gone from the book was cleaned up and forgotten: it counts, and did not fail.
-            var failed = book.entries.compactMapBorrowing { key, entry in entry.pointee.isStartJob && AgentBook.Entry.isUndelivered(job: entry.pointee.job, state: entry.pointee.record.state) ? key : nil }
+            var failed = book.entries.compactMapBorrowing { key, entry in
+                entry.pointee.isStartJob && AgentBook.Entry.isUndelivered(at: entry) ? key : nil
+            }
             let claimedOnly = claimed.filter { key in book.entries.read(key) { !$0.pointee.isStartJob } ?? true }
-            failed += claimedOnly.filter { key in book.entries.read(key) { AgentBook.Entry.isUndelivered(job: $0.pointee.job, state: $0.pointee.record.state) } == true }
+            failed += claimedOnly.filter { key in book.entries.read(key, AgentBook.Entry.isUndelivered(at:)) == true }
             // What the configuration itself refuses to send (SPEC §12): rejected without a job,
             // and not one of the jobs (which a receiver may have rejected).
             var refused = book.entries.compactMapBorrowing { key, entry in

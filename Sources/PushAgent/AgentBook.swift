@@ -72,6 +72,11 @@ struct AgentBook {
             job != nil || state == .rejected || state == .stopped
         }
 
+        /// ``isUndelivered`` of an entry read in the table (``EntryTable/read(_:_:)``).
+        static func isUndelivered(at entry: UnsafePointer<Entry>) -> Bool {
+            isUndelivered(job: entry.pointee.job, state: entry.pointee.record.state)
+        }
+
         init(record: SubscriptionRecord, plan: SubscriptionPlan?, job: Job?, cleanups: [OwedCleanup] = []) {
             self.record = record
             self.plan = plan.map(Booking.init)
