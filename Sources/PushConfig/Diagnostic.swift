@@ -79,7 +79,8 @@ extension Array where Element == Diagnostic {
             } else if index == shown {
                 var rest = diagnostic
                 let more = total - shown
-                rest.message += " (and \(more) more accounts of this file the same, from here on; validate --format json lists every one)"
+                // "From this line on", this one included: "and 3 more" read as 3 after it.
+                rest.message += " (the same for \(more) accounts of this file from this line on; validate --format json lists every one)"
                 rest.account = nil
                 kept.append(rest)
             }

@@ -335,7 +335,7 @@ struct DiagnosticsTests {
             "a.yaml:20:5: warning: \(same) [account u2]",
             "a.yaml:25:5: warning: something else [account x]",
             "a.yaml:30:5: warning: \(same) [account u3]",
-            "a.yaml:40:5: warning: \(same) (and 3 more accounts of this file the same, from here on; validate --format json lists every one)",
+            "a.yaml:40:5: warning: \(same) (the same for 3 accounts of this file from this line on; validate --format json lists every one)",
             "b.yaml:5:5: warning: \(same) [account v]",
             "a.yaml:1:5: warning: a file-wide warning",
         ])
