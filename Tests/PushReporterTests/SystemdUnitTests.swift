@@ -21,12 +21,68 @@ import Testing
         let settings = Set(text.split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init))
         for required in ["Type=notify", "DynamicUser=yes", "StateDirectory=pushreporter", "ConfigurationDirectory=pushreporter",
                          "ProtectSystem=strict", "WatchdogSec=30s", "ExecReload=/bin/kill -HUP $MAINPID",
-                         "ExecStartPre=/usr/local/bin/pushreporter validate --config /etc/pushreporter",
                          "ExecStart=/usr/local/bin/pushreporter run --config /etc/pushreporter"] {
             #expect(settings.contains(required), "\(required)")
         }
         #expect(text.contains("LoadCredential="))
         let dropIn = try String(contentsOfFile: RepositoryPaths.root + "/examples/pushreporter-notify-reload.conf", encoding: .utf8)
         #expect(dropIn.contains("\nType=notify-reload\n"))
+    }
+
+    /// The settings of a unit file, in order, by section (`[Service]`) and key; continuation
+    /// lines and comments as systemd.syntax(7) reads them.
+    static func settings(_ text: String) -> [(section: String, key: String, value: String)] {
+        var found: [(section: String, key: String, value: String)] = []
+        var section = ""
+        var pending = ""
+        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            var line = pending + raw.trimmingCharacters(in: .whitespaces)
+            pending = ""
+            if line.hasPrefix("#") || line.hasPrefix(";") || line.isEmpty { continue }
+            if line.hasSuffix("\\") {
+                line.removeLast()
+                pending = line.trimmingCharacters(in: .whitespaces) + " "
+                continue
+            }
+            if line.hasPrefix("[") && line.hasSuffix("]") {
+                section = String(line.dropFirst().dropLast())
+                continue
+            }
+            guard let equals = line.firstIndex(of: "=") else { continue }
+            found.append((section, String(line[..<equals]).trimmingCharacters(in: .whitespaces),
+                          String(line[line.index(after: equals)...]).trimmingCharacters(in: .whitespaces)))
+        }
+        return found
+    }
+
+    /// SPEC §8: an invalid configuration fails the unit once and is not restarted. systemd
+    /// restarts a unit whose start failed in any step when `Restart=on-failure` says so, and
+    /// `RestartPreventExitStatus=` is read against the main process's exit status only
+    /// (systemd.service(5)): a failing `ExecStartPre=` (a `validate` before `run`) was restarted
+    /// every `RestartSec=`, for ever with `StartLimitIntervalSec=0`. So nothing before the main
+    /// process may fail, and the main process's exit for an invalid configuration (78) and for a
+    /// bad command line (64) must be listed.
+    @Test func aBadConfigurationFailsTheUnitOnceAndIsNotRestarted() throws {
+        let settings = Self.settings(try String(contentsOfFile: Self.unit, encoding: .utf8))
+        func values(_ key: String) -> [String] { settings.filter { $0.section == "Service" && $0.key == key }.map(\.value) }
+        for step in ["ExecStartPre", "ExecStartPost", "ExecCondition"] {
+            // A `-` prefix makes systemd ignore the step's failure; an empty value resets the list.
+            let failing = values(step).filter { !$0.isEmpty && !$0.hasPrefix("-") }
+            #expect(failing.isEmpty, "\(step)= may fail, and its failure is restarted whatever its exit status: \(failing)")
+        }
+        #expect(values("Restart").last == "on-failure", "a state store that cannot be reached yet (exit 1) is retried")
+        let prevented = Set(values("RestartPreventExitStatus").flatMap { $0.split(separator: " ").map(String.init) })
+        #expect(prevented.isSuperset(of: ["78", "64"]), "\(prevented)")
+        #expect(values("ExecStart").last?.contains(" run ") == true, "the main process is `run`, which checks the configuration first")
+        // The retries of an unreachable state store go on as long as it takes, so the limit is
+        // lifted; that is safe only because nothing above fails for good with another status.
+        let limit = settings.filter { $0.section == "Unit" && $0.key == "StartLimitIntervalSec" }.last?.value
+        #expect(limit == "0")
+    }
+
+    @Test func theSettingsReaderReadsWhatSystemdReads() {
+        let text = "# c\n[Unit]\nA=1\n[Service]\nExecStartPre=-/bin/true \\\n  x\n; note\nB = two words\n"
+        let read = Self.settings(text).map { "\($0.section).\($0.key)=\($0.value)" }
+        #expect(read == ["Unit.A=1", "Service.ExecStartPre=-/bin/true x", "Service.B=two words"])
     }
 }
