@@ -63,10 +63,14 @@ let package = Package(
             name: "PushTemplates",
             dependencies: [.product(name: "Crypto", package: "swift-crypto")]
         ),
+        // Threads, blocking calls off Swift's pool, the allocator, processors and files: what the
+        // other modules need of the system; imports nothing of ours.
+        .target(name: "PushSystem"),
         .target(
             name: "PushConfig",
             dependencies: [
                 "CYAML",
+                "PushSystem",
                 "PushTemplates",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
@@ -101,7 +105,7 @@ let package = Package(
         .target(
             name: "PushAcrobits",
             dependencies: [
-                "PushBackend", "PushConfig", "PushTemplates", "PushScheduler", "PushState", "PushTransport",
+                "PushBackend", "PushSystem", "PushConfig", "PushTemplates", "PushScheduler", "PushState", "PushTransport",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
@@ -109,7 +113,7 @@ let package = Package(
         .target(
             name: "PushJourneys",
             dependencies: [
-                "PushBackend", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport",
+                "PushBackend", "PushSystem", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
@@ -127,7 +131,7 @@ let package = Package(
         .target(
             name: "PushAdobe",
             dependencies: [
-                "PushBackend", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport",
+                "PushBackend", "PushSystem", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -138,6 +142,7 @@ let package = Package(
             name: "PushAgent",
             dependencies: [
                 "PushBackend",
+                "PushSystem",
                 "PushAcrobits",
                 "PushAdobe",
                 "PushJourneys",
@@ -169,6 +174,7 @@ let package = Package(
             name: "pushreporter",
             dependencies: [
                 "PushAgent",
+                "PushSystem",
                 "PushAcrobits",
                 "PushAdobe",
                 "PushBackend",
@@ -203,12 +209,16 @@ let package = Package(
         .executableTarget(name: "FuzzTemplate", dependencies: ["FuzzSupport", "PushTemplates"]),
         .executableTarget(name: "FuzzLoader", dependencies: ["FuzzSupport", "PushConfig", "PushAcrobits"]),
         .testTarget(
+            name: "PushSystemTests",
+            dependencies: ["PushSystem", "PushTestSupport"]
+        ),
+        .testTarget(
             name: "PushTemplatesTests",
             dependencies: ["PushTemplates", "PushTestSupport"]
         ),
         .testTarget(
             name: "PushConfigTests",
-            dependencies: ["PushConfig", "PushAcrobits", "PushAdobe", "PushAgent", "PushBackend", "PushJourneys", "PushFCM",
+            dependencies: ["PushConfig", "PushSystem", "PushAcrobits", "PushAdobe", "PushAgent", "PushBackend", "PushJourneys", "PushFCM",
                            "PushTemplates", "PushTestSupport"]
         ),
         .testTarget(
@@ -225,7 +235,8 @@ let package = Package(
         .testTarget(
             name: "PushAdobeTests",
             dependencies: ["PushAdobe", "PushBackend", "PushConfig", "PushScheduler", "PushTransport", "PushTestSupport", "PushTestThreads",
-                           .product(name: "Logging", package: "swift-log")]
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]
         ),
         .testTarget(
             name: "PushAcrobitsTests",

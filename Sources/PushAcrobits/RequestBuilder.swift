@@ -1,6 +1,7 @@
 import PushBackend
 import PushConfig
 import PushTemplates
+import PushSystem
 
 /// Turns accounts into HTTP requests (SPEC §4): compiles each web-service template once per
 /// builder (each copy that checks a run of accounts compiles its own), reports template

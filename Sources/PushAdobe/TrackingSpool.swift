@@ -1,6 +1,7 @@
 import Logging
 import PushBackend
 import PushConfig
+import PushSystem
 import PushScheduler
 import ServiceLifecycle
 import Synchronization

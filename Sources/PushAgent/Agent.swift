@@ -6,6 +6,7 @@ import PushScheduler
 import PushState
 import ServiceLifecycle
 import Synchronization
+import PushSystem
 
 /// What loading the configuration gave, for a reload.
 public enum ConfigurationLoad: Sendable {

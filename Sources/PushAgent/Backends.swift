@@ -7,6 +7,7 @@ import PushFCM
 import PushJourneys
 import PushState
 import Synchronization
+import PushSystem
 
 /// The backends this build knows (SPEC §9), and what the agent and the commands do with all of
 /// them at once: check, plan, preview, send, read back a stored cleanup, poll.

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import PushConfig
+import PushSystem
 
 /// Watches configuration files and directories with inotify, for `run --watch`.
 ///

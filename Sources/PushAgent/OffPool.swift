@@ -1,13 +1,11 @@
-import Dispatch
+import PushSystem
 
 /// Runs `body`, which blocks (a state database's round trip, up to its timeouts), on a thread
-/// outside Swift's cooperative pool, and waits for it without holding a pool thread: a database
-/// that stops answering must not starve the scheduler, the endpoint or the watchdog, which share
-/// that pool's few threads (two on a two-core machine).
+/// outside Swift's cooperative pool (``BlockingPool``), and waits for it to end without holding
+/// a pool thread: a database that stops answering must not starve the scheduler, the endpoint
+/// or the watchdog, which share that pool's few threads (two on a two-core machine).
 func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { continuation in
-        DispatchQueue.global(qos: .utility).async { continuation.resume(returning: body()) }
-    }
+    await BlockingPool.shared.runToEnd(body)
 }
 
 /// ``offPool(_:)`` for a body that throws a typed error.

@@ -3,6 +3,7 @@ import PushConfig
 import PushState
 import ServiceLifecycle
 import Synchronization
+import PushSystem
 
 /// Writes changed subscription records to the state database in batches (SPEC §6), so that state
 /// never limits throughput: changes are collected in memory and written in one transaction at

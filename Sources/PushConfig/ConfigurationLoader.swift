@@ -1,5 +1,6 @@
 import Dispatch
 import PushTemplates
+import PushSystem
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -3,6 +3,7 @@ import PushBackend
 import PushConfig
 import PushScheduler
 import PushTemplates
+import PushSystem
 
 /// Microsoft Customer Insights – Journeys device registration (SPEC §9.2, seed 000): each
 /// account that names a `customer-insights-journeys` service registers its device token for

@@ -42,11 +42,11 @@ package struct OwnThread: @unchecked Sendable {
 }
 
 /// The value `body` returns on a thread of its own, for another thread to wait for.
-final class ThreadResult<Value: Sendable>: @unchecked Sendable {
+package final class ThreadResult<Value: Sendable>: @unchecked Sendable {
     private let result = ConditionLock<Value?>(nil)
 
     /// Starts `body` on a thread named `name`; nil when none can start.
-    init?(named name: String, _ body: @escaping @Sendable () -> Value) {
+    package init?(named name: String, _ body: @escaping @Sendable () -> Value) {
         let started = OwnThread(named: name, detached: true) { [result] in
             let value = body()
             result.change { $0 = value }
@@ -55,19 +55,19 @@ final class ThreadResult<Value: Sendable>: @unchecked Sendable {
     }
 
     /// Waits for `body` to return, and takes its value (once).
-    func take() -> Value {
+    package func take() -> Value {
         result.wait(until: { $0 != nil }) { $0.take()! }
     }
 }
 
 /// State shared by threads that wait for each other's progress: a mutex with a condition
 /// variable. Every change wakes the waiters.
-final class ConditionLock<State>: @unchecked Sendable {
+package final class ConditionLock<State>: @unchecked Sendable {
     private var state: State
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
-    init(_ state: State) {
+    package init(_ state: State) {
         self.state = state
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(changed, nil)
@@ -81,7 +81,7 @@ final class ConditionLock<State>: @unchecked Sendable {
     }
 
     /// Changes the state and wakes the waiters.
-    func change<R>(_ body: (inout State) -> R) -> R {
+    package func change<R>(_ body: (inout State) -> R) -> R {
         pthread_mutex_lock(mutex)
         defer {
             pthread_cond_broadcast(changed)
@@ -91,14 +91,14 @@ final class ConditionLock<State>: @unchecked Sendable {
     }
 
     /// Reads the state, waking no one.
-    func read<R>(_ body: (State) -> R) -> R {
+    package func read<R>(_ body: (State) -> R) -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return body(state)
     }
 
     /// Waits until `ready` holds, then changes the state with `body` and wakes the waiters.
-    func wait<R>(until ready: (State) -> Bool, then body: (inout State) -> R) -> R {
+    package func wait<R>(until ready: (State) -> Bool, then body: (inout State) -> R) -> R {
         pthread_mutex_lock(mutex)
         defer {
             pthread_cond_broadcast(changed)
@@ -106,6 +106,33 @@ final class ConditionLock<State>: @unchecked Sendable {
         }
         while !ready(state) { pthread_cond_wait(changed, mutex) }
         return body(&state)
+    }
+
+    /// Waits until `ready` holds, then changes the state with `body` and wakes the waiters; nil
+    /// when `timeout` passes first. `note` is told when the caller starts waiting (true) and
+    /// stops (false), under the lock, so that the state can count the waiters.
+    package func wait<R>(until ready: (State) -> Bool, timeout: Duration, whileWaiting note: (inout State, Bool) -> Void,
+                         then body: (inout State) -> R) -> R? {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let (seconds, attoseconds) = timeout.components
+        var nanoseconds = Int(now.tv_nsec) + Int(attoseconds / 1_000_000_000)
+        var deadline = timespec(tv_sec: now.tv_sec + Int(seconds) + nanoseconds / 1_000_000_000, tv_nsec: 0)
+        nanoseconds %= 1_000_000_000
+        deadline.tv_nsec = nanoseconds
+        pthread_mutex_lock(mutex)
+        defer {
+            pthread_cond_broadcast(changed)
+            pthread_mutex_unlock(mutex)
+        }
+        if !ready(state) {
+            note(&state, true)
+            while !ready(state) {
+                if pthread_cond_timedwait(changed, mutex, &deadline) == ETIMEDOUT && !ready(state) { break }
+            }
+            note(&state, false)
+        }
+        return ready(state) ? body(&state) : nil
     }
 }
 

@@ -5,6 +5,7 @@ import PushAgent
 import PushBackend
 import PushConfig
 import PushState
+import PushSystem
 
 /// Loading shared by `run` and `remove`: the configuration, then the agent's runtime (state
 /// directory, installation id, store), then the subscriptions rendered with that id.

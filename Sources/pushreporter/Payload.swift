@@ -1,6 +1,7 @@
 import ArgumentParser
 import PushAdobe
 import PushConfig
+import PushSystem
 
 /// `pushreporter payload`: render a test push as Adobe Campaign sends it (SPEC §9.4).
 struct Payload: ParsableCommand {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import PushConfig
+import PushSystem
 
 /// `pushreporter`: reports mobile push tokens from YAML account configurations.
 @main

@@ -11,6 +11,7 @@ import PushTransport
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
+import PushSystem
 
 /// `pushreporter run`: report every account's tokens and retry failures.
 struct Run: AsyncParsableCommand {

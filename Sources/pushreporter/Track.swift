@@ -10,6 +10,7 @@ import PushConfig
 import PushScheduler
 import PushState
 import PushTransport
+import PushSystem
 
 /// `pushreporter track`: send Adobe Campaign tracking for received push payloads (SPEC §9.4).
 struct Track: AsyncParsableCommand {

@@ -1,5 +1,6 @@
 @testable import PushConfig
 import Testing
+import PushSystem
 
 /// The keys of the threads' heaps (``Allocator/keyThisThreadsHeap()``): what freeing them gives
 /// back is measured by `make bench` (RSS over 10 reloads), not here.

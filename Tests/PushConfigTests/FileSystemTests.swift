@@ -1,6 +1,7 @@
 @testable import PushConfig
 import PushTestSupport
 import Testing
+import PushSystem
 
 @Suite("FileSystem.read")
 struct FileSystemTests {

@@ -4,6 +4,7 @@ import Foundation
 import PushBackend
 import PushTestSupport
 import Testing
+import PushSystem
 
 /// Large configurations are read and checked in runs of accounts on several threads, and a
 /// file's accounts are read while it is parsed. The result must be that of one account after

@@ -1,5 +1,6 @@
 @testable import PushConfig
 import Testing
+import PushSystem
 
 /// A large `accounts:` is parsed in two parts at once (``SplitFeed``): the second part from a
 /// guessed item line, by another parser. Whatever the text, the items and tree must be those

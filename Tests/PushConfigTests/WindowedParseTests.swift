@@ -1,6 +1,7 @@
 @testable import PushConfig
 import PushTestSupport
 import Testing
+import PushSystem
 #if canImport(Glibc)
 import Glibc
 #endif

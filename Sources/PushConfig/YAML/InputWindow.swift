@@ -1,3 +1,4 @@
+import PushSystem
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,3 +1,4 @@
+import PushSystem
 /// Hands the items of one top-level sequence (`accounts:`) from the thread parsing a file to the
 /// thread loading it while the file is still being parsed, so that reading accounts overlaps
 /// parsing them.

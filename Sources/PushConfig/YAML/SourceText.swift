@@ -1,4 +1,5 @@
 import Synchronization
+import PushSystem
 
 /// A file's bytes together with an index of where each line starts, so positions
 /// (1-based line and column, as libyaml and editors report them) and UTF-8 byte offsets

@@ -1,4 +1,5 @@
 import CYAML
+import PushSystem
 
 /// The items of the second part of a split file, parsed on another thread, and how the first
 /// part's parse goes on after it.
