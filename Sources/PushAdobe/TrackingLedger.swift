@@ -1,5 +1,6 @@
 import PushBackend
 import PushScheduler
+import PushSystem
 
 /// Where tracking remembers the actions that reached their server, so that each (payload,
 /// action) is sent once (SPEC §9.4): the state database's `tracked_actions` table conforms, in
@@ -28,12 +29,15 @@ enum TrackingStep: Sendable {
     /// Tried again later.
     case retry(AttemptFailure)
 
-    /// One attempt of `request`: asks `ledger` first, sends, and remembers a delivery.
+    /// One attempt of `request`: asks `ledger` first, sends, and remembers a delivery. The
+    /// ledger (a database) is asked on a thread of `blocking`, never on Swift's cooperative pool.
     static func attempt(_ request: TrackingRequest, transport: any HTTPTransport, ledger: (any TrackingLedger)?,
-                        wallClock: @Sendable () -> Int64) async -> TrackingStep {
+                        wallClock: @escaping @Sendable () -> Int64, blocking: BlockingPool = .shared) async -> TrackingStep {
         if let ledger {
             do {
-                if try ledger.wasDelivered(request) { return .alreadySent }
+                if try await blocking.run(throwing: { try ledger.wasDelivered(request) }) { return .alreadySent }
+            } catch is CancellationError {
+                return .retry(.cancelled)
             } catch {
                 return .unknown("the state \(ledger.location) cannot be read (\(error)), so it is not known whether it was sent")
             }
@@ -45,12 +49,18 @@ enum TrackingStep: Sendable {
             return .rejected(why)
         case .delivered:
             guard let ledger else { return .delivered }
-            do {
-                try ledger.recordDelivered(request, at: wallClock())
-                return .delivered
-            } catch {
-                return .deliveredNotRecorded("the state \(ledger.location) cannot be written (\(error))")
+            let at = wallClock()
+            // Remembered to the end, cancelled or not: it was delivered.
+            let failure = await blocking.runToEnd { () -> String? in
+                do {
+                    try ledger.recordDelivered(request, at: at)
+                    return nil
+                } catch {
+                    return "\(error)"
+                }
             }
+            if let failure { return .deliveredNotRecorded("the state \(ledger.location) cannot be written (\(failure))") }
+            return .delivered
         }
     }
 }

@@ -1,10 +1,10 @@
 import Logging
 import PushBackend
 import PushConfig
-import PushSystem
 import PushScheduler
 import ServiceLifecycle
 import Synchronization
+import PushSystem
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -16,14 +16,20 @@ import Glibc
 /// Nothing is lost: a file is deleted only once all its actions were delivered, and each
 /// delivered action is remembered in the ``TrackingLedger`` before the next step, so after a
 /// `kill -9` the file is found again and only what was not acknowledged is sent. A file whose
-/// action the server refuses, or that cannot be read, is moved aside as `NAME.json.rejected`
-/// (and logged); a payload that is not to be tracked (`_acsDeliveryTracking: off`, no ids, no
-/// ECID) is deleted with a log line saying why.
+/// action the server refuses, or that is not a payload, is moved aside as `NAME.json.rejected`
+/// (and logged once); a payload that is not to be tracked (`_acsDeliveryTracking: off`, no ids,
+/// no ECID) is deleted with a log line saying why.
+///
+/// Only regular files inside the directory are read (``SpoolEntry``): a symbolic link, a FIFO,
+/// a directory, a device or a file over 1 MiB is moved aside with its reason at once, and one
+/// that cannot even be moved aside is left alone, said once. Every look at the file system and
+/// at the ledger runs on a thread of its own (``BlockingPool``), never on Swift's cooperative
+/// pool, so a file that blocks holds back nothing else.
 ///
 /// The directory is listed every `scanInterval`; files are taken in name order, and a
 /// producer should write `NAME.json.tmp` (or a hidden file) and rename it, so that no file is
-/// read half written. Run it in the agent's service group: it stops on graceful shutdown once
-/// the requests in flight are answered.
+/// read half written. Run it in the agent's service group: on graceful shutdown it starts
+/// nothing more, gives what is in flight `gracePeriod`, then cancels it.
 public final class TrackingSpool<C: Clock>: Service, Sendable where C.Duration == Duration {
     /// The suffix a refused file is given.
     public static var rejectedSuffix: String { ".rejected" }
@@ -37,8 +43,12 @@ public final class TrackingSpool<C: Clock>: Service, Sendable where C.Duration =
     private let clock: C
     private let wallClock: @Sendable () -> Int64
     private let scanInterval: Duration
+    private let gracePeriod: Duration
+    private let blocking: BlockingPool
     /// The files submitted and not yet done with.
     private let known = Mutex<Set<String>>([])
+    /// Entries that could be neither read nor moved aside: not taken again while they stay.
+    private let ignored = Mutex<Set<String>>([])
     /// Why the directory could not be listed last time (said once, until it can again).
     private let listingProblem = Mutex<String?>(nil)
 
@@ -47,9 +57,12 @@ public final class TrackingSpool<C: Clock>: Service, Sendable where C.Duration =
     ///   - targets: the services and ECIDs files are resolved with; replaced on reload.
     ///   - concurrency: the most files sent at once.
     ///   - wallClock: Unix time in milliseconds, for `Retry-After` dates and the ledger.
+    ///   - gracePeriod: how long what is in flight may finish after graceful shutdown.
     public init(directory: String, targets: TrackingTargets.Current, ledger: any TrackingLedger, transport: any HTTPTransport,
                 concurrency: Int, logger: Logger, clock: C, wallClock: @escaping @Sendable () -> Int64,
-                scanInterval: Duration = .seconds(1)) {
+                scanInterval: Duration = .seconds(1), gracePeriod: Duration = .seconds(10)) {
+        self.gracePeriod = gracePeriod
+        blocking = .shared
         self.directory = directory
         self.targets = targets
         self.ledger = ledger
@@ -83,27 +96,40 @@ public final class TrackingSpool<C: Clock>: Service, Sendable where C.Duration =
                     """
                 if attempt & (attempt - 1) == 0 { logger.warning(message) } else { logger.debug(message) }
             })
+        let (stopping, stop) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         await withGracefulShutdownHandler {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await scheduler.run() }
                 group.addTask {
                     while !Task.isCancelled {
-                        self.scan(into: scheduler)
+                        await self.scan(into: scheduler)
                         try? await self.clock.sleep(for: self.scanInterval)
                     }
                 }
-                // The scheduler ends on shutdown, once its attempts in flight are done.
+                group.addTask {
+                    // Stopping: what is in flight has the grace period, then it is cancelled
+                    // (a read or a ledger call stuck on its thread is left there).
+                    for await _ in stopping {
+                        try? await self.clock.sleep(for: self.gracePeriod)
+                        return
+                    }
+                }
+                // The scheduler ends on shutdown once its attempts in flight are done, or the
+                // grace period ends first.
                 _ = await group.next()
                 group.cancelAll()
             }
         } onGracefulShutdown: {
             scheduler.shutdown()
+            stop.yield()
         }
     }
 
     /// Submits the files that came since the last scan.
-    private func scan(into scheduler: ReportScheduler<String, C>) {
-        switch FileSystem.list(directory) {
+    private func scan(into scheduler: ReportScheduler<String, C>) async {
+        let directory = directory
+        guard let listing = try? await blocking.run({ FileSystem.list(directory) }) else { return }
+        switch listing {
         case .failure(let error):
             let problem = error.message
             if listingProblem.withLock({ last in defer { last = problem }; return last != problem }) {
@@ -111,7 +137,10 @@ public final class TrackingSpool<C: Clock>: Service, Sendable where C.Duration =
             }
         case .success(let names):
             listingProblem.withLock { $0 = nil }
-            for name in names where name.hasSuffix(".json") && !name.hasPrefix(".") {
+            let candidates = names.filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }
+            // An entry left alone is looked at again once it is gone and comes back.
+            ignored.withLock { $0.formIntersection(candidates) }
+            for name in candidates where !ignored.withLock({ $0.contains(name) }) {
                 // One hold label for the whole spool: a 429 or 503 pauses it, as it pauses a service.
                 if known.withLock({ $0.insert(name).inserted }) { scheduler.submit(name, host: "tracking-spool", hold: "tracking-spool") }
             }
@@ -119,40 +148,47 @@ public final class TrackingSpool<C: Clock>: Service, Sendable where C.Duration =
     }
 
     /// One attempt at the file `name`: its actions in order, each remembered once delivered;
-    /// the file deleted once all are, or moved aside when one is refused.
+    /// the file deleted once all are, or moved aside when it is not a payload or one is refused.
     private func drain(_ name: String, attempt: Int) async -> AttemptResult {
-        let path = FileSystem.join(directory, name)
         let shown = name.displayEscaped
+        let (directory, limit) = (directory, PushPayload.maximumSize)
+        let entry: SpoolEntry
+        do {
+            entry = try await blocking.run { SpoolEntry.read(name, in: directory, limit: limit) }
+        } catch {
+            return .failed(.cancelled)
+        }
         let bytes: [UInt8]
-        switch FileSystem.read(path, limit: PushPayload.maximumSize) {
-        case .success(let read):
+        switch entry {
+        case .file(let read):
             bytes = read
-        case .failure(let error):
-            if access(path, F_OK) != 0 {
-                // Taken away meanwhile (by a person, or moved aside by a second look).
-                forget(name)
-                return .delivered
-            }
-            return .failed(AttemptFailure(status: nil, reason: "cannot read the file (\(error.message))"))
+        case .gone:
+            // Taken away meanwhile (by a person, or moved aside by a second look).
+            forget(name)
+            return .delivered
+        case .refused(let why):
+            return await setAside(name, because: why)
+        case .unreadable(let why):
+            return .failed(AttemptFailure(status: nil, reason: why))
         }
         let requests: [TrackingRequest]
         switch requestsOf(bytes) {
         case .success(let found):
             requests = found
         case .failure(.rejected(let why)):
-            return setAside(name, because: why)
+            return await setAside(name, because: why)
         case .failure(.notTracked(let why)):
             logger.notice("tracking spool: \(shown): not tracked: \(why); the file is deleted")
-            return remove(name)
+            return await remove(name)
         }
         for request in requests {
-            switch await TrackingStep.attempt(request, transport: transport, ledger: ledger, wallClock: wallClock) {
+            switch await TrackingStep.attempt(request, transport: transport, ledger: ledger, wallClock: wallClock, blocking: blocking) {
             case .delivered, .alreadySent:
                 continue
             case .deliveredNotRecorded(let why):
                 logger.error("tracking spool: \(shown): \(request.action.description) was delivered, but \(why)")
             case .rejected(let why):
-                return setAside(name, because: "\(request.action.description) rejected by \(request.host): \(why)")
+                return await setAside(name, because: "\(request.action.description) rejected by \(request.host): \(why)")
             case .unknown(let why):
                 // The state's problem, not the file's: tried again.
                 return .failed(AttemptFailure(status: nil, reason: why))
@@ -165,7 +201,7 @@ public final class TrackingSpool<C: Clock>: Service, Sendable where C.Duration =
         let actions = requests.map(\.action.rawValue).joined(separator: ", ")
         let message: Logger.Message = "tracking spool: \(shown): tracked (action \(actions)) at \(requests.first?.host ?? "")"
         if attempt > 1 { logger.notice("\(message) after \(attempt) attempts") } else { logger.debug(message) }
-        return remove(name)
+        return await remove(name)
     }
 
     /// Why a file is not sent.
@@ -205,22 +241,41 @@ public final class TrackingSpool<C: Clock>: Service, Sendable where C.Duration =
         return service.requests(event, for: payload, ecid: ecid).mapError { .notTracked($0.description) }
     }
 
-    /// Moves `name` aside as `NAME.rejected`, saying why.
-    private func setAside(_ name: String, because why: String) -> AttemptResult {
+    /// Moves `name` aside as `NAME.rejected`, saying why. One that cannot be moved aside is left
+    /// alone, said once, and looked at again only once it has gone and come back.
+    private func setAside(_ name: String, because why: String) async -> AttemptResult {
         let path = FileSystem.join(directory, name)
-        if rename(path, path + Self.rejectedSuffix) == 0 {
-            logger.error("tracking spool: \(name.displayEscaped): \(why); moved aside as \((name + Self.rejectedSuffix).displayEscaped), not sent again")
-            forget(name)
-            return .delivered
+        let failure: Int32?
+        do {
+            failure = try await blocking.run { rename(path, path + Self.rejectedSuffix) == 0 ? nil : errno }
+        } catch {
+            return .failed(.cancelled)
         }
-        return .failed(AttemptFailure(status: nil, reason: "\(why), and it cannot be moved aside (\(String(cString: strerror(errno))))"))
+        if let code = failure {
+            if code == ENOENT {
+                forget(name)
+                return .delivered
+            }
+            logger.error("tracking spool: \(name.displayEscaped): \(why), and it cannot be moved aside (\(FileError(errno: code).message)); it is left where it is and not looked at again until it is replaced")
+            ignored.withLock { _ = $0.insert(name) }
+        } else {
+            logger.error("tracking spool: \(name.displayEscaped): \(why); moved aside as \((name + Self.rejectedSuffix).displayEscaped), not sent again")
+        }
+        forget(name)
+        return .delivered
     }
 
     /// Deletes `name`: all its actions are done.
-    private func remove(_ name: String) -> AttemptResult {
+    private func remove(_ name: String) async -> AttemptResult {
         let path = FileSystem.join(directory, name)
-        guard unlink(path) == 0 || errno == ENOENT else {
-            return .failed(AttemptFailure(status: nil, reason: "tracked, but the file cannot be deleted (\(String(cString: strerror(errno))))"))
+        let failure: Int32?
+        do {
+            failure = try await blocking.run { unlink(path) == 0 || errno == ENOENT ? nil : errno }
+        } catch {
+            return .failed(.cancelled)
+        }
+        if let code = failure {
+            return .failed(AttemptFailure(status: nil, reason: "tracked, but the file cannot be deleted (\(FileError(errno: code).message))"))
         }
         forget(name)
         return .delivered
