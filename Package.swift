@@ -257,7 +257,8 @@ let package = Package(
         .testTarget(
             name: "PushAgentTests",
             dependencies: ["PushAgent", "PushAcrobits", "PushBackend", "PushConfig", "PushScheduler", "PushState", "PushTransport", "PushTestSupport",
-                           "PushTestThreads"]
+                           "PushTestThreads", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]
         ),
         .testTarget(
             name: "PushReporterTests",

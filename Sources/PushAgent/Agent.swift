@@ -48,7 +48,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     private let logger: Logger
     private let clock: C
     private let wallClock: @Sendable () -> Int64
-    private let load: @Sendable () async -> ConfigurationLoad
+    /// Loads the configuration again (it reads files, so it runs off Swift's pool).
+    private let load: @Sendable () -> ConfigurationLoad
     private let reloadSources: [ReloadSource]
     private let gracePeriod: Duration
     private let statusInterval: Duration
@@ -129,7 +130,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 recorder: StateRecorder<C>, shared: (any SharedStateStore)? = nil,
                 notifier: any ServiceManagerNotifier = NoNotifier(), logger: Logger, clock: C,
                 wallClock: @escaping @Sendable () -> Int64 = WallClock.epochMilliseconds,
-                load: @escaping @Sendable () async -> ConfigurationLoad = { .invalid(reason: "no reload") },
+                load: @escaping @Sendable () -> ConfigurationLoad = { .invalid(reason: "no reload") },
                 reloadSources: [ReloadSource] = [],
                 gracePeriod: Duration = .seconds(10), statusInterval: Duration = .seconds(1), startRunSize: Int = 1_000,
                 feedWait: Duration = .seconds(1)) {
@@ -164,7 +165,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// Starts the book and writes what it decided before anything is sent; `written` is false
     /// when the state cannot be written. A large start keeps all but its first run for
     /// ``feed(scheduler:)``.
-    private func begin(_ scheduler: ReportScheduler<SubscriptionKey, C>) -> Beginning {
+    private func begin(_ scheduler: ReportScheduler<SubscriptionKey, C>) async -> Beginning {
         guard let start = startup.withLock({ startup in defer { startup = nil }; return startup }) else {
             return Beginning(written: true, jobs: 0)
         }
@@ -172,9 +173,13 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         // state does not know yet, for whichever agent claims them.
         var membership: PostgresStateStore.Membership?
         if let shared, case .configuration(let plans, _, _) = start {
+            let (leaseTimeout, keys) = (settings.leaseTimeout, plans.map(\.key))
             do {
-                membership = try shared.join(leaseTimeout: settings.leaseTimeout, startsGroups: true)
-                try shared.publish(plans.map(\.key))
+                membership = try await offPool { () throws(StateError) in
+                    let membership = try shared.join(leaseTimeout: leaseTimeout, startsGroups: true)
+                    try shared.publish(keys)
+                    return membership
+                }
             } catch {
                 logger.error("\(error.description)")
                 return Beginning(written: false, jobs: 0)
@@ -205,7 +210,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             apply(started.actions, to: scheduler, in: &book)
             return (book.entries.count, book.counts[.removing])
         }
-        guard recorder.flush() else { return Beginning(written: false, jobs: jobs) }
+        let recorder = recorder
+        guard await offPool({ recorder.flush() }) else { return Beginning(written: false, jobs: jobs) }
         for key in book.withLock({ $0.takeUnreadableCleanups() }) { logger.unreadableCleanup(of: key) }
         if case .configuration(let plans, _, _) = start {
             let accounts = Self.accountCount(plans)
@@ -373,7 +379,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// cleanups must be in the state before any delivery is sent.
     public func run() async throws {
         let scheduler = makeScheduler()
-        let beginning = begin(scheduler)
+        let beginning = await begin(scheduler)
         guard beginning.written else {
             throw StateRecorder<C>.Failure(description: "the state cannot be written, so nothing is sent; see the error above")
         }
@@ -437,7 +443,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
         }
         reloadContinuation.finish()
-        handBackLeases()
+        await handBackLeases()
     }
 
     /// Stopping: no new request starts from now on (those in flight get the grace period to
@@ -479,7 +485,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         stop?.whenRequested { [self] in stopSending(scheduler) }
         // One round: nothing is scheduled for later (`reportInterval` is the agent's business).
         book.withLock { $0.reportInterval = nil }
-        let beginning = begin(scheduler)
+        let beginning = await begin(scheduler)
         let jobs = beginning.jobs
         guard beginning.written else {
             return OnceOutcome(total: jobs, delivered: 0, undelivered: [], counts: book.withLock { $0.counts },
@@ -566,8 +572,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         // not book (stopped, or past the deadline) are booked now, as not delivered.
         book.withLock { bookWholeStart(&$0) }
         for record in book.withLock({ $0.endOfRun() }) { recorder.save(record) }
-        let stateWritten = recorder.flush()
-        handBackLeases()
+        let recorder = recorder
+        let stateWritten = await offPool { recorder.flush() }
+        await handBackLeases()
         return outcome(claimed: claimedJobs.withLock { $0 }, elapsed: start.duration(to: clock.now), deadline: deadline,
                        stateWritten: stateWritten)
     }
@@ -968,12 +975,13 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
 
     /// With shared state, once stopping: writes what is left, then gives every lease back, so
     /// the other agents take this one's subscriptions at once rather than after they expire.
-    private func handBackLeases() {
+    private func handBackLeases() async {
         guard let shared else { return }
         leasesValidUntil.withLock { $0 = nil }
-        guard recorder.flush() else { return }
+        let recorder = recorder
+        guard await offPool({ recorder.flush() }) else { return }
         do {
-            try shared.release(nil)
+            try await offPool { () throws(StateError) in try shared.release(nil) }
         } catch {
             logger.warning("\(error.description); this agent's leases expire on their own")
         }
@@ -1041,7 +1049,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         guard !isStopping.withLock({ $0 }) else { return }
         notifier.notify("RELOADING=1\nMONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())")
         logger.info("reloading the configuration (\(reason))")
-        switch await load() {
+        let load = load
+        switch await offPool(load) {
         case .invalid(let why):
             logger.error("the new configuration is invalid, so the previous one keeps running: \(why)")
             statusNote.withLock { $0 = "reload failed, previous configuration kept: \(why)" }

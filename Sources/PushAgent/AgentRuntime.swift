@@ -176,7 +176,7 @@ public struct AgentRuntime: Sendable {
     ///   - load: loads the configuration again, for a reload.
     ///   - reloadSources: what asks for reloads (SIGHUP, changed files).
     public func runService(_ start: consuming AgentStart, environment: [String: String],
-                           load: @escaping @Sendable () async -> ConfigurationLoad,
+                           load: @escaping @Sendable () -> ConfigurationLoad,
                            reloadSources: [Agent<ContinuousClock>.ReloadSource]) async throws(Failure) {
         let transport = try makeTransport()
         let notifier = SystemdNotifier(environment: environment)
@@ -211,8 +211,13 @@ public struct AgentRuntime: Sendable {
             }
             services.append(.init(service: TrackingSpool(directory: spool, targets: trackingTargets, ledger: ledger, transport: transport,
                                                          concurrency: settings.perHostConcurrency, logger: logger,
-                                                         clock: ContinuousClock(), wallClock: WallClock.epochMilliseconds)))
+                                                         clock: ContinuousClock(), wallClock: WallClock.epochMilliseconds,
+                                                         gracePeriod: gracePeriod)))
         }
+        // Very last: told first of a graceful shutdown, so that the process ends within its
+        // limit whatever the others do.
+        services.append(.init(service: ShutdownBackstop(limit: gracePeriod + .seconds(10), logger: logger),
+                              successTerminationBehavior: .ignore))
         var quiet = logger
         quiet.logLevel = max(logger.logLevel, .warning)
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint],

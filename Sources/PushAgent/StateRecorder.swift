@@ -148,11 +148,12 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
             } else if pending.withLock({ $0.isEmpty }),
                       releaseAfterWrite.withLock({ release in defer { release = false }; return release }) {
                 // Only once nothing waits to be written: writing refills the cache.
-                store.releaseMemory()
+                let store = store
+                await offPool { store.releaseMemory() }
                 Allocator.releaseFreedMemory()
             }
         }
-        guard flush() else {
+        guard await offPool({ self.flush() }) else {
             throw Failure(description: "the last changes could not be saved to \(store.location)")
         }
     }

@@ -134,4 +134,30 @@ import Testing
         let remembered = try SQLiteTrackedActions(directory: StateDirectory(path: setup.state)).all()
         #expect(remembered.map { "\($0.messageId):\($0.action)" }.sorted() == ["m1:1", "m1:2", "m2:7"])
     }
+
+    @Test func fifosHeldOpenInTheSpoolFreezeNothingAndSIGTERMStillStopsTheAgent() throws {
+        let adobe = try FakeAdobeServer()
+        let setup = Setup(adobe, files: [])
+        // Two FIFOs held open by their writer (as many as the cooperative pool has threads on
+        // two cores), dropped before the good file, so they are taken first.
+        var fifos: [Int32] = []
+        for name in ["a0.json", "a1.json"] {
+            #expect(mkfifo(setup.spool + "/" + name, 0o600) == 0)
+            fifos.append(open(setup.spool + "/" + name, O_RDWR | O_NONBLOCK))
+        }
+        defer { for fd in fifos { close(fd) } }
+        Self.drop("b.json", Self.file("m1", event: "impression"), in: setup.spool)
+        let notify = try NotifyListener()
+        let agent = try RunningProcess(pushreporter: ["run", "--config", setup.config, "--state-dir", setup.state],
+                                       environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "400000"])
+        #expect(Polling.until { !Self.exists(setup.spool + "/b.json") }, "the good file is tracked: \(agent.stderr)")
+        #expect(adobe.delivered.map(\.messageId) == ["m1"])
+        #expect(Self.exists(setup.spool + "/a0.json.rejected") && Self.exists(setup.spool + "/a1.json.rejected"), "\(agent.stderr)")
+        #expect(agent.waitForStderr("tracking spool: a0.json: it is a FIFO, not a file; moved aside as a0.json.rejected"))
+        // The watchdog still turns.
+        let seen = notify.messages.count
+        #expect(notify.waitForMessage(after: seen) { $0.contains("WATCHDOG=1") } != nil)
+        agent.signal(SIGTERM)
+        #expect(agent.waitForExit() == 0, "\(agent.stderr)")
+    }
 }

@@ -1,0 +1,42 @@
+import Logging
+@testable import PushAgent
+import PushTestSupport
+import ServiceLifecycle
+import Synchronization
+import Testing
+
+/// Once asked to stop, the process ends within its limit, whatever is stuck.
+@Suite struct ShutdownBackstopTests {
+    /// A service that never returns: it ignores graceful shutdown and cancellation alike.
+    struct Stuck: Service {
+        func run() async {
+            await withCheckedContinuation { (_: CheckedContinuation<Void, Never>) in }
+        }
+    }
+
+    @Test func aStopThatDoesNotComeEndsTheProcessAtTheLimit() async throws {
+        let exited = Mutex(false)
+        let backstop = ShutdownBackstop(limit: .milliseconds(50), logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
+                                        exit: { exited.withLock { $0 = true } })
+        let group = ServiceGroup(configuration: .init(services: [.init(service: Stuck()),
+                                                                 .init(service: backstop, successTerminationBehavior: .ignore)],
+                                                      logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }))
+        // Never awaited: the stuck service keeps the group running for the rest of the process.
+        _ = Task.detached { try? await group.run() }
+        #expect(!exited.withLock { $0 })
+        await group.triggerGracefulShutdown()
+        #expect(await Polling.until { exited.withLock { $0 } }, "the backstop ended the process")
+    }
+
+    @Test func withoutAStopNothingEnds() async throws {
+        let exited = Mutex(false)
+        let backstop = ShutdownBackstop(limit: .milliseconds(1), logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
+                                        exit: { exited.withLock { $0 = true } })
+        let running = Task { await backstop.run() }
+        // Cancelled (the group ended another way) before any shutdown: it returns and never fires.
+        running.cancel()
+        await running.value
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(!exited.withLock { $0 })
+    }
+}
