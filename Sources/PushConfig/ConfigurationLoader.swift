@@ -125,6 +125,7 @@ public struct ConfigurationLoader: Sendable {
             // The reader lets each go as soon as it is parsed; this is for a file read when taken.
             if releasesSourceBytes { session.sources[files[index]]?.releaseBytes() }
         }
+        reader.finish()
         session.finish()
         var result = LoadResult(configuration: session.configuration, diagnostics: session.diagnostics, sources: session.sources,
                           streamedFiles: session.streamedFiles, restoredFiles: session.restoredFiles, splitFiles: session.splitFiles)

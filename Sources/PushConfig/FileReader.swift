@@ -82,6 +82,8 @@ final class FileReader: @unchecked Sendable {
         var files: [ParsedFile?]
         /// The index of the next file to take.
         var next = 0
+        /// The load is over (``finish()``): nothing more is read.
+        var finished = false
     }
 
     private let paths: [String]
@@ -89,8 +91,10 @@ final class FileReader: @unchecked Sendable {
     private let shared: ConditionLock<Shared>
     /// Each file's `accounts:` items, as they are parsed (only with a reading thread).
     private let streams: [SequenceStream?]
-    /// Whether the reading thread runs: set once, in `init`, before anything reads it.
-    private var threaded = false
+    /// The reading thread, joined by ``finish()``; nil when files are read when taken. Set
+    /// once, in `init`, before anything reads it.
+    private var thread: OwnThread?
+    private var threaded: Bool { thread != nil }
     /// Whether each file's bytes are let go once it is parsed (``SourceText/releaseBytes()``).
     private let releasesBytes: Bool
     /// From how many bytes on a regular file is read in chunks (``ParsedFile/init(path:streaming:windowAbove:)``).
@@ -111,16 +115,29 @@ final class FileReader: @unchecked Sendable {
         streams = !reads ? [] : paths.map { path in
             unstreamed.contains(path) ? nil : SequenceStream(key: TopLevelKey.accounts.rawValue, splitAbove: splitAbove)
         }
-        if reads { threaded = OwnThread(named: "pushrep-read", detached: true) { [self] in readAll() } != nil }
+        if reads { thread = OwnThread(named: "pushrep-read", detached: false) { [self] in readAll() } }
     }
 
     private func readAll() {
         for index in paths.indices {
-            shared.wait(until: { index < $0.next + ahead }) { _ in }
+            guard shared.wait(until: { index < $0.next + ahead || $0.finished }, then: { !$0.finished }) else { return }
             let file = ParsedFile(path: paths[index], streaming: streams[index], windowAbove: windowAbove)
             if releasesBytes, case .success(let contents) = file.contents { contents.source.releaseBytes() }
             shared.change { $0.files[index] = file }
         }
+    }
+
+    /// The load is over: the reading thread stops (a file it is parsing is parsed to its end,
+    /// its accounts dropped) and is waited for, and the files not taken are freed. Without
+    /// it, a load that did not take every file left its thread waiting for ever with what it
+    /// had read, and even a load that took them all could return while the thread still held
+    /// its last file (LeakSanitizer saw it as a leak: `fuzz/regressions/loader/`).
+    func finish() {
+        shared.change { $0.finished = true }
+        for stream in streams { stream?.cancel() }
+        thread?.join()
+        thread = nil
+        shared.change { $0.files = [] }
     }
 
     /// The items of the `accounts:` sequence of the file at `index` as they are parsed, or nil
