@@ -159,8 +159,8 @@ let package = Package(
             ]
         ),
         // HTTP/1.1 requests parsed and responses written, for the agent's endpoint (SPEC §9.5) and
-        // the test servers; imports nothing of ours.
-        .target(name: "PushListener"),
+        // the test servers; imports only PushSystem (its threads).
+        .target(name: "PushListener", dependencies: ["PushSystem"]),
         .target(
             name: "PushTestSupport",
             dependencies: [
@@ -208,6 +208,10 @@ let package = Package(
         .target(name: "FuzzSupport"),
         .executableTarget(name: "FuzzTemplate", dependencies: ["FuzzSupport", "PushTemplates"]),
         .executableTarget(name: "FuzzLoader", dependencies: ["FuzzSupport", "PushConfig", "PushAcrobits"]),
+        .testTarget(
+            name: "PushListenerTests",
+            dependencies: ["PushListener", "PushTestSupport"]
+        ),
         .testTarget(
             name: "PushSystemTests",
             dependencies: ["PushSystem", "PushTestSupport"]
