@@ -1,3 +1,4 @@
+import PushSystem
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -13,13 +14,24 @@ public protocol ServiceManagerNotifier: Sendable {
 /// The systemd notify protocol, written natively: one datagram per message to the Unix socket
 /// named by `$NOTIFY_SOCKET` (`@` at its start names the abstract namespace). Without that
 /// variable every message is dropped.
+///
+/// ``notify(_:)`` never waits: a datagram socket whose reader does not keep up (at most
+/// `net.unix.max_dgram_qlen` datagrams wait, 10 by default) makes `sendto` block, and blocked on
+/// Swift's cooperative pool by a burst of reloads and `STATUS=` lines, it stopped every report,
+/// the watchdog and SIGTERM. Messages go to a queue, sent in order by a thread of their own; while
+/// they wait, a newer `STATUS=`-only message replaces an older one, and `WATCHDOG=1` is not
+/// queued twice, so the queue stays short however long the reader is away.
 public final class SystemdNotifier: ServiceManagerNotifier {
     private let socket: Int32
     private let address: sockaddr_un?
     private let addressLength: socklen_t
+    private let queue: ConditionLock<[String]>
+    /// The most messages that wait; past it the oldest goes.
+    static let queueLimit = 64
 
     /// - Parameter environment: the process environment; `NOTIFY_SOCKET` is read from it.
     public init(environment: [String: String]) {
+        queue = ConditionLock([])
         guard let path = environment["NOTIFY_SOCKET"], !path.isEmpty, path.utf8.count < 108,
               path.hasPrefix("/") || path.hasPrefix("@") else {
             socket = -1
@@ -38,19 +50,39 @@ public final class SystemdNotifier: ServiceManagerNotifier {
         // Abstract names are not NUL-terminated: the length says where they end.
         addressLength = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (bytes[0] == 0 ? 0 : 1))
         socket = Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard socket >= 0 else { return }
+        // The sender lives as long as the process: the notifier is made once per agent.
+        _ = OwnThread(named: "pushrep-notify", detached: true) { [self] in sendForever() }
     }
 
-    deinit {
-        if socket >= 0 { close(socket) }
-    }
-
-    /// Sends `message` to the service manager; does nothing when `$NOTIFY_SOCKET` named no socket.
+    /// Queues `message` for the service manager and returns at once; does nothing when
+    /// `$NOTIFY_SOCKET` named no socket.
     public func notify(_ message: String) {
-        guard socket >= 0, var address else { return }
-        let bytes = Array(message.utf8)
-        _ = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-                bytes.withUnsafeBytes { sendto(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL), socketAddress, addressLength) }
+        guard socket >= 0 else { return }
+        queue.change { Self.enqueue(message, into: &$0) }
+    }
+
+    /// Adds `message` to `queue`, replacing what it makes stale.
+    static func enqueue(_ message: String, into queue: inout [String]) {
+        if message.hasPrefix("STATUS=") && !message.contains("\n") {
+            queue.removeAll { $0.hasPrefix("STATUS=") && !$0.contains("\n") }
+        } else if message == "WATCHDOG=1", queue.contains(message) {
+            return
+        }
+        queue.append(message)
+        if queue.count > queueLimit { queue.removeFirst(queue.count - queueLimit) }
+    }
+
+    private func sendForever() {
+        guard var address else { return }
+        while true {
+            let message = queue.wait(until: { !$0.isEmpty }) { $0.removeFirst() }
+            let bytes = Array(message.utf8)
+            // Blocks while the socket is full: on this thread only.
+            _ = withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+                    bytes.withUnsafeBytes { sendto(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL), socketAddress, addressLength) }
+                }
             }
         }
     }

@@ -10,7 +10,23 @@ public final class NotifyListener: @unchecked Sendable {
     private let shared = Shared()
     private let directory = TemporaryDirectory(prefix: "notify")
 
-    public init() throws {
+    /// A listener that starts reading once ``startReading()`` is called, as a service manager
+    /// that is away (its socket's queue fills: net.unix.max_dgram_qlen, 10 datagrams).
+    public static func notReading() throws -> NotifyListener {
+        try NotifyListener(reading: false)
+    }
+
+    /// Reading from now on, for a listener made with ``notReading()``.
+    public func startReading() {
+        shared.reading.store(true, ordering: .releasing)
+    }
+
+    public convenience init() throws {
+        try self.init(reading: true)
+    }
+
+    private init(reading: Bool) throws {
+        shared.reading.store(reading, ordering: .releasing)
         path = directory.path + "/notify.sock"
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
         self.fd = fd
@@ -32,6 +48,10 @@ public final class NotifyListener: @unchecked Sendable {
         let thread = Thread {
             var buffer = [UInt8](repeating: 0, count: 4096)
             while !shared.stopped.load(ordering: .acquiring) {
+                guard shared.reading.load(ordering: .acquiring) else {
+                    usleep(100_000)
+                    continue
+                }
                 let count = recv(fd, &buffer, buffer.count, 0)
                 if count > 0 {
                     shared.received.withLock { $0.append(String(decoding: buffer[0..<count], as: UTF8.self)) }
@@ -67,4 +87,6 @@ public final class NotifyListener: @unchecked Sendable {
 private final class Shared: Sendable {
     let received = Mutex<[String]>([])
     let stopped = Atomic<Bool>(false)
+    /// Whether the socket is read (a listener may wait, as a service manager that is away).
+    let reading = Atomic<Bool>(true)
 }

@@ -35,6 +35,31 @@ import Testing
         Array(server.requests.dropFirst(from).map { "\($0.method) \($0.target)" })
     }
 
+    @Test func aBurstOfReloadsWhileSystemdDoesNotReadStrandsNothing() throws {
+        // Ten SIGHUPs 200 ms apart while the first reports go out, the files unchanged, and a
+        // notify socket that is not read: its queue filled, sendto() blocked the threads of
+        // Swift's pool, and 628 of 1,000 accounts were never reported (nor SIGTERM heard).
+        let server = try LoopbackHTTPServer { _, _ in .status(204) }
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", Self.config((0..<1000).map { ("a\($0)", "T\($0)") }, base: server.baseURL))
+        let listener = try NotifyListener.notReading()
+        let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", files.path + "/state"],
+                                       environment: ["NOTIFY_SOCKET": listener.path])
+        #expect(agent.waitForStderr("started: reporting 1000 accounts"), "\(agent.stderr)")
+        for _ in 0..<10 {
+            agent.signal(SIGHUP)
+            usleep(200_000)
+        }
+        #expect(agent.waitForStderr("all 1000 accounts are reported"), "\(agent.stderr)")
+        #expect(Set(Self.seen(server)).count == 1000)
+        #expect(agent.waitForStderr("reloaded: 0 new, 0 changed, 1000 unchanged, 0 removed"))
+        // The service manager reads again: READY=1 and the last STATUS= come.
+        listener.startReading()
+        #expect(listener.waitForMessage { $0.contains("STATUS=1000 accounts: 1000 reported") } != nil, "\(listener.messages)")
+        agent.signal(SIGTERM)
+        #expect(agent.waitForExit() == 0, "\(agent.stderr)")
+    }
+
     @Test func reloadReportsNewAndChangedAccountsAndRemovesTheOnesThatLeft() throws {
         let server = try LoopbackHTTPServer { _, _ in .status(204) }
         let files = TemporaryDirectory()
