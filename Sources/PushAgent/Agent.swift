@@ -107,6 +107,12 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     private let outOfTime = Mutex(Set<SubscriptionKey>())
     /// In `runOnce`: told whenever the book may have settled.
     private let progress: Mutex<AsyncStream<Void>.Continuation?> = Mutex(nil)
+    /// Lines that outsiders drive (refused webhook calls): one a minute, with a count.
+    private let outsiders: LogSummary<C>
+    /// Subscriptions cleaned up and forgotten since the log last said so.
+    private let forgottenSinceSaid = Mutex(0)
+    /// With shared state: whether the log said that the database does not answer.
+    private let sharedStateSilent = Mutex(false)
 
     /// A poller and when it last asked.
     private struct PollerState {
@@ -149,6 +155,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         self.reloadSources = reloadSources
         self.gracePeriod = gracePeriod
         self.statusInterval = statusInterval
+        outsiders = LogSummary(interval: .seconds(60), clock: clock, logger: logger)
         defaultTimeout = Mutex(settings.timeout)
         book = Mutex(AgentBook(reportInterval: settings.reportInterval, decodeCleanup: { key, text in
             backends.cleanupRequest(key, stored: text)
@@ -410,6 +417,10 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 return .other
             }
             group.addTask {
+                await self.outsiders.run()
+                return .other
+            }
+            group.addTask {
                 await self.pollForConfirmations(scheduler: scheduler)
                 return .pollerEnded
             }
@@ -652,9 +663,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         if shared != nil && !leasesValid {
             // The leases were not renewed in time (the database is away): nothing may go out that
             // another agent could send too. Tried again a second later, not logged as a failure.
-            return items.map { _ in
-                .failed(AttemptFailure(status: nil, retryAfter: .seconds(1), reason: "the leases could not be renewed", isCancellation: true))
-            }
+            return items.map { _ in .failed(.notSent(retryIn: .seconds(1), reason: "the leases could not be renewed")) }
         }
         var results = [AttemptResult](repeating: .delivered, count: items.count)
         // Nothing to send any more (replaced, or held by a reload): done as far as this attempt goes.
@@ -683,6 +692,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         for (key, request, settlement, attempt) in settled {
             logger.settled(request, key: key, as: settlement, attempts: attempt)
             if case .stopped = settlement { noteStopped() }
+            if case .cleanedUp(forgotten: true) = settlement { forgottenSinceSaid.withLock { $0 += 1 } }
         }
         changed()
         return results
@@ -877,9 +887,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 }
                 try await releaseWritten(&toRelease)
                 let excluding = Array(disagreed.withLock { $0 })
-                let round = try await offPool { () throws(StateError) in
-                    try shared.renewAndClaim(leaseTimeout: timeout, maxClaim: claiming && !stopping ? Self.claimChunk : 0,
-                                             excluding: excluding)
+                let maxClaim = claiming && !stopping ? Self.claimChunk : 0
+                let round = try await sharedStateCall(patience: renewEvery, failures: failures) { () throws(StateError) in
+                    try shared.renewAndClaim(leaseTimeout: timeout, maxClaim: maxClaim, excluding: excluding)
                 }
                 let now = wallClock()
                 let idleUntil = now + timeout.milliseconds
@@ -931,7 +941,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 claimedAll.withLock { $0 = !claiming || round.claimed.count < round.wanted || round.wanted == 0 }
                 moreToClaim = round.wanted > 0 && round.claimed.count == round.wanted
                 if moreToClaim { wait = .seconds(1) }
-                if failures > 0 {
+                if failures > 0 || sharedStateSilent.withLock({ silent in defer { silent = false }; return silent }) {
                     logger.notice("the state database \(shared.location) is back; leases renewed")
                     statusNote.withLock { $0 = nil }
                     failures = 0
@@ -957,6 +967,39 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
                 try? await clock.sleep(until: started.advanced(by: wait), tolerance: nil)
             }
         }
+    }
+
+    /// Runs a call to the shared state off the pool. A database that freezes (a server stopped,
+    /// a network that drops packets) holds the call without an error: one that has not answered
+    /// within `patience` is said once, in the log and `STATUS=`, as an error would be (when
+    /// `failures` says none was), until the database answers again.
+    private func sharedStateCall<T: Sendable>(patience: Duration, failures: Int,
+                                              _ body: @escaping @Sendable () throws(StateError) -> T) async throws(StateError) -> T {
+        let result = await withTaskGroup(of: Result<T, StateError>?.self) { group -> Result<T, StateError> in
+            group.addTask {
+                await offPool { () -> Result<T, StateError> in
+                    do throws(StateError) { return .success(try body()) } catch { return .failure(error) }
+                }
+            }
+            group.addTask {
+                guard (try? await self.clock.sleep(for: patience)) != nil, failures == 0,
+                      let shared = self.shared, !self.sharedStateSilent.withLock({ silent in defer { silent = true }; return silent })
+                else { return nil }
+                let silence = "the state database \(shared.location) has not answered for \(DurationText(patience))"
+                self.logger.error("\(silence); the agent keeps running and waits for it (nothing new is sent once its leases may have expired)")
+                self.statusNote.withLock { $0 = "state database not answering, waiting: \(silence)" }
+                self.changed()
+                return nil
+            }
+            var answer: Result<T, StateError>?
+            for await value in group where value != nil {
+                answer = value
+                group.cancelAll()
+                break
+            }
+            return answer!
+        }
+        return try result.get()
     }
 
     /// Gives up the leases of `keys` in the shared state once their records are written, and
@@ -1023,7 +1066,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         }
         switch receiver.webhook(body: body, delivery: delivery) {
         case .refused(let status, let reason):
-            logger.warning("\(key.description.displayEscaped): a webhook call was refused (\(reason))")
+            outsiders.note("webhook refused", level: .warning, "\(key.description.displayEscaped): a webhook call was refused (\(reason))")
             return HTTPEndpoint.Response(status: status, body: reason + "\n")
         case .settled(nil):
             return HTTPEndpoint.Response(status: 202)
@@ -1147,6 +1190,11 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             if text != last {
                 notifier.notify("STATUS=\(text)")
                 last = text
+            }
+            if settled && counts[.removing] == 0, case let forgotten = forgottenSinceSaid.withLock({ count in defer { count = 0 }; return count }),
+               forgotten > 0 {
+                // Each removal is a debug line: a reload that removes 200 accounts says so here, once.
+                logger.info("\(forgotten == 1 ? "1 subscription that left the configuration is" : "\(forgotten) subscriptions that left the configuration are") cleaned up and forgotten")
             }
             if settled && counts[.removing] == 0 && announceWhenSettled.withLock({ announce in defer { announce = false }; return announce }) {
                 awaitingSaid = counts[.accepted] > 0 && counts.accounts > 0

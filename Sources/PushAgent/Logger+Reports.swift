@@ -6,7 +6,7 @@ import PushState
 
 extension Logger {
     /// A settled attempt: cleanups and deliveries that took retries at `notice`, first-time
-    /// deliveries at `debug`, a rejection at `error` (once: it is not sent again), a stopped
+    /// deliveries and cleanups at `debug`, a rejection at `error` (once: it is not sent again), a stopped
     /// service at `error`. Names the subscription, what was sent and the host, never a URL,
     /// header or body.
     func settled(_ request: SubscriptionRequest, key: SubscriptionKey, as settlement: AgentBook.Settlement, attempts: Int) {
@@ -20,12 +20,15 @@ extension Logger {
         case .accepted:
             debug("\(what) accepted by \(request.host)\(retries); awaiting its confirmation", metadata: Self.fields(key, host: request.host))
         case .cleanedUp(let forgotten):
-            notice("\(what) delivered to \(request.host)\(retries)", metadata: Self.fields(key, host: request.host))
+            // One line per removal is a count's flood (a reload removing 200 accounts): the agent
+            // says how many once they are done; a removal that took retries is said here.
+            let level: Logger.Level = attempts > 1 ? .notice : .debug
+            log(level: level, "\(what) delivered to \(request.host)\(retries)", metadata: Self.fields(key, host: request.host))
             if forgotten {
                 if key.service == SubscriptionKey.acrobits {
-                    notice("\(key.account.displayEscaped): every removal delivered; the account is forgotten", metadata: Self.fields(key, host: request.host))
+                    debug("\(key.account.displayEscaped): every removal delivered; the account is forgotten", metadata: Self.fields(key, host: request.host))
                 } else {
-                    notice("\(key.description.displayEscaped): every cleanup delivered; the subscription is forgotten", metadata: Self.fields(key, host: request.host))
+                    debug("\(key.description.displayEscaped): every cleanup delivered; the subscription is forgotten", metadata: Self.fields(key, host: request.host))
                 }
             }
         case .rejected(let why):

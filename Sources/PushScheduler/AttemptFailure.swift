@@ -24,8 +24,21 @@ public struct AttemptFailure: Sendable, Hashable {
         self.isCancellation = isCancellation
     }
 
+    /// Set when nothing was sent at all (the agent may not send now: its leases lapsed): the
+    /// report is tried again this long later, and the attempt is not counted, so its attempt
+    /// numbers and backoff are those of the requests really sent. Such a failure is also a
+    /// cancellation (``isCancellation``).
+    public var notSentRetry: Duration?
+
     /// An attempt cut short before it had an answer.
     public static let cancelled = AttemptFailure(status: nil, reason: "cancelled", isCancellation: true)
+
+    /// Nothing was sent, for `reason`: tried again `delay` later, not counted as an attempt.
+    public static func notSent(retryIn delay: Duration, reason: String) -> AttemptFailure {
+        var failure = AttemptFailure(status: nil, reason: reason, isCancellation: true)
+        failure.notSentRetry = delay
+        return failure
+    }
 
     /// A failure by HTTP status alone, with the reason "HTTP <status>".
     public static func http(_ status: Int, retryAfter: RetryAfter? = nil) -> AttemptFailure {

@@ -328,6 +328,17 @@ struct SchedulerQueue<Key: Hashable & Sendable, Instant: InstantProtocol> where 
         case .delivered:
             freeSlot(record.slot)
             return .delivered(key, attempts: attempt)
+        case .failed(let failure) where failure.notSentRetry != nil:
+            // Nothing was sent: the same attempt comes again later, its count and backoff unchanged.
+            let delay = max(failure.notSentRetry!, .zero)
+            lastSequence += 1
+            lastToken += 1
+            if attempts.failures == 0 { firstAttemptsWaiting += 1 }
+            enqueue(key, Pending(
+                submission: record.submission, due: now.advanced(by: delay), sequence: lastSequence, token: lastToken,
+                attempts: attempts, isQueued: false, slot: record.slot
+            ))
+            return .failed(key, attempt: attempt, failure: failure, retryIn: delay)
         case .failed(let failure):
             let delay = attempts.attemptFailed(failure, policy: policy, nowEpochSeconds: nowEpochSeconds, using: &generator)
             let due = now.advanced(by: delay)

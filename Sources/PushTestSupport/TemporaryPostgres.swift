@@ -127,6 +127,34 @@ public final class TemporaryPostgres: Sendable {
         try startServer()
     }
 
+    /// Freezes the server (SIGSTOP to the postmaster and every backend), as a database that
+    /// stops answering without closing its connections; ``thaw()`` lets it go on.
+    public func freeze() throws {
+        for pid in try serverProcesses() { kill(pid, SIGSTOP) }
+    }
+
+    /// Lets a frozen server go on.
+    public func thaw() throws {
+        for pid in try serverProcesses() { kill(pid, SIGCONT) }
+    }
+
+    /// The postmaster and its children.
+    private func serverProcesses() throws -> [Int32] {
+        let pidFile = try String(contentsOfFile: directory + "/data/postmaster.pid", encoding: .utf8)
+        guard let postmaster = pidFile.split(separator: "\n").first.flatMap({ Int32($0) }) else {
+            throw Unavailable(description: "postmaster.pid names no process")
+        }
+        var found = [postmaster]
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { continue }
+            // After "pid (name) ": the state, then the parent's pid.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 1, Int32(fields[1]) == postmaster { found.append(pid) }
+        }
+        return found
+    }
+
     private func run(_ executable: String, _ arguments: [String]) throws -> ProcessOutput {
         if runAs.isEmpty { return try ProcessRunner.run(executable, arguments, directory: directory) }
         return try ProcessRunner.run(runAs[0], Array(runAs.dropFirst()) + [executable] + arguments, directory: directory)

@@ -97,6 +97,24 @@ import Testing
         #expect(status.stdout.contains("\"state\": \"delivered\"") && status.stdout.contains("DeviceTokenTooLong"), "\(status.stdout)")
     }
 
+    @Test func forgedWebhookCallsAreLoggedOncePerMinuteWithACount() throws {
+        let journeys = try FakeJourneysServer()
+        journeys.defaultStatus = .pending
+        let files = TemporaryDirectory()
+        let (agent, port) = try Self.start(journeys, files: files)
+        #expect(agent.waitForStderr("all 2 accounts are reported"), "\(agent.stderr)")
+        let forged = #"{"Status":"Success","Signature":"\#(Self.hex([UInt8](repeating: 7, count: 32)))","FailureReason":null}"#
+        for _ in 0..<30 {
+            #expect(try Self.call(port, "POST", "/journeys/journeys/dana", body: Array(forged.utf8)).status == 401)
+        }
+        #expect(agent.stderr.occurrences(of: "a webhook call was refused") == 1, "the first is said at once, the others counted")
+        agent.signal(SIGTERM)
+        #expect(agent.waitForExit() == 0)
+        // On stopping, what was counted is said in one line.
+        #expect(agent.stderr.occurrences(of: "a webhook call was refused") == 2, "\(agent.stderr)")
+        #expect(agent.stderr.contains("(and 28 more like it in the last 1m)"), "\(agent.stderr)")
+    }
+
     @Test func aFloodOfBadRequestsNeverHoldsTheScheduler() throws {
         let journeys = try FakeJourneysServer()
         let files = TemporaryDirectory()

@@ -181,6 +181,31 @@ import Testing
         }
     }
 
+    @Test func aDatabaseFreezeCountsNoAttemptThatWasNotSent() throws {
+        // While its leases may have lapsed the agent sends nothing; those turns were counted as
+        // attempts, and after an 8 s freeze each held account logged "delivered … after 14 attempts".
+        let postgres = try TemporaryPostgres()
+        let database = try postgres.makeDatabase()
+        let count = 600
+        let receiver = try Receiver(delay: .milliseconds(20))
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", Self.config(count, database: database, receiver: receiver, leaseTimeout: "3s"))
+        let agent = try RunningProcess(pushreporter: ["run", "--config", config])
+        #expect(Polling.until(timeout: .seconds(60)) { receiver.distinct >= 50 }, "\(agent.stderr.suffix(2000))")
+        try postgres.freeze()
+        // Long past the leases' validity (3 s, less the margin for a request in flight).
+        #expect(agent.waitForStderr("the state database", timeout: .seconds(60)), "the agent said the database was away")
+        usleep(4_000_000)
+        try postgres.thaw()
+        #expect(receiver.waitForAll(count, timeout: .seconds(180)), "\(receiver.distinct) of \(count)")
+        #expect(agent.waitForStderr("this agent holds are reported", timeout: .seconds(60)), "\(agent.stderr.suffix(2000))")
+        let retried = agent.stderr.split(separator: "\n").filter { $0.contains(" attempts") }
+        #expect(retried.isEmpty, "every report was delivered by its first request really sent: \(retried.prefix(3))")
+        #expect(receiver.duplicates == 0)
+        agent.signal(SIGTERM)
+        #expect(agent.waitForExit() == 0, "\(agent.stderr.suffix(2000))")
+    }
+
     @Test func aReloadOfEveryAgentAddsAndRemovesOnceAndRemoveLeavesHeldAccountsToTheirAgent() throws {
         let postgres = try TemporaryPostgres.shared()
         let database = try postgres.makeDatabase()

@@ -476,4 +476,35 @@ struct SchedulerQueueTests {
         #expect(events.isEmpty)
         #expect(queue.holds.isEmpty)
     }
+
+    @Test("An attempt that sent nothing comes again at its delay and is not counted")
+    func anAttemptThatSentNothingIsNotCounted() throws {
+        var generator = SeededGenerator(seed: 1)
+        var queue = Self.makeQueue()
+        queue.submit("a", host: "h", due: Self.at(0))
+        var now = Self.at(0)
+        // Held back three times (the agent's leases lapsed), each for a second.
+        for _ in 0..<3 {
+            let request = try Self.take(&queue, now: now, expecting: [["a"]])
+            #expect(request[0].items[0].attempt == 1, "still the first attempt")
+            let events = Self.finish(&queue, request[0], [.failed(.notSent(retryIn: .seconds(1), reason: "leases"))], now: now,
+                                     generator: &generator)
+            guard case .failed(_, let attempt, _, let retryIn)? = events.first else {
+                Issue.record("no failure event: \(events)")
+                return
+            }
+            #expect(attempt == 1 && retryIn == .seconds(1), "its own delay, not the backoff's")
+            Self.expectFirstAttemptsCounted(queue, 1)
+            #expect(queue.takeStartable(now: now).isEmpty, "not before its delay")
+            now = now.advanced(by: .seconds(1))
+        }
+        let request = try Self.take(&queue, now: now, expecting: [["a"]])
+        let events = Self.finish(&queue, request[0], now: now, generator: &generator)
+        guard case .delivered(_, let attempts)? = events.first else {
+            Issue.record("not delivered: \(events)")
+            return
+        }
+        #expect(attempts == 1, "delivered by the first request really sent")
+        Self.expectConsistent(queue)
+    }
 }
