@@ -95,6 +95,9 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
     /// Told when the pollers change: with none, the polling loop sleeps until a reload brings one.
     private let pollerChanges: AsyncStream<Void>
     private let pollerContinuation: AsyncStream<Void>.Continuation
+    /// Told when a reload has held subscriptions (``releaseHeld(scheduler:)``).
+    private let heldChanges: AsyncStream<Void>
+    private let heldContinuation: AsyncStream<Void>.Continuation
     /// Whether a status query is in flight: stopping waits for it (within the grace period).
     private let pollInFlight = Mutex(false)
     /// The scheduler while `run()` runs it (nil before and after): for what the endpoint settles.
@@ -165,6 +168,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         pollers = Mutex([:])
         (statusChanges, statusContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
         (pollerChanges, pollerContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+        (heldChanges, heldContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
     // MARK: Starting
@@ -298,8 +302,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         write(book.bookRestOfStart())
     }
 
-    /// The writes booking the start's plans gives (``AgentBook/bookRestOfStart(upTo:)``: only
-    /// writes, of plans that submit nothing).
+    /// The writes booking or feeding the start gives (``AgentBook/bookRestOfStart(upTo:)``,
+    /// ``AgentBook/takeStartRun(_:)``: only writes).
     private func write(_ actions: [AgentBook.Action]) {
         for action in actions {
             guard case .save(let record) = action else { preconditionFailure("booking the start gave \(action), not a write") }
@@ -321,12 +325,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         while true {
             if Task.isCancelled || isStopping.withLock({ $0 }) { return }
             let run = book.withLock { book -> [AgentBook.Unsent] in
-                let (writes, run) = book.nextStartRun(size)
-                // The writes of plans that submit nothing (no device token yet).
+                let (writes, run) = book.takeStartRun(size)
                 write(writes)
-                for item in stillUnfed(run, in: book) {
-                    if let (record, _) = book.unsent(item.key, generation: item.generation) { recorder.save(record) }
-                }
                 return run
             }
             if run.isEmpty {
@@ -337,12 +337,7 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
             size = min(size * 2, startRunSize * Self.largestStartRunFactor)
             guard await flushUntilWritten(), await roomToSubmit(run.count, in: scheduler) else { return }
-            book.withLock { book in
-                let submits = stillUnfed(run, in: book).compactMap { item -> AgentBook.Action? in
-                    book.unsent(item.key, generation: item.generation).map { .submit($0.submission) }
-                }
-                apply(submits, to: scheduler, in: &book)
-            }
+            book.withLock { book in apply(book.submitStartRun(run), to: scheduler, in: &book) }
         }
         // The start's runs, their records and their writes are freed: give that back now, not
         // only once every first attempt is answered.
@@ -376,11 +371,6 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         return !Task.isCancelled
     }
 
-    /// The items of `run` that nothing else submitted meanwhile (``apply(_:to:in:)`` hands
-    /// over every key it submits, a reload's too).
-    private func stillUnfed(_ run: [AgentBook.Unsent], in book: borrowing AgentBook) -> [AgentBook.Unsent] {
-        run.filter { book.awaitsFeed($0.key) }
-    }
 
     /// Runs until graceful shutdown. Throws when the state cannot be written at start: the
     /// cleanups must be in the state before any delivery is sent.
@@ -410,6 +400,10 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             }
             group.addTask {
                 for await reason in reloads { await self.reload(reason: reason, scheduler: scheduler) }
+                return .other
+            }
+            group.addTask {
+                await self.releaseHeld(scheduler: scheduler)
                 return .other
             }
             group.addTask {
@@ -883,7 +877,8 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
             do {
                 if let keys = pendingPublish.withLock({ $0 }) {
                     try await offPool { () throws(StateError) in try shared.publish(keys) }
-                    pendingPublish.withLock { $0 = nil }
+                    // A reload may have given newer ones meanwhile.
+                    pendingPublish.withLock { published in if published == keys { published = nil } }
                 }
                 try await releaseWritten(&toRelease)
                 let excluding = Array(disagreed.withLock { $0 })
@@ -1100,38 +1095,25 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         case .loaded(let plans, let newPollers, let newSettings, let warnings):
             let now = wallClock()
             defaultTimeout.withLock { $0 = newSettings.timeout }
-            // Cancels and state changes first; the changed subscriptions are held (no attempt
-            // starts) until their cleanups are written, outside the book's lock, and only then
-            // submitted.
-            let (submits, summary) = book.withLock { book in
+            // Cancels and state changes now; what the reload submits is held in the book (no
+            // attempt of a changed subscription starts) until the state is written, which
+            // ``releaseHeld(scheduler:)`` waits for: a state that cannot be written holds those
+            // subscriptions, not the reload (READY=1 goes out now).
+            let summary = book.withLock { book in
                 let (actions, summary) = book.reload(plans: plans, reportInterval: newSettings.reportInterval, now: now)
-                var submits: [AgentBook.Action] = []
-                var others: [AgentBook.Action] = []
-                for action in actions {
-                    if case .submit = action { submits.append(action) } else { others.append(action) }
-                }
-                apply(others, to: scheduler, in: &book)
-                return (submits, summary)
+                apply(actions, to: scheduler, in: &book)
+                return summary
             }
             replacePollers(newPollers)
-            if let shared {
+            if shared != nil {
                 // This configuration counts now: new subscriptions for whichever agent claims
-                // them, dropped ones for their holders to clean up.
+                // them, dropped ones for their holders to clean up, written to the database once
+                // the reload's state is (a database away must not hold the reload).
                 disagreed.withLock { $0 = [] }
-                let keys = plans.map(\.key)
-                do {
-                    try await offPool { () throws(StateError) in try shared.publish(keys) }
-                } catch {
-                    pendingPublish.withLock { $0 = keys }
-                    logger.error("\(error.description); the configuration is written to it once it is back")
-                }
+                pendingPublish.withLock { $0 = plans.map(\.key) }
             }
+            heldContinuation.yield()
             for key in book.withLock({ $0.takeUnreadableCleanups() }) { logger.unreadableCleanup(of: key) }
-            guard await flushUntilWritten() else { return }
-            book.withLock { book in
-                book.releaseHeld()
-                apply(submits, to: scheduler, in: &book)
-            }
             statusNote.withLock { $0 = nil }
             announceWhenSettled.withLock { $0 = true }
             releaseWhenAnswered.withLock { $0 = true }
@@ -1152,6 +1134,26 @@ public final class Agent<C: Clock>: Service, Sendable where C.Duration == Durati
         guard !isStopping.withLock({ $0 }) else { return }
         notifier.notify("READY=1\nSTATUS=\(statusText())")
         statusContinuation.yield()
+    }
+
+    /// Until cancelled: once the reloads have held subscriptions, writes the state they
+    /// recorded (trying again every second while it cannot be written), then lets them go to the
+    /// scheduler; with shared state, then writes the configuration the last reload loaded.
+    private func releaseHeld(scheduler: ReportScheduler<SubscriptionKey, C>) async {
+        for await _ in heldChanges {
+            let through = book.withLock { $0.reloads }
+            guard await flushUntilWritten() else { return }
+            book.withLock { book in apply(book.releaseHeld(through: through), to: scheduler, in: &book) }
+            changed()
+            guard let shared, let keys = pendingPublish.withLock({ $0 }) else { continue }
+            do {
+                try await offPool { () throws(StateError) in try shared.publish(keys) }
+                pendingPublish.withLock { published in if published == keys { published = nil } }
+            } catch {
+                // The leases' next round writes it.
+                logger.error("\(error.description); the configuration is written to it once it is back")
+            }
+        }
     }
 
     /// Writes the recorded changes, trying again every second while the state cannot be

@@ -192,7 +192,15 @@ struct AgentBook {
 
     private(set) var entries = EntryTable()
     /// Subscriptions a reload changed whose state is not written yet: no attempt may start.
-    private(set) var held: Set<SubscriptionKey> = []
+    /// Each with the reload that held it last (``reloads``).
+    private(set) var held: [SubscriptionKey: UInt64] = [:]
+    /// What the reloads submit, kept until their state is written (``releaseHeld(through:)``),
+    /// in the order they made it, each with its reload.
+    private var heldSubmissions: [(reload: UInt64, submission: Submission)] = []
+    /// How many reloads the book has taken: what a release of held subscriptions counts up to.
+    private(set) var reloads: UInt64 = 0
+    /// The subscriptions a release will submit (``releaseHeld(through:)``), for the checks.
+    var heldSubmissionKeys: Set<SubscriptionKey> { Set(heldSubmissions.map(\.submission.key)) }
     /// With state shared by several agents (SPEC §11): the subscriptions this agent holds the
     /// lease of, the only ones it sends; nil when its state is its own and it holds them all.
     private(set) var owned: Set<SubscriptionKey>?
@@ -333,6 +341,30 @@ struct AgentBook {
         return bookRest(upTo: size)
     }
 
+    /// The feeder's next run of the start (``nextStartRun(_:)``), with the records to write
+    /// before it is submitted: those of the plans booked now that submit nothing, and those of
+    /// the run's subscriptions as they stand now. Once they are written, ``submitStartRun(_:)``
+    /// gives what of the run is still to submit.
+    mutating func takeStartRun(_ size: Int) -> (writes: [Action], run: [Unsent]) {
+        var (writes, run) = nextStartRun(size)
+        for item in run where awaitsFeed(item.key) {
+            if let (record, _) = unsent(item.key, generation: item.generation) { writes.append(.save(record)) }
+        }
+        return (writes, run)
+    }
+
+    /// The submissions of a run ``takeStartRun(_:)`` gave that are still the start's to make,
+    /// once its records are written: a reload, a stopped service or an attempt may have moved
+    /// some on meanwhile (``unsent(_:generation:)``), and those submitted since by anything else
+    /// are not the feeder's any more (``awaitsFeed(_:)``). Each one given is handed over.
+    mutating func submitStartRun(_ run: [Unsent]) -> [Action] {
+        run.compactMap { item -> Action? in
+            guard awaitsFeed(item.key), let (_, submission) = unsent(item.key, generation: item.generation) else { return nil }
+            handedOver(item.key)
+            return .submit(submission)
+        }
+    }
+
     /// Books the plans of the start not booked yet, up to `size` submissions of them (all by
     /// default), for the feeder to take: what needs the whole book (a reload, the round's
     /// outcome) calls this first, and the agent books ahead of the feeder with it, so that the
@@ -439,7 +471,7 @@ struct AgentBook {
     func unsent(_ key: SubscriptionKey, generation: UInt64) -> (record: SubscriptionRecord, submission: Submission)? {
         // (Whether it still awaits the feeder is ``awaitsFeed(_:)``: the agent hands a key over
         // whenever it submits it, which the book does not see.)
-        guard !held.contains(key), isOwned(key), stoppedServices[key.service] == nil else { return nil }
+        guard held[key] == nil, isOwned(key), stoppedServices[key.service] == nil else { return nil }
         return entries.read(key) { entry in
             guard entry.pointee.job != nil, entry.pointee.generation == generation, entry.pointee.sentGeneration == nil,
                   let request = Self.request(at: entry) else { return nil }
@@ -603,10 +635,57 @@ struct AgentBook {
     /// A new configuration while running: new and changed subscriptions are delivered now
     /// (replacing a pending retry), unchanged ones keep their schedule (a rejected one stays
     /// rejected), those of a stopped service are sent again, and those that left get their
-    /// cleanup. The actions cancel, then save, then submit. Every subscription it (re)schedules
-    /// is held until ``releaseHeld()``: the caller writes the state first. `reportInterval` is
-    /// the new configuration's.
+    /// cleanup. The actions cancel, then save and forget, to apply at once; what the reload
+    /// submits is kept, and the subscriptions it changes are held (no attempt starts), until
+    /// the caller has written the state and calls ``releaseHeld(through:)`` with this reload's
+    /// number (``reloads``), so that no request leaves before its cleanup is written (SPEC §6).
+    /// `reportInterval` is the new configuration's.
     mutating func reload(plans: [SubscriptionPlan], reportInterval newInterval: Duration?, now: Int64) -> ([Action], ReloadSummary) {
+        reloads += 1
+        let (actions, summary) = decideReload(plans: plans, reportInterval: newInterval, now: now)
+        var immediate: [Action] = []
+        immediate.reserveCapacity(actions.count)
+        for action in actions {
+            if case .submit(let submission) = action {
+                heldSubmissions.append((reloads, submission))
+            } else {
+                immediate.append(action)
+            }
+        }
+        return (immediate, summary)
+    }
+
+    /// Lets the subscriptions the reloads up to number `reload` held start attempts, once
+    /// the state they recorded is written: what they submitted, each key once (its latest), and
+    /// only while it still has something to send. Those held by a later reload stay held.
+    mutating func releaseHeld(through reload: UInt64) -> [Action] {
+        held = held.filter { $0.value > reload }
+        var released: [Submission] = []
+        var latest: [SubscriptionKey: Int] = [:]
+        var kept: [(reload: UInt64, submission: Submission)] = []
+        for item in heldSubmissions {
+            guard item.reload <= reload else {
+                kept.append(item)
+                continue
+            }
+            if let earlier = latest[item.submission.key] {
+                released[earlier] = item.submission
+            } else {
+                latest[item.submission.key] = released.count
+                released.append(item.submission)
+            }
+        }
+        heldSubmissions = kept
+        return released.compactMap { submission in
+            let key = submission.key
+            guard held[key] == nil, isOwned(key), stoppedServices[key.service] == nil,
+                  entries.read(key, { $0.pointee.job != nil }) == true else { return nil }
+            return .submit(submission)
+        }
+    }
+
+    /// ``reload(plans:reportInterval:now:)``'s decisions: cancels, saves, forgets and submits.
+    private mutating func decideReload(plans: [SubscriptionPlan], reportInterval newInterval: Duration?, now: Int64) -> ([Action], ReloadSummary) {
         // Compared with the whole book: the start's plans not booked yet are booked first
         // (the feeder still submits those the reload leaves as they are).
         var actions: [Action] = bookRestOfStart()
@@ -644,7 +723,7 @@ struct AgentBook {
                 }
                 actions.append(.save(record))
                 schedule(Entry(record: record, plan: plan, job: plan.delivery == nil ? nil : .delivery), actions: &actions)
-                held.insert(key)
+                held[key] = reloads
                 continue
             }
             let wasRemoving = entry.record.isRemoving
@@ -689,7 +768,7 @@ struct AgentBook {
                         let due = entry.record.nextDueAt.map { Swift.max(0, $0 - now) } ?? 0
                         actions.append(.submit(Self.submission(key, request, after: .milliseconds(due))))
                     }
-                    held.insert(key)
+                    held[key] = reloads
                 }
                 if changed { actions.append(.save(entry.record)) }
                 keepRequestLean(&entry)
@@ -709,7 +788,7 @@ struct AgentBook {
             entry.cleanups = []
             actions.append(.save(entry.record))
             schedule(entry, actions: &actions)
-            held.insert(key)
+            held[key] = reloads
         }
         // Removals a stopped service held back (their jobs were cancelled, not dropped): the
         // service is resumed, so they are submitted again (before the subscriptions leaving now
@@ -737,22 +816,18 @@ struct AgentBook {
             if entry.job != nil { actions.append(.cancel(key)) }
             entries[key] = nil
             beginCleanup(entry.record, actions: &actions)
-            held.insert(key)
+            held[key] = reloads
         }
         return (Self.savesFirst(actions), summary)
     }
 
-    /// Lets the subscriptions the last reload changed start attempts, once its state is written.
-    mutating func releaseHeld() {
-        held.removeAll()
-    }
 
     // MARK: Attempts
 
     /// The scheduler starts an attempt of `key`: the request to send (nil when there is nothing
     /// to send any more), noted as sent with the job's current generation.
     mutating func beginAttempt(_ key: SubscriptionKey) -> SubscriptionRequest? {
-        guard !held.contains(key), isOwned(key), stoppedServices[key.service] == nil else { return nil }
+        guard held[key] == nil, isOwned(key), stoppedServices[key.service] == nil else { return nil }
         return entries.update(key) { entry in
             guard let request = Self.request(of: entry) else { return nil }
             assert(!(request.payload is RequestLetGo), "a request let go of is sent: \(key)")

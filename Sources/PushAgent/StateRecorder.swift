@@ -33,6 +33,8 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
     /// recorded before it began, including a batch another flush had taken.
     private let flushing = Mutex(())
     private let releaseAfterWrite = Mutex(false)
+    /// Writes that failed since the last one that did not.
+    private let failedWrites = Mutex(0)
     private let signal: AsyncStream<Void>
     private let signalContinuation: AsyncStream<Void>.Continuation
     /// Yielded while `batchSize` changes or more are pending (``writeInBatches()``).
@@ -95,9 +97,16 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
             guard !batch.isEmpty else { return true }
             do throws(StateError) {
                 try store.save(Array(batch.records.values), deleting: Array(batch.forgotten))
+                let failed = failedWrites.withLock { count in defer { count = 0 }; return count }
+                if failed > 0 {
+                    logger.notice("the state is written again (\(failed) \(failed == 1 ? "write" : "writes") failed meanwhile; nothing was lost)")
+                }
                 return true
             } catch {
-                logger.error("cannot save the state: \(error.description); will try again")
+                // Said once, not once a second for as long as the state cannot be written.
+                if failedWrites.withLock({ count in defer { count += 1 }; return count }) == 0 {
+                    logger.error("cannot save the state: \(error.description); it is kept in memory and written once it can be (tried again every second)")
+                }
                 pending.withLock { pending in
                     // Changes recorded since the batch was taken are newer: keep them.
                     for (id, record) in batch.records where pending.records[id] == nil && !pending.forgotten.contains(id) {

@@ -206,6 +206,37 @@ import Testing
         #expect(agent.waitForExit() == 0, "\(agent.stderr.suffix(2000))")
     }
 
+    @Test func aReloadDuringADatabaseOutageIsReadyAtOnceAndSendsOnceTheStateIsWritten() throws {
+        // With Type=notify-reload, `systemctl reload` waits for READY=1: it used to come only once
+        // the database was back, so the reload blocked for the whole outage.
+        let postgres = try TemporaryPostgres()
+        let database = try postgres.makeDatabase()
+        let receiver = try Receiver()
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", Self.config(3, database: database, receiver: receiver))
+        let listener = try NotifyListener()
+        let agent = try RunningProcess(pushreporter: ["run", "--config", config], environment: ["NOTIFY_SOCKET": listener.path])
+        #expect(agent.waitForStderr("all 3 accounts this agent holds are reported"), "\(agent.stderr)")
+        try postgres.freeze()
+        var thawed = false
+        defer { if !thawed { try? postgres.thaw() } }
+        // a1's token changes.
+        files.write("accounts.yaml", Self.config(3, database: database, receiver: receiver).replacingOccurrences(of: "T1\n", with: "T1b\n"))
+        let seen = listener.messages.count
+        agent.signal(SIGHUP)
+        let reloading = listener.waitForMessage(after: seen) { $0.hasPrefix("RELOADING=1") }
+        #expect(reloading != nil, "\(listener.messages)")
+        #expect(listener.waitForMessage(after: (reloading ?? seen) + 1) { $0.hasPrefix("READY=1") } != nil,
+                "READY=1 while the database is still frozen: \(agent.stderr.suffix(2000))")
+        #expect(agent.stderr.contains("reloaded: 0 new, 1 changed, 2 unchanged, 0 removed"), "\(agent.stderr.suffix(2000))")
+        #expect(receiver.count("a1") == 1, "nothing of the reload is sent before its state is written")
+        try postgres.thaw()
+        thawed = true
+        #expect(Polling.until { receiver.count("a1") == 2 }, "sent once the state is written: \(agent.stderr.suffix(2000))")
+        agent.signal(SIGTERM)
+        #expect(agent.waitForExit() == 0, "\(agent.stderr.suffix(2000))")
+    }
+
     @Test func aReloadOfEveryAgentAddsAndRemovesOnceAndRemoveLeavesHeldAccountsToTheirAgent() throws {
         let postgres = try TemporaryPostgres.shared()
         let database = try postgres.makeDatabase()
