@@ -170,9 +170,13 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),
+        // Blocks SIGHUP, SIGTERM and SIGINT in a constructor that runs before the Swift runtime
+        // starts (SPEC §12); only the executable links it.
+        .target(name: "CEarlySignals"),
         .executableTarget(
             name: "pushreporter",
             dependencies: [
+                "CEarlySignals",
                 "PushAgent",
                 "PushSystem",
                 "PushAcrobits",

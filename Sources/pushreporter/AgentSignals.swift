@@ -1,10 +1,14 @@
+import CEarlySignals
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// SIGHUP (reload), SIGTERM and SIGINT (stop): blocked before anything else runs (SPEC §12), so
 /// that one arriving in the first milliseconds after exec stays pending instead of ending the
-/// process with the default action.
+/// process with the default action. A function in the executable's `.preinit_array` blocks them
+/// before any shared library is initialized (`Sources/CEarlySignals`): blocked first thing in
+/// `main()`, a SIGHUP sent up to 8 ms after exec ended the release binary, while libpq's,
+/// libcurl's and the Swift runtime's initializers ran.
 ///
 /// The long-running agent keeps them blocked in every thread (threads inherit the mask): its
 /// handlers are swift-service-lifecycle's `UnixSignalsSequence`s, which libdispatch serves on
@@ -15,7 +19,8 @@ import Glibc
 /// they end any program (one already pending does so at once).
 enum AgentSignals {
     static func block() {
-        change(SIG_BLOCK)
+        // Already done by the constructor; asked, so that the linker keeps it.
+        if pushreporter_early_signals_blocked() == 0 { change(SIG_BLOCK) }
     }
 
     static func unblock() {
