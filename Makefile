@@ -10,7 +10,7 @@ RELEASE_FLAGS := -c release --static-swift-stdlib
 BIN_DEBUG := .build/debug/pushreporter
 BIN_RELEASE := .build/release/pushreporter
 
-.PHONY: all deps build release run test bench fuzz install clean
+.PHONY: all deps build release run test bench fuzz fuzz-ci install clean
 
 all: build
 
@@ -45,9 +45,13 @@ test: deps
 bench: deps
 	bash bench/run.sh
 
-## fuzz: a few minutes of libFuzzer on the template parser and the loader (by hand, not in CI).
+## fuzz: a few minutes of libFuzzer on the template parser, the loader and the HTTP request parser.
 fuzz: deps
 	bash fuzz/run.sh
+
+## fuzz-ci: 30 s of each fuzz target and the kept regressions, as CI runs them after the tests.
+fuzz-ci: deps
+	FUZZ_SECONDS=30 bash fuzz/run.sh
 
 ## install: the release binary, the templates, the systemd unit (paths rewritten to PREFIX),
 ## the Type=notify-reload drop-in (to copy by hand on systemd 253+) and the man page.

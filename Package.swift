@@ -212,6 +212,7 @@ let package = Package(
         .target(name: "FuzzSupport"),
         .executableTarget(name: "FuzzTemplate", dependencies: ["FuzzSupport", "PushTemplates"]),
         .executableTarget(name: "FuzzLoader", dependencies: ["FuzzSupport", "PushConfig", "PushAcrobits"]),
+        .executableTarget(name: "FuzzHTTP", dependencies: ["FuzzSupport", "PushListener"]),
         .testTarget(
             name: "PushListenerTests",
             dependencies: ["PushListener", "PushTestSupport"]

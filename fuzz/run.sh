@@ -3,7 +3,7 @@
 # replay of every kept regression input. By hand, not in CI. See fuzz/README.md.
 #
 #   FUZZ_SECONDS=90     seconds of fuzzing per target
-#   FUZZ_TARGETS="template loader"   which targets to run
+#   FUZZ_TARGETS="template loader http"   which targets to run
 #   FUZZ_ARGS=...       extra libFuzzer flags (e.g. -jobs=2 -workers=2)
 #
 # Exit status: 0 when no new crash was found and every regression input passes; 1 otherwise.
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
 SECONDS_EACH=${FUZZ_SECONDS:-90}
-TARGETS=${FUZZ_TARGETS:-template loader}
+TARGETS=${FUZZ_TARGETS:-template loader http}
 SCRATCH=.build-fuzz
 WORK=$SCRATCH/work
 # Swift's own crash handler (the backtracer) trips over ASan and hides the real report; without
@@ -36,15 +36,15 @@ report() {
         | grep -vE 'compiler-rt/|/libc\.so|csu/|sysdeps/|_start \(|WARNING: ASan' | "$SWIFT" demangle --simplified
 }
 
-product() { case $1 in template) echo FuzzTemplate ;; loader) echo FuzzLoader ;; esac; }
-max_len() { case $1 in template) echo 1024 ;; loader) echo 4096 ;; esac; }
+product() { case $1 in template) echo FuzzTemplate ;; loader) echo FuzzLoader ;; http) echo FuzzHTTP ;; esac; }
+max_len() { case $1 in template) echo 1024 ;; loader) echo 4096 ;; http) echo 2048 ;; esac; }
 
 rm -rf "$FUZZ_TMP" && mkdir -p "$FUZZ_TMP"
 status=0
 bin_dir=
 for target in $TARGETS; do
     name=$(product "$target")
-    [ -n "$name" ] || { echo "fuzz: unknown target '$target' (template, loader)" >&2; exit 2; }
+    [ -n "$name" ] || { echo "fuzz: unknown target '$target' (template, loader, http)" >&2; exit 2; }
     echo "== building $name (sanitize=fuzzer,address) into $SCRATCH"
     mkdir -p "$WORK"
     "$SWIFT" build "${BUILD_FLAGS[@]}" --product "$name" >"$WORK/build-$target.log" 2>&1
