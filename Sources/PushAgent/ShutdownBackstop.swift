@@ -23,7 +23,10 @@ public struct ShutdownBackstop: Service {
     /// - Parameters:
     ///   - limit: how long after graceful shutdown begins the process may still run.
     ///   - exit: ends the process (tests give their own).
-    public init(limit: Duration, logger: Logger, exit: @escaping @Sendable () -> Void = { _exit(1) }) {
+    public init(limit: Duration, logger: Logger, exit: @escaping @Sendable () -> Void = {
+        LogOutput.drain(within: .seconds(1))
+        _exit(1)
+    }) {
         self.limit = limit
         self.logger = logger
         self.exit = exit

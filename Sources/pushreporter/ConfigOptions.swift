@@ -139,6 +139,9 @@ func printError(_ text: String) {
 /// Ends the process at once with `code`, after flushing standard output, without tearing down
 /// what the command loaded.
 func exitNow(_ code: ExitCode) -> Never {
+    // The agent's log lines still queued (LogOutput.queuedStandardError), within a bound: a
+    // journal that does not read must not keep the process from ending.
+    LogOutput.drain(within: .seconds(2))
     fflush(nil)
     exit(code.rawValue)
 }

@@ -60,7 +60,9 @@ struct Run: AsyncParsableCommand {
         // SIGHUP is blocked since main() began (see PushReporter.main): one that arrived while the
         // configuration loads is read by this sequence, and asks for a reload after READY=1.
         let hangups = once ? nil : await UnixSignalsSequence(trapping: .sighup)
-        let output = LogOutput(format: logFormat)
+        // The long-running agent writes its log from a thread of its own: a journal that stops
+        // reading must not hold the threads that send (LogOutput.queuedStandardError).
+        let output = once ? LogOutput(format: logFormat) : LogOutput(format: logFormat, write: LogOutput.queuedStandardError)
         let logger = agent.logger(output: output)
         let prepared = prepare(output: output, logger: logger)
         // `run --once` keeps them blocked too: SIGTERM or SIGINT while it sends stops the round

@@ -60,6 +60,31 @@ import Testing
         #expect(agent.waitForExit() == 0, "\(agent.stderr)")
     }
 
+    @Test func aJournalThatStopsReadingHoldsNothing() throws {
+        // Standard error a pipe nobody reads: once its 64 KiB are full, a log line written from
+        // Swift's pool blocked that thread, and a few of them every report and SIGTERM.
+        let server = try LoopbackHTTPServer { _, _ in .status(204) }
+        let files = TemporaryDirectory()
+        let count = 2_000
+        let config = files.write("accounts.yaml", Self.config((0..<count).map { ("a\($0)", "T\($0)") }, base: server.baseURL))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: ProcessRunner.pushreporter)
+        // A debug line per report: far more than the pipe holds.
+        process.arguments = ["run", "--config", config, "--state-dir", files.path + "/state", "--log-level", "debug"]
+        let stderr = Pipe()
+        process.standardError = stderr
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        #expect(server.waitForRequests(count, timeout: Polling.generous), "\(server.requests.count) of \(count) reports sent")
+        kill(process.processIdentifier, SIGTERM)
+        #expect(Polling.until { !process.isRunning }, "SIGTERM ended it although its log is not read")
+        #expect(process.terminationStatus == 0)
+        // The journal reads again: the lines kept in memory, then what was dropped, if anything.
+        let text = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(text.contains("started: reporting \(count) accounts"))
+    }
+
     @Test func removingTwoHundredAccountsIsSaidInAFewLinesNotTwoPerAccount() throws {
         let server = try LoopbackHTTPServer { _, _ in .status(204) }
         let files = TemporaryDirectory()
