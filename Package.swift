@@ -219,7 +219,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushSystemTests",
-            dependencies: ["PushSystem", "PushTestSupport"]
+            dependencies: ["PushSystem", "PushTestSupport", "PushTestThreads"]
         ),
         .testTarget(
             name: "PushTemplatesTests",

@@ -4,9 +4,10 @@ import PushTestSupport
 import ServiceLifecycle
 import Synchronization
 import Testing
+import PushTestThreads
 
 /// Once asked to stop, the process ends within its limit, whatever is stuck.
-@Suite struct ShutdownBackstopTests {
+@Suite(.ownThreads) struct ShutdownBackstopTests {
     /// A service that never returns: it ignores graceful shutdown and cancellation alike.
     struct Stuck: Service {
         func run() async {
@@ -22,7 +23,7 @@ import Testing
                                                                  .init(service: backstop, successTerminationBehavior: .ignore)],
                                                       logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }))
         // Never awaited: the stuck service keeps the group running for the rest of the process.
-        _ = Task.detached { try? await group.run() }
+        _ = Task(executorPreference: TestThreads.shared) { try? await group.run() }
         #expect(!exited.withLock { $0 })
         await group.triggerGracefulShutdown()
         #expect(await Polling.until { exited.withLock { $0 } }, "the backstop ended the process")
@@ -32,7 +33,7 @@ import Testing
         let exited = Mutex(false)
         let backstop = ShutdownBackstop(limit: .milliseconds(1), logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
                                         exit: { exited.withLock { $0 = true } })
-        let running = Task { await backstop.run() }
+        let running = Task(executorPreference: TestThreads.shared) { await backstop.run() }
         // Cancelled (the group ended another way) before any shutdown: it returns and never fires.
         running.cancel()
         await running.value

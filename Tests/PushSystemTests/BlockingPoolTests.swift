@@ -2,9 +2,10 @@ import PushSystem
 import PushTestSupport
 import Synchronization
 import Testing
+import PushTestThreads
 
 /// Calls that block run on threads of their own, never on Swift's cooperative pool.
-@Suite struct BlockingPoolTests {
+@Suite(.ownThreads) struct BlockingPoolTests {
     /// A gate a blocked call waits at until the test opens it.
     final class Gate: Sendable {
         private let open = ConditionLock(false)
@@ -17,7 +18,7 @@ import Testing
         let gate = Gate()
         defer { gate.release() }
         // More stuck calls than the cooperative pool has threads: each has its own.
-        let stuck = (0..<4).map { _ in Task { try? await pool.run { gate.wait() } } }
+        let stuck = (0..<4).map { _ in Task(executorPreference: TestThreads.shared) { try? await pool.run { gate.wait() } } }
         #expect(await Polling.until { pool.threadCount >= 4 }, "each stuck call has a thread")
         let answer = try await pool.run { 42 }
         #expect(answer == 42, "a call after the stuck ones runs at once")
@@ -29,7 +30,7 @@ import Testing
         let pool = BlockingPool(limit: 4)
         let gate = Gate()
         let finished = Mutex(false)
-        let call = Task { () -> Bool in
+        let call = Task(executorPreference: TestThreads.shared) { () -> Bool in
             do {
                 try await pool.run { gate.wait(); finished.withLock { $0 = true } }
                 return false
@@ -48,7 +49,7 @@ import Testing
     @Test func aCallCancelledBeforeItStartsNeverRuns() async {
         let pool = BlockingPool(limit: 1)
         let ran = Mutex(false)
-        let call = Task {
+        let call = Task(executorPreference: TestThreads.shared) {
             withUnsafeCurrentTask { $0?.cancel() }
             return try? await pool.run { ran.withLock { $0 = true } }
         }
@@ -66,9 +67,9 @@ import Testing
     @Test func callsBeyondTheLimitWaitForAThread() async throws {
         let pool = BlockingPool(limit: 1)
         let gate = Gate()
-        let first = Task { try? await pool.run { gate.wait(); return 1 } }
+        let first = Task(executorPreference: TestThreads.shared) { try? await pool.run { gate.wait(); return 1 } }
         #expect(await Polling.until { pool.threadCount == 1 })
-        let second = Task { try? await pool.run { 2 } }
+        let second = Task(executorPreference: TestThreads.shared) { try? await pool.run { 2 } }
         gate.release()
         #expect(await first.value == 1)
         #expect(await second.value == 2)
