@@ -49,6 +49,9 @@ public final class TrackingSpool<C: Clock>: Service, Sendable where C.Duration =
     private let known = Mutex<Set<String>>([])
     /// Entries that could be neither read nor moved aside: not taken again while they stay.
     private let ignored = Mutex<Set<String>>([])
+    /// Told when stopping begins (``beginStopping()``, or graceful shutdown).
+    private let stopping: AsyncStream<Void>
+    private let stop: AsyncStream<Void>.Continuation
     /// Why the directory could not be listed last time (said once, until it can again).
     private let listingProblem = Mutex<String?>(nil)
 
@@ -63,6 +66,7 @@ public final class TrackingSpool<C: Clock>: Service, Sendable where C.Duration =
                 scanInterval: Duration = .seconds(1), gracePeriod: Duration = .seconds(10)) {
         self.gracePeriod = gracePeriod
         blocking = .shared
+        (stopping, stop) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
         self.directory = directory
         self.targets = targets
         self.ledger = ledger
@@ -96,7 +100,7 @@ public final class TrackingSpool<C: Clock>: Service, Sendable where C.Duration =
                     """
                 if attempt & (attempt - 1) == 0 { logger.warning(message) } else { logger.debug(message) }
             })
-        let (stopping, stop) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let (stopping, stop) = (stopping, stop)
         await withGracefulShutdownHandler {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await scheduler.run() }
@@ -107,9 +111,10 @@ public final class TrackingSpool<C: Clock>: Service, Sendable where C.Duration =
                     }
                 }
                 group.addTask {
-                    // Stopping: what is in flight has the grace period, then it is cancelled
-                    // (a read or a ledger call stuck on its thread is left there).
+                    // Stopping: nothing new starts, what is in flight has the grace period, then
+                    // it is cancelled (a read or a ledger call stuck on its thread is left there).
                     for await _ in stopping {
+                        scheduler.shutdown()
                         try? await self.clock.sleep(for: self.gracePeriod)
                         return
                     }
@@ -119,10 +124,17 @@ public final class TrackingSpool<C: Clock>: Service, Sendable where C.Duration =
                 _ = await group.next()
                 group.cancelAll()
             }
+            // Stopped early (beginStopping): it ends when the group tells it to.
+            try? await gracefulShutdown()
         } onGracefulShutdown: {
-            scheduler.shutdown()
             stop.yield()
         }
+    }
+
+    /// Stopping begins (SIGTERM): no new file or action starts from now on, and what is in
+    /// flight has the grace period from now. Called before the spool's turn to stop comes.
+    public func beginStopping() {
+        stop.yield()
     }
 
     /// Submits the files that came since the last scan.

@@ -23,7 +23,7 @@ extension AgentBook {
     /// its cleanup. Keys it holds already are left as they are. Returns too the claimed
     /// subscriptions this agent's configuration disagrees with (it does not have one the shared
     /// state keeps, or still has one it drops): they are not taken, for the caller to hand back.
-    mutating func acquire(_ claimed: [PostgresStateStore.ClaimedSubscription], now: Int64)
+    mutating func acquire(_ claimed: [ClaimedSubscription], now: Int64)
         -> (actions: [Action], disagreed: [SubscriptionKey]) {
         guard owned != nil else { return ([], []) }
         var actions: [Action] = []

@@ -1,3 +1,8 @@
+import PushSystem
+import PushBackend
+import PushState
+import PushScheduler
+import Synchronization
 import Logging
 import PushConfig
 import PushListener
@@ -37,6 +42,13 @@ public struct AgentEndpoint<C: Clock>: Service where C.Duration == Duration {
 }
 
 extension Agent {
+    /// What the endpoint answers `request`.
+    func answer(_ request: HTTPEndpoint.Request) -> HTTPEndpoint.Response {
+        core.answer(request)
+    }
+}
+
+extension AgentCore {
     /// What the endpoint answers `request`.
     func answer(_ request: HTTPEndpoint.Request) -> HTTPEndpoint.Response {
         let segments = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)

@@ -184,40 +184,49 @@ public struct AgentRuntime: Sendable {
         let agent = Agent(start: consume start, settings: settings, backends: backends, transport: transport,
                           recorder: recorder, shared: shared, notifier: notifier, logger: logger, clock: ContinuousClock(),
                           load: load, reloadSources: reloadSources, gracePeriod: gracePeriod)
+        do {
+            try await agent.begin()
+        } catch {
+            throw Failure(description: error.description)
+        }
         // The recorder first: a group stops its services in reverse order, so the last flush
-        // comes after the agent's last change.
+        // comes after the agent's last change; the watchdog next, so that it pings to the end.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: recorder)]
         if let interval = SystemdNotifier.watchdogInterval(environment: environment) {
             services.append(.init(service: Watchdog(notifier: notifier, interval: interval, clock: ContinuousClock())))
         }
-        services.append(.init(service: agent))
+        services += agent.services
         if let address = settings.listen {
             // Ending early (it could not listen) must not stop the agent.
             services.append(.init(service: AgentEndpoint(address: address, agent: agent, logger: logger),
                                   successTerminationBehavior: .ignore))
         }
-        if let spool = settings.trackingSpool {
-            // Last: stopped first, so that no tracking request is in flight once the agent stops.
+        var madeSpool: TrackingSpool<ContinuousClock>?
+        if let directory = settings.trackingSpool {
             let ledger: SQLiteTrackedActions
             do {
-                guard let directory else {
+                guard let stateDirectory = self.directory else {
                     throw Failure(description: "agent.trackingSpool needs a state directory of this machine for what it has sent; give agent.stateDirectory")
                 }
-                ledger = try SQLiteTrackedActions(directory: directory)
+                ledger = try SQLiteTrackedActions(directory: stateDirectory)
             } catch let failure as Failure {
                 throw failure
             } catch {
                 throw Failure(description: String(describing: error))
             }
-            services.append(.init(service: TrackingSpool(directory: spool, targets: trackingTargets, ledger: ledger, transport: transport,
-                                                         concurrency: settings.perHostConcurrency, logger: logger,
-                                                         clock: ContinuousClock(), wallClock: WallClock.epochMilliseconds,
-                                                         gracePeriod: gracePeriod)))
+            let made = TrackingSpool(directory: directory, targets: trackingTargets, ledger: ledger, transport: transport,
+                                     concurrency: settings.perHostConcurrency, logger: logger, clock: ContinuousClock(),
+                                     wallClock: WallClock.epochMilliseconds, gracePeriod: gracePeriod)
+            madeSpool = made
+            services.append(.init(service: made))
         }
-        // Very last: told first of a graceful shutdown, so that the process ends within its
-        // limit whatever the others do.
-        services.append(.init(service: ShutdownBackstop(limit: gracePeriod + .seconds(10), logger: logger),
-                              successTerminationBehavior: .ignore))
+        let spool = madeSpool
+        // Very last: told first of a graceful shutdown. No new request starts from then, in the
+        // agent or the spool, and the process ends within its limit whatever the others do.
+        services.append(.init(service: ShutdownBackstop(limit: gracePeriod + .seconds(10), logger: logger, whenStopping: {
+            agent.beginStopping()
+            spool?.beginStopping()
+        }), successTerminationBehavior: .ignore))
         var quiet = logger
         quiet.logLevel = max(logger.logLevel, .warning)
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint],

@@ -18,23 +18,30 @@ import Glibc
 public struct ShutdownBackstop: Service {
     let limit: Duration
     let logger: Logger
+    let whenStopping: @Sendable () -> Void
     let exit: @Sendable () -> Void
 
     /// - Parameters:
     ///   - limit: how long after graceful shutdown begins the process may still run.
+    ///   - whenStopping: called at once when graceful shutdown begins, before any other service
+    ///     is told (a group tells them one after the other, the last listed first): what must
+    ///     stop starting work from that moment (``Agent/beginStopping()``).
     ///   - exit: ends the process (tests give their own).
-    public init(limit: Duration, logger: Logger, exit: @escaping @Sendable () -> Void = {
+    public init(limit: Duration, logger: Logger, whenStopping: @escaping @Sendable () -> Void = {},
+                exit: @escaping @Sendable () -> Void = {
         LogOutput.drain(within: .seconds(1))
         _exit(1)
     }) {
         self.limit = limit
         self.logger = logger
+        self.whenStopping = whenStopping
         self.exit = exit
     }
 
     public func run() async {
         // Returns when graceful shutdown begins, or throws when the group is cancelled first.
         do { try await gracefulShutdown() } catch { return }
+        whenStopping()
         let (limit, logger, exit) = (limit, logger, exit)
         _ = OwnThread(named: "pushrep-stop", detached: true) {
             let (seconds, attoseconds) = limit.components

@@ -194,17 +194,6 @@ public final class PostgresStateStore: SharedStateStore {
     // row gone and knows it holds nothing any more. Its heartbeat locks its own row first, and the
     // expiry skips locked rows, so an agent renewing in time is never expelled.
 
-    /// What joining the agents sharing this database told this one.
-    public struct Membership: Sendable, Equatable {
-        /// The group this agent joined: a new one when no other agent was alive. A subscription
-        /// last written in an earlier group is delivered again, as on any start (SPEC §5).
-        public var generation: Int64
-        /// Whether this agent started the group (no other agent was alive).
-        public var startedGroup: Bool
-        /// The agents alive now, this one included.
-        public var agents: Int
-    }
-
     static func milliseconds(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
     }
@@ -216,9 +205,9 @@ public final class PostgresStateStore: SharedStateStore {
     /// Joins the agents sharing this database. The first agent alive (none seen within
     /// `leaseTimeout`) starts a new group: everything is delivered again. With `startsGroups`
     /// false (`pushreporter remove`) it joins without starting one.
-    public func join(leaseTimeout: Duration, startsGroups: Bool = true) throws(StateError) -> Membership {
+    public func join(leaseTimeout: Duration, startsGroups: Bool = true) throws(StateError) -> SharedStateMembership {
         let timeout = String(Self.milliseconds(leaseTimeout))
-        let membership = try transaction(leases: true) { connection throws(StateError) -> Membership in
+        let membership = try transaction(leases: true) { connection throws(StateError) -> SharedStateMembership in
             try connection.query("SELECT pg_advisory_xact_lock($1)", [String(Self.migrationLock + 1)])
             try expireAgents(connection, timeout: timeout)
             let alive = Int(try connection.query("SELECT count(*) FROM pushreporter_agents WHERE instance <> $1", [instance])
@@ -241,7 +230,7 @@ public final class PostgresStateStore: SharedStateStore {
                 """, [instance, agent])
             let generation = Int64(try connection.query("SELECT generation FROM pushreporter_group WHERE id = 1")
                 .first?.first.flatMap { $0 } ?? "0") ?? 0
-            return Membership(generation: generation, startedGroup: startsGroup, agents: alive + 1)
+            return SharedStateMembership(generation: generation, startedGroup: startsGroup, agents: alive + 1)
         }
         self.generation.withLock { $0 = membership.generation }
         return membership
@@ -333,35 +322,6 @@ public final class PostgresStateStore: SharedStateStore {
             }
             return LeaseRound(expelled: expelled, claimed: claimed, share: share, agents: alive, wanted: limit)
         }
-    }
-
-    /// A subscription an agent claimed, as the shared state had it.
-    public struct ClaimedSubscription: Sendable {
-        public var record: SubscriptionRecord
-        /// Whether an agent of the running group wrote it last (else it is delivered again).
-        public var writtenThisGroup: Bool
-        /// Whether the last configuration loaded dropped it: its cleanup is owed.
-        public var leaving: Bool
-
-        public init(record: SubscriptionRecord, writtenThisGroup: Bool, leaving: Bool) {
-            self.record = record
-            self.writtenThisGroup = writtenThisGroup
-            self.leaving = leaving
-        }
-    }
-
-    /// What one round of leases found.
-    public struct LeaseRound: Sendable {
-        /// Whether this agent had been found expired: it holds nothing it held before.
-        public var expelled: Bool
-        /// Those it claimed this round.
-        public var claimed: [ClaimedSubscription]
-        /// This agent's share: the subscriptions divided by the agents alive, rounded up.
-        public var share: Int
-        /// The agents alive, this one included.
-        public var agents: Int
-        /// How many it tried to claim (fewer claimed: none were free).
-        public var wanted: Int
     }
 
     /// Takes `keys` for this agent where nobody holds them (`pushreporter remove`); returns the

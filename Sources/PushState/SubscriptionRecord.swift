@@ -107,25 +107,3 @@ public protocol StateStore: Sendable {
     /// Gives back memory the store holds for speed; an idle agent calls it.
     func releaseMemory()
 }
-
-/// A state several agents share (SPEC §11): each subscription is sent by the agent that holds
-/// it; an agent renews its leases while it lives, and one that dies leaves its subscriptions to
-/// the others once its leases expire.
-public protocol SharedStateStore: StateStore {
-    /// The agent this store writes for (`host:pid`), as `status` names it.
-    var agent: String { get }
-    /// Joins the agents; the first alive starts a group (everything is delivered again), unless
-    /// `startsGroups` is false.
-    func join(leaseTimeout: Duration, startsGroups: Bool) throws(StateError) -> PostgresStateStore.Membership
-    /// Writes this agent's configuration: its subscriptions added and staying, the others leaving.
-    func publish(_ keys: [SubscriptionKey]) throws(StateError)
-    /// Renews this agent's leases, expires dead agents, and claims up to its share.
-    func renewAndClaim(leaseTimeout: Duration, maxClaim: Int, excluding: [SubscriptionKey]) throws(StateError)
-        -> PostgresStateStore.LeaseRound
-    /// Takes `keys` where nobody holds them; returns the agents holding the others.
-    func take(_ keys: [SubscriptionKey]) throws(StateError) -> [SubscriptionKey: String]
-    /// Gives up the leases of `keys`, or all of this agent's (and leaves the group) when nil.
-    func release(_ keys: [SubscriptionKey]?) throws(StateError)
-    /// Which agent holds each subscription an agent holds.
-    func holders() throws(StateError) -> [SubscriptionKey: String]
-}

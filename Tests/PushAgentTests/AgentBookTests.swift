@@ -1007,7 +1007,7 @@ extension SubscriptionRequest {
 
 /// SPEC §11: an agent sharing its state sends only what it holds the lease of.
 @Suite struct AgentBookSharedTests {
-    typealias Claimed = PostgresStateStore.ClaimedSubscription
+    typealias Claimed = ClaimedSubscription
 
     static func shared(_ plans: [SubscriptionPlan], reportInterval: Duration? = nil) -> AgentBook {
         var book = AgentBookTests.book(reportInterval: reportInterval)

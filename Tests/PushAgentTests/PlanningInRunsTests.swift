@@ -63,7 +63,7 @@ import Testing
         func plan(_ account: String, _ service: String) -> SubscriptionPlan {
             SubscriptionPlan(account: account, service: service, fingerprint: account + service, delivery: nil, cleanup: nil)
         }
-        typealias Counting = Agent<ContinuousClock>
+        typealias Counting = AgentCore<ContinuousClock>
         #expect(Counting.accountCount([]) == 0)
         #expect(Counting.accountCount((0..<5).map { plan("a\($0)", SubscriptionKey.acrobits) }) == 5)
         // An account with a service besides its Acrobits subscription counts once; one with

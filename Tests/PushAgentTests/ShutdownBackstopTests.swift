@@ -9,8 +9,11 @@ import PushTestThreads
 /// Once asked to stop, the process ends within its limit, whatever is stuck.
 @Suite(.ownThreads) struct ShutdownBackstopTests {
     /// A service that never returns: it ignores graceful shutdown and cancellation alike.
-    struct Stuck: Service {
+    final class Stuck: Service, Sendable {
+        let started = Mutex(false)
+
         func run() async {
+            started.withLock { $0 = true }
             await withCheckedContinuation { (_: CheckedContinuation<Void, Never>) in }
         }
     }
@@ -19,11 +22,14 @@ import PushTestThreads
         let exited = Mutex(false)
         let backstop = ShutdownBackstop(limit: .milliseconds(50), logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
                                         exit: { exited.withLock { $0 = true } })
-        let group = ServiceGroup(configuration: .init(services: [.init(service: Stuck()),
+        let stuck = Stuck()
+        let group = ServiceGroup(configuration: .init(services: [.init(service: stuck),
                                                                  .init(service: backstop, successTerminationBehavior: .ignore)],
                                                       logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }))
         // Never awaited: the stuck service keeps the group running for the rest of the process.
         _ = Task(executorPreference: TestThreads.shared) { try? await group.run() }
+        // Shut down once the group runs (one asked for before is handled another way).
+        #expect(await Polling.until { stuck.started.withLock { $0 } })
         #expect(!exited.withLock { $0 })
         await group.triggerGracefulShutdown()
         #expect(await Polling.until { exited.withLock { $0 } }, "the backstop ended the process")

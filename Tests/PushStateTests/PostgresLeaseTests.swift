@@ -29,7 +29,7 @@ import Testing
         return (uri, stores)
     }
 
-    static func claimed(_ round: PostgresStateStore.LeaseRound) -> Set<SubscriptionKey> {
+    static func claimed(_ round: LeaseRound) -> Set<SubscriptionKey> {
         Set(round.claimed.map(\.record.key))
     }
 
