@@ -98,14 +98,16 @@ let package = Package(
         // requests are sent and judged. Backends import it, never each other.
         .target(
             name: "PushBackend",
-            dependencies: ["PushConfig", "PushTemplates", "PushScheduler", "PushTransport",
-                           .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["PushConfig", "PushSystem", "PushTemplates", "PushScheduler", "PushTransport",
+                           .product(name: "Crypto", package: "swift-crypto"),
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]
         ),
         // The Acrobits web services (SPEC §2–§5, §9.1).
         .target(
             name: "PushAcrobits",
             dependencies: [
-                "PushBackend", "PushSystem", "PushConfig", "PushTemplates", "PushScheduler", "PushState", "PushTransport",
+                "PushBackend", "PushSystem", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
@@ -131,11 +133,17 @@ let package = Package(
         .target(
             name: "PushAdobe",
             dependencies: [
-                "PushBackend", "PushSystem", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport",
+                "PushBackend", "PushSystem", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport", "PushCommandKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
+        ),
+        // The registry's one list: every backend of this build (docs/adding-a-backend.md).
+        .target(
+            name: "PushRegistry",
+            dependencies: ["PushBackend", "PushAcrobits", "PushAdobe", "PushFCM", "PushJourneys", "PushSystem", "PushCommandKit"]
         ),
         // Composition: configuration → backends → scheduler → transport, with state and logging.
         .target(
@@ -143,10 +151,6 @@ let package = Package(
             dependencies: [
                 "PushBackend",
                 "PushSystem",
-                "PushAcrobits",
-                "PushAdobe",
-                "PushJourneys",
-                "PushFCM",
                 "PushListener",
                 "PushConfig",
                 "PushTemplates",
@@ -156,6 +160,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // What the commands share (options, loading, exit codes, the request formats), and what
+        // a backend's own commands build on; names no backend.
+        .target(
+            name: "PushCommandKit",
+            dependencies: [
+                "PushAgent", "PushBackend", "PushConfig", "PushState", "PushSystem", "PushTemplates", "PushTransport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // HTTP/1.1 requests parsed and responses written, for the agent's endpoint (SPEC §9.5) and
@@ -179,8 +193,8 @@ let package = Package(
                 "CEarlySignals",
                 "PushAgent",
                 "PushSystem",
-                "PushAcrobits",
-                "PushAdobe",
+                "PushCommandKit",
+                "PushRegistry",
                 "PushBackend",
                 "PushConfig",
                 "PushScheduler",
@@ -227,7 +241,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushConfigTests",
-            dependencies: ["PushConfig", "PushSystem", "PushAcrobits", "PushAdobe", "PushAgent", "PushBackend", "PushJourneys", "PushFCM",
+            dependencies: ["PushConfig", "PushRegistry", "PushSystem", "PushAcrobits", "PushAdobe", "PushAgent", "PushBackend", "PushJourneys", "PushFCM",
                            "PushTemplates", "PushTestSupport"]
         ),
         .testTarget(
@@ -265,7 +279,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushAgentTests",
-            dependencies: ["PushAgent", "PushAcrobits", "PushBackend", "PushConfig", "PushScheduler", "PushState", "PushTransport", "PushTestSupport",
+            dependencies: ["PushAgent", "PushRegistry", "PushAcrobits", "PushBackend", "PushConfig", "PushScheduler", "PushState", "PushTransport", "PushTestSupport",
                            "PushTestThreads", .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]
         ),

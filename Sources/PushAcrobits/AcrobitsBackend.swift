@@ -1,11 +1,10 @@
 import PushBackend
 import PushConfig
 import PushScheduler
-import PushState
 import PushTransport
 
 /// The Acrobits web services (SPEC §2–§5, §9.1) as a backend: an account's own
-/// `pushTokenReporterUrl` is its subscription to the service ``SubscriptionKey/acrobits``, its
+/// `pushTokenReporterUrl` is its subscription to the service `acrobits` (``type``), its
 /// `accountRemovalReporterUrl` the cleanup kept for it.
 ///
 /// Each report goes alone (the receiver is each account's own URL), and a 429 or 503 makes only
@@ -16,6 +15,17 @@ public struct AcrobitsBackend: Backend {
     public var plansWithoutServices: Bool { true }
 
     public init() {}
+
+    public func earlyChecker(hostname: String) -> (@Sendable (Configuration) -> any EarlyAccountChecker)? {
+        RequestBuilder.earlyChecker(hostname: hostname)
+    }
+
+    /// The web-service keys of both reporters (`pushTokenReporterUrl`, …, SPEC §2): a near
+    /// miss of one is a typo.
+    public var accountKeys: [String] {
+        Reporter.allCases.flatMap { reporter in WebServiceKey.allCases.map { reporter.key($0) } }
+    }
+
 
     public func check(_ context: BackendContext, skipping passedEarly: [Bool]?, diagnostics: inout DiagnosticList) {
         var builder = RequestBuilder(context)
@@ -95,7 +105,8 @@ public struct AcrobitsBackend: Backend {
                         host: String? = nil, shapes: inout ShapeCache, packer: inout RequestPacker) -> SubscriptionRequest {
         SubscriptionRequest(account: rendered.account, service: service,
                             shape: shapes.shape(family: type, purpose: purpose, label: rendered.reporter,
-                                                host: host ?? rendered.host, timeout: rendered.timeout),
+                                                host: host ?? rendered.host, timeout: rendered.timeout,
+                                                logLabel: rendered.reporter == Reporter.accountRemovalReporter.rawValue ? "removal" : nil),
                             payload: AcrobitsPayload(packer.pack(rendered.transportRequest(defaultTimeout: .zero))))
     }
 
@@ -150,7 +161,7 @@ struct AcrobitsPlanner: SubscriptionPlanner, Sendable {
 
     /// Each subscription of `account`: its own (`acrobits`), then the shared receivers it names.
     private func subscriptions(of account: Account) -> [(service: String, account: Account)] {
-        [(SubscriptionKey.acrobits, account)]
+        [(AcrobitsBackend.type, account)]
             + account.services.keys.sorted().filter { services[$0] != nil }.map { ($0, sharedAccount(account, service: $0)) }
     }
 

@@ -1,6 +1,9 @@
+import ArgumentParser
 import PushBackend
+import PushCommandKit
 import PushConfig
 import PushTemplates
+import PushSystem
 
 /// Adobe Campaign Standard push tracking (SPEC §9.4, seeds 001 and 003): an `adobe-campaign`
 /// service names the tracking server, and each account that names it gives its Experience
@@ -9,11 +12,41 @@ import PushTemplates
 /// push payloads, given to `pushreporter track` or dropped in the agent's tracking spool
 /// (``TrackingRun``, ``TrackingSpool``). `validate` checks its settings and every account's
 /// `ecid`; `preview` shows the shape of each account's tracking request.
-public struct AdobeBackend: Backend {
+public struct AdobeBackend: Backend, CommandContributor {
     public static let type = "adobe-campaign"
     public var type: String { Self.type }
+    /// What the tracking spool resolves payloads with: the configuration loaded last
+    /// (``configure(_:)``), at start and on every reload.
+    public let targets = TrackingTargets.Current()
 
     public init() {}
+
+    /// `pushreporter track` and `pushreporter payload`.
+    public var commands: [any ParsableCommand.Type] { [TrackCommand.self, PayloadCommand.self] }
+
+    public var sendsInstead: String? {
+        "an adobe-campaign service sends the tracking of received push payloads, with pushreporter track or agent.trackingSpool, not devices"
+    }
+
+    public func configure(_ context: BackendContext) {
+        targets.replace(with: Self.trackingTargets(context))
+    }
+
+    public func hasServices(_ settings: AgentSettings) -> Bool {
+        settings.trackingSpool != nil
+    }
+
+    /// The tracking spool, with `agent.trackingSpool`: payload files dropped there are tracked.
+    public func services(_ context: BackendServiceContext) throws(BackendServiceFailure) -> [any BackendService] {
+        guard let directory = context.settings.trackingSpool else { return [] }
+        guard context.stateDirectory != nil else {
+            throw BackendServiceFailure("agent.trackingSpool needs a state directory of this machine for what it has sent; give agent.stateDirectory")
+        }
+        let ledger = try context.sentOnceLedger()
+        return [TrackingSpool(directory: directory, targets: targets, ledger: SentOnceTrackingLedger(ledger), transport: context.transport,
+                              concurrency: context.settings.perHostConcurrency, logger: context.logger, clock: ContinuousClock(),
+                              wallClock: WallClock.epochMilliseconds, gracePeriod: context.gracePeriod)]
+    }
 
     public func check(_ context: BackendContext, skipping passedEarly: [Bool]?, diagnostics: inout DiagnosticList) {
         guard !context.services(ofType: type).isEmpty else { return }

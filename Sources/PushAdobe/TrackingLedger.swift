@@ -14,6 +14,27 @@ public protocol TrackingLedger: Sendable {
     var location: String { get }
 }
 
+/// A ``TrackingLedger`` over what the application keeps of what was sent once (the state
+/// database's `tracked_actions`, ``SentOnceLedger``).
+public struct SentOnceTrackingLedger: TrackingLedger {
+    let base: any SentOnceLedger
+
+    public init(_ base: any SentOnceLedger) {
+        self.base = base
+    }
+
+    public var location: String { base.location }
+
+    public func wasDelivered(_ request: TrackingRequest) throws -> Bool {
+        try base.wasSent(request.key)
+    }
+
+    public func recordDelivered(_ request: TrackingRequest, at epochMilliseconds: Int64) throws {
+        try base.recordSent(SentOnceEntry(key: request.key, service: request.service, messageId: request.messageId,
+                                          deliveryId: request.deliveryId, action: request.action.rawValue, sentAt: epochMilliseconds))
+    }
+}
+
 /// What one attempt of a tracking action came to, the ledger consulted and written.
 enum TrackingStep: Sendable {
     /// Sent now, answered 200, and remembered (when there is a ledger).

@@ -30,7 +30,7 @@ import Glibc
 /// producer should write `NAME.json.tmp` (or a hidden file) and rename it, so that no file is
 /// read half written. Run it in the agent's service group: on graceful shutdown it starts
 /// nothing more, gives what is in flight `gracePeriod`, then cancels it.
-public final class TrackingSpool<C: Clock>: Service, Sendable where C.Duration == Duration {
+public final class TrackingSpool<C: Clock>: BackendService, Sendable where C.Duration == Duration {
     /// The suffix a refused file is given.
     public static var rejectedSuffix: String { ".rejected" }
 

@@ -65,7 +65,7 @@ public final class Agent<C: Clock>: Sendable where C.Duration == Duration {
     ///     rest follow in runs (``StartFeeder``).
     ///   - feedWait: the longest the feeder waits for the scheduler to begin what it was given
     ///     before it hands over the next run anyway.
-    public init(start: AgentStart, settings: AgentSettings, backends: Backends = .standard, transport: any HTTPTransport,
+    public init(start: AgentStart, settings: AgentSettings, backends: Backends, transport: any HTTPTransport,
                 recorder: StateRecorder<C>, shared: (any SharedStateStore)? = nil,
                 notifier: any ServiceManagerNotifier = NoNotifier(), logger: Logger, clock: C,
                 wallClock: @escaping @Sendable () -> Int64 = WallClock.epochMilliseconds,

@@ -44,7 +44,7 @@ extension AgentCore {
             let started: AgentBook.Start
             switch start {
             case .configuration(let plans, let records, let startPollers):
-                backends.restore(records)
+                backends.restore(records.compactMap(KeptData.init))
                 if membership != nil {
                     // Nothing is this agent's before it claims it (see LeaseKeeper).
                     state.book.startShared(plans: plans)
@@ -54,7 +54,7 @@ extension AgentCore {
                 }
                 pollers = startPollers
             case .removal(let records):
-                backends.restore(records)
+                backends.restore(records.compactMap(KeptData.init))
                 started = state.book.startCleanup(of: records, firstRun: startRunSize)
                 // Nothing to claim: `remove` took its subscriptions before it started.
                 state.claimedAll = true
@@ -91,5 +91,13 @@ extension AgentCore {
         var accountIDs = Set<String>(minimumCapacity: plans.count)
         for index in plans.indices { accountIDs.insert(plans[index].account) }
         return accountIDs.count
+    }
+}
+
+extension KeptData {
+    /// What `record` keeps for its backend; nil when it keeps nothing.
+    init?(_ record: SubscriptionRecord) {
+        guard let data = record.backendData else { return nil }
+        self.init(account: record.key.account, service: record.key.service, data: data)
     }
 }

@@ -1,3 +1,4 @@
+import PushSystem
 import Logging
 import PushBackend
 import PushConfig
@@ -72,7 +73,7 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
         if case .removal = start { claims = false } else { claims = true }
         outsiders = LogSummary(interval: .seconds(60), clock: clock, logger: logger)
         state = Mutex(AgentState(book: AgentBook(reportInterval: settings.reportInterval, decodeCleanup: { key, text in
-            backends.cleanupRequest(key, stored: text)
+            backends.cleanupRequest(account: key.account, service: key.service, stored: text)
         }), start: start, defaultTimeout: settings.timeout))
         // The attempts need the core they are sent by; it is handed to them once made.
         let link = Link()

@@ -55,7 +55,7 @@ extension AgentCore {
         switch (request.method, segments.first) {
         case ("GET", "metrics") where segments.count == 1, ("HEAD", "metrics") where segments.count == 1:
             return HTTPEndpoint.Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
-                                         body: StatusReport(records: snapshot()).prometheus)
+                                         body: StatusReport(records: snapshot(), backends: backends).prometheus)
         case ("GET", "health") where segments.count == 1, ("HEAD", "health") where segments.count == 1:
             return isServing ? HTTPEndpoint.Response(status: 200, body: "ok\n")
                              : HTTPEndpoint.Response(status: 503, body: "the scheduler is not running\n")

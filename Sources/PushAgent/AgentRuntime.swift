@@ -1,5 +1,5 @@
+import PushSystem
 import Logging
-import PushAdobe
 import PushBackend
 import PushConfig
 import PushState
@@ -32,9 +32,6 @@ public struct AgentRuntime: Sendable {
     public let installID: String
     public let backends: Backends
     public let logger: Logger
-    /// What the tracking spool (`agent.trackingSpool`) resolves payloads with: set by whoever
-    /// loads the configuration, at start and on each reload.
-    public let trackingTargets = TrackingTargets.Current()
 
     /// Opens the state at `state`: a `postgres://` URI of a database several agents share
     /// (SPEC §11; its schema created or migrated, its installation id shared), or a state
@@ -43,7 +40,7 @@ public struct AgentRuntime: Sendable {
     /// (migrated from an earlier layout).
     /// `lockAdvice`: what the error says to do when another process holds the state directory
     /// (nil: as for a second agent).
-    public init(settings: AgentSettings, state: String, backends: Backends = .standard, logger: Logger,
+    public init(settings: AgentSettings, state: String, backends: Backends, logger: Logger,
                 lockAdvice: String? = nil) throws(Failure) {
         self.settings = settings
         self.backends = backends
@@ -201,31 +198,29 @@ public struct AgentRuntime: Sendable {
             services.append(.init(service: AgentEndpoint(address: address, agent: agent, logger: logger),
                                   successTerminationBehavior: .ignore))
         }
-        var madeSpool: TrackingSpool<ContinuousClock>?
-        if let directory = settings.trackingSpool {
-            let ledger: SQLiteTrackedActions
-            do {
-                guard let stateDirectory = self.directory else {
-                    throw Failure(description: "agent.trackingSpool needs a state directory of this machine for what it has sent; give agent.stateDirectory")
-                }
-                ledger = try SQLiteTrackedActions(directory: stateDirectory)
-            } catch let failure as Failure {
-                throw failure
-            } catch {
-                throw Failure(description: String(describing: error))
-            }
-            let made = TrackingSpool(directory: directory, targets: trackingTargets, ledger: ledger, transport: transport,
-                                     concurrency: settings.perHostConcurrency, logger: logger, clock: ContinuousClock(),
-                                     wallClock: WallClock.epochMilliseconds, gracePeriod: gracePeriod)
-            madeSpool = made
-            services.append(.init(service: made))
+        // The backends' own services (the tracking spool), stopped before the agent's.
+        let backendServices: [any BackendService]
+        do throws(BackendServiceFailure) {
+            let directory = self.directory
+            backendServices = try backends.services(BackendServiceContext(
+                settings: settings, transport: transport, logger: logger, gracePeriod: gracePeriod, stateDirectory: directory?.path,
+                sentOnceLedger: { () throws(BackendServiceFailure) -> any SentOnceLedger in
+                    guard let directory else { throw BackendServiceFailure("there is no state directory of this machine") }
+                    do throws(StateError) {
+                        return try SQLiteTrackedActions(directory: directory)
+                    } catch {
+                        throw BackendServiceFailure(error.description)
+                    }
+                }))
+        } catch {
+            throw Failure(description: error.description)
         }
-        let spool = madeSpool
+        for service in backendServices { services.append(.init(service: service)) }
         // Very last: told first of a graceful shutdown. No new request starts from then, in the
         // agent or the spool, and the process ends within its limit whatever the others do.
         services.append(.init(service: ShutdownBackstop(limit: gracePeriod + .seconds(10), logger: logger, whenStopping: {
             agent.beginStopping()
-            spool?.beginStopping()
+            for service in backendServices { service.beginStopping() }
         }), successTerminationBehavior: .ignore))
         var quiet = logger
         quiet.logLevel = max(logger.logLevel, .warning)

@@ -83,12 +83,9 @@ extension Logger {
         ["account": "\(key.account)", "service": "\(key.service)", "host": "\(host)"]
     }
 
-    /// `alice: pushTokenReporter`, `alice: removal`, `alice: journeys registration`.
+    /// `alice: pushTokenReporter`, `alice: removal`, `alice: journeys registration`: the
+    /// request's ``SubscriptionRequest/logLabel``.
     static func describe(_ request: SubscriptionRequest, key: SubscriptionKey) -> String {
-        let account = key.account.displayEscaped
-        if request.family == "acrobits" && request.label == Reporter.accountRemovalReporter.rawValue {
-            return "\(account): removal"
-        }
-        return "\(account): \(request.label.displayEscaped)"
+        "\(key.account.displayEscaped): \(request.logLabel.displayEscaped)"
     }
 }

@@ -1,3 +1,4 @@
+import PushSystem
 import PushBackend
 import PushConfig
 import PushState
@@ -12,7 +13,7 @@ public struct StatusReport: Sendable {
     /// lease has not expired; nil with a state directory.
     public var holders: [SubscriptionKey: String]?
 
-    public init(records: [SubscriptionRecord], backends: Backends = .standard, holders: [SubscriptionKey: String]? = nil) {
+    public init(records: [SubscriptionRecord], backends: Backends, holders: [SubscriptionKey: String]? = nil) {
         self.records = records
         self.backends = backends
         self.holders = holders
@@ -32,7 +33,7 @@ public struct StatusReport: Sendable {
         }
         lines.append("")
         lines += Self.aligned(header, rows)
-        for table in backends.statusTables(records) {
+        for table in backends.statusTables(records.filter { $0.state == .delivered }.compactMap(KeptData.init)) {
             lines.append("")
             lines.append(table.title.displayEscaped)
             lines += Self.aligned(table.header, table.rows.map { $0.map(\.displayEscaped) })

@@ -50,6 +50,29 @@ public protocol Backend: Sendable {
     /// A table `status` shows after its own, from what the state keeps for the delivered
     /// subscriptions (of every backend; each takes what is its own); nil for none.
     func statusTable(_ kept: [KeptData]) -> StatusTable?
+
+    /// The account keys this backend acts on, beyond the device values (SPEC §2): a key that is
+    /// a near miss of one is a typo (`pushTokenReporterURL`).
+    var accountKeys: [String] { get }
+
+    /// Told of each configuration loaded for the agent, at start and on every reload, before it
+    /// is planned: what a backend's services read from it (Adobe's ECIDs) is taken here.
+    func configure(_ context: BackendContext)
+
+    /// The long-running services of its own the agent runs (none for most): the tracking spool.
+    func services(_ context: BackendServiceContext) throws(BackendServiceFailure) -> [any BackendService]
+
+    /// Whether ``services(_:)`` gives any with these settings: the agent has work then even when
+    /// no subscription is planned.
+    func hasServices(_ settings: AgentSettings) -> Bool
+
+    /// What checks each account as it loads, for `validate` (``ConfigurationLoader/earlyChecker``):
+    /// an account it passes has no problem for this backend; nil when it has no such check.
+    func earlyChecker(hostname: String) -> (@Sendable (Configuration) -> any EarlyAccountChecker)?
+
+    /// What it sends, when not subscriptions on start (Adobe's tracking of received payloads): a
+    /// clause the agent adds when nothing is reported on start.
+    var sendsInstead: String? { get }
 }
 
 extension Backend {
@@ -58,6 +81,12 @@ extension Backend {
     public func statusTable(_ kept: [KeptData]) -> StatusTable? { nil }
     public var plansWithoutServices: Bool { false }
     public var plannerReadsEveryAccount: Bool { false }
+    public var accountKeys: [String] { [] }
+    public func configure(_ context: BackendContext) {}
+    public func services(_ context: BackendServiceContext) throws(BackendServiceFailure) -> [any BackendService] { [] }
+    public func hasServices(_ settings: AgentSettings) -> Bool { false }
+    public func earlyChecker(hostname: String) -> (@Sendable (Configuration) -> any EarlyAccountChecker)? { nil }
+    public var sendsInstead: String? { nil }
 }
 
 /// What the state keeps of one subscription for its backend: ``Outcome/deliveredKeeping(_:)``'s text.

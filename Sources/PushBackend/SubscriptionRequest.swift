@@ -26,12 +26,16 @@ public struct SubscriptionRequest: Sendable {
         public let batch: Batching?
         public let pauseLabel: String?
         public let timeout: Duration?
+        /// What log lines call it, when not its `label` (an Acrobits `accountRemovalReporter`
+        /// is a `removal` there).
+        public let logLabel: String
 
         public init(family: String, purpose: Purpose, label: String, host: String, batch: Batching? = nil,
-                    pauseLabel: String? = nil, timeout: Duration? = nil) {
+                    pauseLabel: String? = nil, timeout: Duration? = nil, logLabel: String? = nil) {
             self.family = family
             self.purpose = purpose
             self.label = label
+            self.logLabel = logLabel ?? label
             self.host = host
             self.batch = batch
             self.pauseLabel = pauseLabel
@@ -50,8 +54,10 @@ public struct SubscriptionRequest: Sendable {
     public var family: String { shape.family }
     /// What the request does for its subscription.
     public var purpose: Purpose { shape.purpose }
-    /// What logs call it: `pushTokenReporter`, `removal`, `registration`, `cleanup`.
+    /// What it is called: `pushTokenReporter`, `accountRemovalReporter`, `registration`, `cleanup`.
     public var label: String { shape.label }
+    /// What log lines call it: the label, or the backend's shorter word for it (`removal`).
+    public var logLabel: String { shape.logLabel }
     /// `host:port` of its URL, lowercased: the unit of `perHostConcurrency`, and what logs name.
     public var host: String { shape.host }
     /// Requests with the same batching may go in one request to the receiver, up to its
@@ -103,6 +109,7 @@ public struct ShapeCache: Sendable {
         var batch: Batching?
         var pauseLabel: String?
         var timeout: Duration?
+        var logLabel: String?
     }
 
     private var shapes: [Key: SubscriptionRequest.Shape] = [:]
@@ -115,13 +122,13 @@ public struct ShapeCache: Sendable {
     /// The shared shape with these fields.
     public mutating func shape(family: String, purpose: SubscriptionRequest.Purpose, label: String, host: String,
                                batch: Batching? = nil, pauseLabel: String? = nil,
-                               timeout: Duration? = nil) -> SubscriptionRequest.Shape {
+                               timeout: Duration? = nil, logLabel: String? = nil) -> SubscriptionRequest.Shape {
         let key = Key(family: family, purpose: purpose, label: label, host: host, batch: batch, pauseLabel: pauseLabel,
-                      timeout: timeout)
+                      timeout: timeout, logLabel: logLabel)
         if let last, last.key == key { return last.shape }
         let shape = shapes[key] ?? {
             let made = SubscriptionRequest.Shape(family: family, purpose: purpose, label: label, host: host, batch: batch,
-                                                 pauseLabel: pauseLabel, timeout: timeout)
+                                                 pauseLabel: pauseLabel, timeout: timeout, logLabel: logLabel)
             shapes[key] = made
             return made
         }()

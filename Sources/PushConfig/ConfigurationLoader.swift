@@ -172,17 +172,13 @@ enum AgentKey: String, CaseIterable {
     case state, statePassword, leaseTimeout
 }
 
-/// The backends of SPEC §9, by the `type:` their `services:` entry names.
-enum ServiceType: String, CaseIterable {
-    case acrobits
-    case customerInsightsJourneys = "customer-insights-journeys"
-    case fcmDeviceGroup = "fcm-device-group"
-    case adobeCampaign = "adobe-campaign"
-}
-
 /// The state of one load.
 struct LoadSession {
     let environment: LoaderEnvironment
+    /// The keys pushreporter acts on in an account: its own, the device values, and the
+    /// backends' (``LoaderEnvironment/backendAccountKeys``).
+    let knownAccountKeys: [String]
+    let knownAccountKeySet: Set<String>
     var accountRuns: Int?
     var streamedFiles = 0
     var splitFiles = 0
@@ -225,6 +221,8 @@ struct LoadSession {
 
     init(environment: LoaderEnvironment) {
         self.environment = environment
+        knownAccountKeys = Self.accountOwnKeys + environment.backendAccountKeys
+        knownAccountKeySet = Set(knownAccountKeys)
     }
 
     // MARK: Files and directories
@@ -638,6 +636,7 @@ struct LoadSession {
             var mappings: [String: [(key: String, value: ConfigValue)]] = [:]
             var keyPositions: [String: SourcePosition] = [:]
             var typeName: String?
+            var typePosition: SourcePosition?
             for pair in entry.entries {
                 let (settingKey, settingValue) = (pair.key, pair.value)
                 keyPositions[settingKey.value] = settingKey.start
@@ -663,22 +662,20 @@ struct LoadSession {
                     continue
                 }
                 if settingKey.value == "type" {
+                    // Which types there are is the backends' to say.
                     typeName = scalar.value
-                    if ServiceType(rawValue: scalar.value) == nil {
-                        diagnostics.error(unknown("service type", scalar.value, among: ServiceType.allCases.map(\.rawValue)),
-                                          file: file, at: scalar.start)
-                    }
+                    typePosition = scalar.start
                 } else if let resolved = resolve(scalar, key: settingKey.value, file: file, account: nil) {
                     settings[settingKey.value] = resolved
                 }
             }
             guard let typeName else {
-                diagnostics.error("service '\(name)' needs a type: one of \(ServiceType.allCases.map(\.rawValue).joined(separator: ", "))",
-                                  file: file, at: entry.start)
+                diagnostics.error("service '\(name)' needs a type", file: file, at: entry.start)
                 continue
             }
             configuration.services[name] = ServiceDefinition(name: name, type: typeName, settings: settings, mappings: mappings,
-                                                             keyPositions: keyPositions, file: file, position: key.start)
+                                                             keyPositions: keyPositions, file: file, position: key.start,
+                                                             typePosition: typePosition)
         }
     }
 
@@ -1130,14 +1127,8 @@ struct LoadSession {
         }
     }
 
-    static let knownAccountKeys: [String] = {
-        var keys = DeviceValues.names + ["id", "username", "password", "enabled", "use", "services"]
-        for reporter in Reporter.allCases {
-            for suffix in WebServiceKey.allCases { keys.append(reporter.key(suffix)) }
-        }
-        return keys
-    }()
-    static let knownAccountKeySet = Set(knownAccountKeys)
+    /// The keys of an account any configuration has: the device values and its own.
+    static let accountOwnKeys = DeviceValues.names + ["id", "username", "password", "enabled", "use", "services"]
     /// The keys a near miss of which is warned about whatever it starts with.
     private static let nearMissKeys = DeviceValues.names + ["username", "password", "enabled", "services"]
 
@@ -1203,7 +1194,7 @@ struct LoadSession {
 
     private mutating func suggestion(forKey name: String) -> String? {
         // Most keys are ones we act on: answer those before any string work.
-        guard !Self.knownAccountKeySet.contains(name) else { return nil }
+        guard !knownAccountKeySet.contains(name) else { return nil }
         // Other keys repeat in every account: each name is looked at once.
         if let known = keySuggestions[name] { return known }
         let lowered = name.lowercased()
@@ -1213,7 +1204,7 @@ struct LoadSession {
         // the author's own keys).
         let looksLikeOurs = lowered.hasPrefix("push") || lowered.hasPrefix("account") || lowered.hasPrefix("selector")
             || NameSuggester.nearest(to: name, among: Self.nearMissKeys, maxDistance: 2) != nil
-        let suggestion = looksLikeOurs ? NameSuggester.nearest(to: name, among: Self.knownAccountKeys, maxDistance: 2) : nil
+        let suggestion = looksLikeOurs ? NameSuggester.nearest(to: name, among: knownAccountKeys, maxDistance: 2) : nil
         keySuggestions[name] = .some(suggestion)
         return suggestion
     }

@@ -14,12 +14,17 @@ public struct LoaderEnvironment: Sendable {
     public var templateSearchPath: [String]
     /// The `%hostname%` built-in.
     public var hostname: String
+    /// The account keys the backends act on, beyond the device values and an account's own
+    /// keys (`id`, `username`, …): a key that is a near miss of one is a typo (SPEC §2). The
+    /// backends give them (``PushBackend/Backend``); loading alone knows none.
+    public var backendAccountKeys: [String]
 
     public init(variables: [String: String] = [:], templateSearchPath: [String] = LoaderEnvironment.installedTemplates,
-                hostname: String = "localhost") {
+                hostname: String = "localhost", backendAccountKeys: [String] = []) {
         self.variables = variables
         self.templateSearchPath = templateSearchPath
         self.hostname = hostname
+        self.backendAccountKeys = backendAccountKeys
     }
 
     /// Where `make install` puts the shipped templates.

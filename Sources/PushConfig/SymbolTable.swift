@@ -43,7 +43,7 @@ struct SymbolTable: TemplateScope {
     mutating func slot(forVariable name: String, key: String) -> Int? {
         guard name == "account" else { return nil }
         if let slot = accountSlots[key] { return slot }
-        sources.append(.accountKey(AccountValueTable.PreparedKey(LoadSession.knownAccountKeys.first { $0 == key } ?? key)))
+        sources.append(.accountKey(AccountValueTable.PreparedKey(LoadSession.accountOwnKeys.first { $0 == key } ?? key)))
         accountSlots[key] = sources.count - 1
         return sources.count - 1
     }

@@ -1,3 +1,4 @@
+import PushCommandKit
 import CEarlySignals
 #if canImport(Glibc)
 import Glibc

@@ -1,3 +1,4 @@
+import PushCommandKit
 import ArgumentParser
 import PushAgent
 import PushConfig

@@ -1,5 +1,5 @@
+import PushCommandKit
 import ArgumentParser
-import PushAcrobits
 import PushAgent
 import PushBackend
 import PushConfig
@@ -27,7 +27,12 @@ struct Preview: ParsableCommand {
     var accounts: [String] = []
 
     @Option(help: ArgumentHelp("Only this reporter: pushTokenReporter or accountRemovalReporter (of other services: registrations, or cleanups).", valueName: "name"))
-    var reporter: Reporter?
+    var reporter: ReporterChoice?
+
+    /// `--reporter`: a delivery or a cleanup, by the names an account's own web services give them.
+    enum ReporterChoice: String, ExpressibleByArgument, CaseIterable {
+        case pushTokenReporter, accountRemovalReporter
+    }
 
     @Option(name: .customLong("service"), help: ArgumentHelp("Only this service (repeatable): acrobits for the accounts' own web services, or a name under services:.", valueName: "name"))
     var services: [String] = []
@@ -62,7 +67,8 @@ struct Preview: ParsableCommand {
             printError(message)
             throw ExitCode(64)
         }
-        let knownServices = Set([SubscriptionKey.acrobits] + configuration.services.keys)
+        let backends = CommandEnvironment.backends
+        let knownServices = Set(backends.accountServiceNames + configuration.services.keys)
         for name in services where !knownServices.contains(name) {
             var message = "preview: no service '\(name.displayEscaped)'"
             if let nearest = NameSuggester.nearest(to: name, among: knownServices) { message += "; did you mean '\(nearest)'?" }
@@ -70,7 +76,6 @@ struct Preview: ParsableCommand {
             throw ExitCode(64)
         }
         let display: SecretDisplay = showSecrets ? .asSent : (format == .curl ? .shellVariables : .stars)
-        let backends = Backends.standard
         let context = loaded.context(installID: installID)
         let named = Set(accounts)
         let selected = configuration.accounts.lazy.filter { named.isEmpty || named.contains($0.id) }
@@ -144,7 +149,7 @@ struct Preview: ParsableCommand {
             guard account.isEnabled else {
                 // Only one that would have had a request among those shown.
                 if services.isEmpty || services.contains(where: { account.services[$0] != nil })
-                    || (services.contains(SubscriptionKey.acrobits) && account.values.contains(Self.urlKey)) {
+                    || (services.contains(where: accountServiceNames.contains) && accountKeys.contains(where: account.values.contains)) {
                     disabled += 1
                 }
                 return
@@ -163,7 +168,10 @@ struct Preview: ParsableCommand {
             }
         }
 
-        private static let urlKey = AccountValueTable.PreparedKey("pushTokenReporterUrl")
+        /// The services accounts have without naming them, and the keys that give them
+        /// something (``Backends/accountServiceNames``, ``Backends/accountKeys``).
+        private let accountServiceNames = CommandEnvironment.backends.accountServiceNames
+        private let accountKeys = CommandEnvironment.backends.accountKeys.map(AccountValueTable.PreparedKey.init)
 
         /// Once, after the last request.
         func finish() {
@@ -191,9 +199,9 @@ struct Preview: ParsableCommand {
     /// Whether `--reporter` shows `request`: an account's own web services by their reporter,
     /// the other services' registrations as `pushTokenReporter` and cleanups as
     /// `accountRemovalReporter`.
-    static func selects(_ reporter: Reporter?, _ request: RenderedRequest) -> Bool {
+    static func selects(_ reporter: ReporterChoice?, _ request: RenderedRequest) -> Bool {
         guard let reporter else { return true }
-        if Reporter(rawValue: request.reporter) != nil { return request.reporter == reporter.rawValue }
+        if ReporterChoice(rawValue: request.reporter) != nil { return request.reporter == reporter.rawValue }
         return request.isCleanup == (reporter == .accountRemovalReporter)
     }
 
@@ -207,4 +215,3 @@ struct Preview: ParsableCommand {
     }
 }
 
-extension Reporter: ExpressibleByArgument {}

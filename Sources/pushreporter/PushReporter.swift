@@ -1,12 +1,15 @@
+import PushCommandKit
 import ArgumentParser
 import Dispatch
+import PushBackend
 import PushConfig
+import PushRegistry
 import PushSystem
 
 /// `pushreporter`: reports mobile push tokens from YAML account configurations.
 @main
 struct PushReporter: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static var configuration: CommandConfiguration { CommandConfiguration(
         commandName: "pushreporter",
         abstract: "Report mobile push tokens to web services from YAML account configurations.",
         discussion: """
@@ -14,8 +17,9 @@ struct PushReporter: AsyncParsableCommand {
             Configuration: --config PATH (repeatable), else $PUSHREPORTER_CONFIG, else /etc/pushreporter.
             """,
         version: PushReporterVersion.current,
-        subcommands: [Run.self, Validate.self, Preview.self, Status.self, Remove.self, Track.self, Payload.self, Migrate.self]
-    )
+        // Ours, then the backends' own (`track` and `payload`, Adobe's).
+        subcommands: [Run.self, Validate.self, Preview.self, Status.self, Remove.self] + Backends.standard.commands + [Migrate.self]
+    ) }
 
     /// The entry point, synchronous on purpose: it blocks SIGHUP, SIGTERM and SIGINT on the
     /// process's main thread before anything else runs (``AgentSignals``), runs the command in a
@@ -24,6 +28,7 @@ struct PushReporter: AsyncParsableCommand {
     /// handler exists.
     static func main() {
         AgentSignals.block()
+        CommandEnvironment.install(backends: .standard)
         // Before anything allocates: loading and checking a large configuration then costs a
         // tenth less CPU. The agent goes back to the default once loaded.
         Allocator.useLargeSteps()
@@ -60,8 +65,3 @@ struct PushReporter: AsyncParsableCommand {
     }
 }
 
-/// Exit codes of SPEC §7.
-enum Exit {
-    static let configuration = ExitCode(78)
-    static let failure = ExitCode(1)
-}

@@ -1,3 +1,4 @@
+import PushCommandKit
 import ArgumentParser
 import Logging
 import PushAgent
@@ -105,7 +106,7 @@ struct Remove: AsyncParsableCommand {
         records.flatMap { record in
             var texts: [String] = []
             for text in record.pastCleanups + [record.cleanup].compactMap({ $0 }) where !texts.contains(text) { texts.append(text) }
-            return texts.compactMap { backends.cleanupRequest(record.key, stored: $0) }
+            return texts.compactMap { backends.cleanupRequest(account: record.key.account, service: record.key.service, stored: $0) }
         }
     }
 

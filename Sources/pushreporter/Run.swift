@@ -1,7 +1,6 @@
+import PushCommandKit
 import ArgumentParser
 import Logging
-import PushAcrobits
-import PushAdobe
 import PushAgent
 import PushBackend
 import PushConfig
@@ -144,25 +143,26 @@ struct Run: AsyncParsableCommand {
             let host = plan.delivery?.host ?? plan.service
             logger.warning("\(plan.account.displayEscaped): secrets are sent as ******** because \(host) is plain http and not loopback; use https")
         }
-        // Adobe's service reports events (pushreporter track), not devices on start.
-        let adobe = setup.configuration.services.values.contains { $0.type == AdobeBackend.type }
-        if setup.plans.isEmpty && (once || setup.configuration.agent.trackingSpool == nil) {
-            logger.warning(adobe
-                ? "no enabled account has a pushTokenReporterUrl or a service that registers devices, so there is nothing to report on start (Adobe's reports events, with pushreporter track)"
-                : "no enabled account has a pushTokenReporterUrl or a service, so there is nothing to report")
+        // A backend that sends something else than subscriptions on start (tracking) says so.
+        let backends = CommandEnvironment.backends
+        let configuredTypes = Set(setup.configuration.services.values.map(\.type))
+        let instead = backends.all.filter { configuredTypes.contains($0.type) }.compactMap(\.sendsInstead)
+        let insteadNote = instead.isEmpty ? "" : " (\(instead.joined(separator: "; ")))"
+        if setup.plans.isEmpty && (once || !backends.hasServices(setup.configuration.agent)) {
+            let insteadClause = instead.map { "; " + $0 }.joined()
+            logger.warning("no enabled account has anything to report on start (a pushTokenReporterUrl, or a service that registers devices\(insteadClause))")
         } else {
             let quiet = setup.quiet
             if !quiet.isEmpty {
                 // Otherwise "reporting 10 accounts" after validate's "12 enabled accounts" reads as two lost.
                 let shown = quiet.prefix(5).map(\.displayEscaped).joined(separator: ", ") + (quiet.count > 5 ? " and \(quiet.count - 5) more" : "")
                 let sentence = "\(quiet.count) enabled \(plural(quiet.count, "account")) \(quiet.count == 1 ? "has" : "have") nothing to report on start, "
-                    + "with no pushTokenReporterUrl and no service that registers devices"
-                    + (adobe ? " (Adobe's reports events, with pushreporter track)" : "") + ": \(shown)"
+                    + "with no pushTokenReporterUrl and no service that registers devices\(insteadNote): \(shown)"
                 logger.info("\(sentence)")
             }
         }
         return Prepared(runtime: setup.runtime, plans: setup.plans, pollers: setup.pollers,
-                        serviceNames: Set([SubscriptionKey.acrobits] + setup.configuration.services.keys),
+                        serviceNames: Set(backends.accountServiceNames + setup.configuration.services.keys),
                         environment: setup.loaded.environment)
     }
 
@@ -222,7 +222,7 @@ struct Run: AsyncParsableCommand {
         _ = consume setup
         do {
             try await runtime.runService(consume start, environment: environment,
-                                         load: { AgentSetup.reload(options: options, runtime: runtime) },
+                                         load: { [options] in AgentSetup.reload(options: options, runtime: runtime) },
                                          reloadSources: reloadSources)
         } catch {
             logger.error("\(error.description)")
@@ -233,8 +233,6 @@ struct Run: AsyncParsableCommand {
     }
 }
 
-extension Logger.Level: @retroactive ExpressibleByArgument {}
-extension LogOutput.Format: ExpressibleByArgument {}
 
 /// SIGTERM and SIGINT for `run --once`, read once it has loaded (they stay blocked, SPEC §12).
 /// The first while the round sends stops it as SIGTERM stops the agent (SPEC §8): no new request

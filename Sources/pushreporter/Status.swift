@@ -1,5 +1,5 @@
+import PushCommandKit
 import ArgumentParser
-import PushAcrobits
 import PushAgent
 import PushBackend
 import PushConfig
@@ -70,7 +70,7 @@ struct Status: ParsableCommand {
         }
         // A name that neither the state nor the configuration knows is most likely misspelt: an
         // empty table would read as an empty system.
-        let known = Set([SubscriptionKey.acrobits] + configured + records.map(\.key.service))
+        let known = Set(CommandEnvironment.backends.accountServiceNames + configured + records.map(\.key.service))
         for name in services where !known.contains(name) {
             let nearest = NameSuggester.nearest(to: name, among: known).map { "; did you mean '\($0.displayEscaped)'?" } ?? ""
             // Only a configuration knows every service: without one, a service may be there with
@@ -83,7 +83,8 @@ struct Status: ParsableCommand {
         }
         // With --service, the agents line counts what is shown, too.
         let shown = { (key: SubscriptionKey) in services.isEmpty || services.contains(key.service) }
-        let report = StatusReport(records: records.filter { shown($0.key) }, holders: holders?.filter { shown($0.key) })
+        let report = StatusReport(records: records.filter { shown($0.key) }, backends: CommandEnvironment.backends,
+                                  holders: holders?.filter { shown($0.key) })
         switch format {
         case .text: print(report.text)
         case .json: print(report.json)

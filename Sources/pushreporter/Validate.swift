@@ -1,5 +1,5 @@
+import PushCommandKit
 import ArgumentParser
-import PushAcrobits
 import PushAgent
 import PushBackend
 import PushConfig
@@ -51,10 +51,6 @@ struct Validate: ParsableCommand {
         // process cost more than a tenth of validate's time.
         exitNow(errors > 0 || (strict && warnings > 0) ? Exit.configuration : .success)
     }
-}
-
-func plural(_ count: Int, _ noun: String) -> String {
-    count == 1 ? noun : noun + "s"
 }
 
 extension Diagnostic {

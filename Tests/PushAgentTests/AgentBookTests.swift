@@ -1,4 +1,5 @@
 @testable import PushAgent
+import PushRegistry
 @testable import PushAcrobits
 import PushBackend
 import PushConfig
@@ -733,7 +734,7 @@ extension SubscriptionRequest {
     ]
 
     @Test func textIsASummaryAndATable() {
-        #expect(StatusReport(records: Self.records).text == """
+        #expect(StatusReport(records: Self.records, backends: .standard).text == """
             2 accounts: 1 reported, 1 retrying
 
             ACCOUNT  SERVICE   STATE      ATTEMPTS  LAST ATTEMPT          NEXT ATTEMPT          LAST SUCCESS          DETAIL
@@ -746,13 +747,13 @@ extension SubscriptionRequest {
         var journeys = Self.records[0]
         journeys.key.service = "journeys"
         journeys.state = .accepted
-        let text = StatusReport(records: Self.records + [journeys]).text
+        let text = StatusReport(records: Self.records + [journeys], backends: .standard).text
         #expect(text.hasPrefix("2 accounts, 3 subscriptions: 1 reported, 1 retrying, 1 awaiting confirmation\n"))
         #expect(text.contains("alice    journeys  accepted "))
     }
 
     @Test func prometheusFollowsTheTextExpositionFormat() {
-        let text = StatusReport(records: Self.records).prometheus
+        let text = StatusReport(records: Self.records, backends: .standard).prometheus
         #expect(text.hasPrefix("""
             # HELP pushreporter_subscriptions Subscriptions by service and by where their delivery stands.
             # TYPE pushreporter_subscriptions gauge
@@ -778,7 +779,7 @@ extension SubscriptionRequest {
     }
 
     @Test func jsonHasOneObjectPerSubscription() {
-        let json = StatusReport(records: Self.records).json
+        let json = StatusReport(records: Self.records, backends: .standard).json
         #expect(json.hasPrefix("[\n  {\n    \"account\": \"alice\",\n    \"service\": \"acrobits\",\n    \"state\": \"delivered\","))
         #expect(json.contains(#""account": "bo\"b""#))
         #expect(json.contains(#""nextAttempt": "2025-11-21T18:34:01Z""#))

@@ -1,5 +1,6 @@
 import Logging
 @testable import PushAgent
+import PushRegistry
 @testable import PushAcrobits
 import PushBackend
 import PushConfig
@@ -59,7 +60,7 @@ final class ScriptedTransport: HTTPTransport {
 
     static func agent(_ plans: [SubscriptionPlan], records: [SubscriptionRecord] = [], transport: ScriptedTransport,
                       store: MemoryStateStore = MemoryStateStore(), clock: ManualClock, logger: Logger = quiet) -> Agent<ManualClock> {
-        Agent(start: .configuration(plans: plans, records: records, pollers: []), settings: settings(), transport: transport,
+        Agent(start: .configuration(plans: plans, records: records, pollers: []), settings: settings(), backends: .standard, transport: transport,
               recorder: StateRecorder(store: store, logger: quiet, clock: clock), logger: logger, clock: clock, wallClock: { 0 })
     }
 
@@ -116,7 +117,7 @@ final class ScriptedTransport: HTTPTransport {
             return plan
         }
         let agent = Agent(start: .configuration(plans: plans, records: [], pollers: []), settings: Self.settings(),
-                          transport: transport, recorder: StateRecorder(store: store, logger: Self.quiet, clock: ManualClock()),
+                          backends: .standard, transport: transport, recorder: StateRecorder(store: store, logger: Self.quiet, clock: ManualClock()),
                           logger: Self.quiet, clock: ManualClock(), wallClock: { 0 }, startRunSize: 4)
         let outcome = await agent.runOnce(deadline: .seconds(60))
         #expect(outcome.delivered == 25 && outcome.undelivered.isEmpty)
@@ -153,7 +154,7 @@ final class ScriptedTransport: HTTPTransport {
         try store.save(records, deleting: [])
         let transport = ScriptedTransport { _, _ in TransportResponse(status: 204) }
         let clock = ManualClock()
-        let agent = Agent(start: .removal(records: records), settings: Self.settings(), transport: transport,
+        let agent = Agent(start: .removal(records: records), settings: Self.settings(), backends: .standard, transport: transport,
                           recorder: StateRecorder(store: store, logger: Self.quiet, clock: clock),
                           logger: Self.quiet, clock: clock, wallClock: { 0 }, startRunSize: 2)
         let outcome = try #require(await Self.roundEndsBeforeItsDeadline(agent, clock: clock))
@@ -181,7 +182,7 @@ final class ScriptedTransport: HTTPTransport {
         settings.concurrency = 1
         let plans = (0..<20).map { Self.plan("a\($0)", url: "http://h.example/a\($0)") }
         let agent = Agent(start: .configuration(plans: plans, records: [], pollers: []), settings: settings,
-                          transport: transport, recorder: StateRecorder(store: store, logger: Self.quiet, clock: ManualClock()),
+                          backends: .standard, transport: transport, recorder: StateRecorder(store: store, logger: Self.quiet, clock: ManualClock()),
                           logger: Self.quiet, clock: ManualClock(), wallClock: { 0 }, startRunSize: 2, feedWait: .milliseconds(20))
         let round = Task(executorPreference: TestThreads.shared) { await agent.runOnce(deadline: .seconds(60)) }
         // Runs of 2 (the first), 4, 8 and 6: the last waits for room, which never comes.
@@ -215,7 +216,7 @@ final class ScriptedTransport: HTTPTransport {
         let transport = WaitsForTheFirstOutcome(store: store)
         let plans = [Self.plan("a", url: "http://h.example/a"), Self.plan("b", url: "http://h.example/b")]
         let agent = Agent(start: .configuration(plans: plans, records: [], pollers: []), settings: Self.settings(),
-                          transport: transport, recorder: StateRecorder(store: store, logger: Self.quiet, clock: ManualClock(), batchSize: 1),
+                          backends: .standard, transport: transport, recorder: StateRecorder(store: store, logger: Self.quiet, clock: ManualClock(), batchSize: 1),
                           logger: Self.quiet, clock: ManualClock(), wallClock: { 0 })
         let outcome = await agent.runOnce(deadline: .seconds(60))
         #expect(transport.sawItWritten.withLock { $0 } == true, "a's delivery was not in the state while b was being sent")
@@ -385,7 +386,7 @@ final class ScriptedTransport: HTTPTransport {
         let output = LogOutput(format: .text, environment: ["JOURNAL_STREAM": "1:1"], isTerminal: false) { logged.append($0) }
         let plans = [Self.plan("a0", url: "http://x.example/held"), Self.plan("a1", url: "http://x.example/1"),
                      Self.plan("a2", url: "http://x.example/2")]
-        let agent = Agent(start: .configuration(plans: plans, records: [], pollers: []), settings: settings, transport: transport,
+        let agent = Agent(start: .configuration(plans: plans, records: [], pollers: []), settings: settings, backends: .standard, transport: transport,
                           recorder: StateRecorder(store: MemoryStateStore(), logger: quiet, clock: clock),
                           logger: Logger(label: "test") { _ in AgentLogHandler(output: output) }, clock: clock, wallClock: { 0 },
                           gracePeriod: Duration.seconds(7))
@@ -436,7 +437,7 @@ final class ScriptedTransport: HTTPTransport {
         let transport = HoldingTransport()
         let store = MemoryStateStore()
         let agent = Agent(start: .configuration(plans: [Self.plan("a0", url: "http://x.example/0")], records: [], pollers: []),
-                          settings: Self.settings(), transport: transport,
+                          settings: Self.settings(), backends: .standard, transport: transport,
                           recorder: StateRecorder(store: store, logger: Self.quiet, clock: ManualClock()),
                           logger: Self.quiet, clock: ManualClock(), wallClock: { 0 })
         let stop = RoundStop()
@@ -455,7 +456,7 @@ final class ScriptedTransport: HTTPTransport {
         let store = MemoryStateStore()
         let plans = (0..<25).map { Self.plan("a\($0)", url: "http://x.example/\($0)") }
         let agent = Agent(start: .configuration(plans: plans, records: [], pollers: []),
-                          settings: Self.settings(), transport: transport,
+                          settings: Self.settings(), backends: .standard, transport: transport,
                           recorder: StateRecorder(store: store, logger: Self.quiet, clock: ManualClock()),
                           logger: Self.quiet, clock: ManualClock(), wallClock: { 0 }, startRunSize: 4)
         let stop = RoundStop()
@@ -512,7 +513,7 @@ final class ScriptedTransport: HTTPTransport {
                              waiting: "no device token yet", cleanup: nil)
         }
         let agent = Agent(start: .configuration(plans: plans, records: [], pollers: []), settings: Self.settings(),
-                          transport: ScriptedTransport { _, _ in TransportResponse(status: 204) },
+                          backends: .standard, transport: ScriptedTransport { _, _ in TransportResponse(status: 204) },
                           recorder: StateRecorder(store: store, logger: Self.quiet, clock: clock),
                           logger: Self.quiet, clock: clock, wallClock: { 0 }, startRunSize: 4)
         let outcome = try #require(await Self.roundEndsBeforeItsDeadline(agent, clock: clock))

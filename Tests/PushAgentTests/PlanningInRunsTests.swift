@@ -1,5 +1,6 @@
 @testable import PushAgent
 import PushBackend
+import PushRegistry
 import PushConfig
 import PushState
 import PushTestSupport
@@ -84,7 +85,10 @@ import Testing
         // "the account has no key 'note'" is a warning because other accounts have the key: the
         // accounts let go still count for that wording.
         #expect(picked.diagnostics == one.diagnostics)
-        let expected = (0..<600).filter { $0 % 10 == 1 && $0 % 7 != 1 }.map { "a\($0)" }
+        // Noted: the enabled accounts picked that no backend plans anything for.
+        let planned = Set(one.plans.map { String($0.prefix { $0 != " " && $0 != "/" }) })
+        let expected = (0..<600).filter { $0 % 10 == 1 && $0 % 7 != 1 }.map { "a\($0)" }.filter { !planned.contains($0) }
+        #expect(!expected.isEmpty && expected.count < 50, "some picked accounts have plans, some have none")
         #expect(picked.noted == expected)
         #expect(picked.kept == 0 && picked.leftOut == 600)
     }

@@ -3,6 +3,7 @@ import Foundation
 @testable import PushAcrobits
 import PushAgent
 import PushBackend
+import PushRegistry
 import PushFCM
 import PushTemplates
 import PushTestSupport

@@ -3,6 +3,7 @@ import PushConfig
 @testable import PushAcrobits
 import PushAgent
 import PushBackend
+import PushRegistry
 import PushTestSupport
 
 /// Loads `files` (name → YAML) from a fresh directory and runs every request check, as validate does.
@@ -16,10 +17,12 @@ final class Loaded {
         let directory = self.directory
         for (name, text) in files { directory.write(name, text) }
         let paths = (names ?? files.map(\.0)).map { directory.path + "/" + $0 }
-        let loader = ConfigurationLoader(environment: LoaderEnvironment(variables: environment,
-                                                                       templateSearchPath: [RepositoryPaths.templates]))
+        let loader = ConfigurationLoader(environment: Backends.standard.loaderEnvironment(
+            LoaderEnvironment(variables: environment, templateSearchPath: [RepositoryPaths.templates])))
         result = loader.load(paths: paths)
         diagnostics = result.diagnostics
+        // As every command loads: the services' types are the backends'.
+        Backends.standard.checkTypes(result.configuration, diagnostics: &diagnostics)
         builder = RequestBuilder(configuration: result.configuration, sources: result.sources, installID: "install-1",
                                  hostname: "host1")
         // As validate checks: every backend, every subscription.

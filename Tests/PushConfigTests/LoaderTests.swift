@@ -1,4 +1,5 @@
 import PushConfig
+@testable import PushAcrobits
 import PushBackend
 import PushTestSupport
 import Testing

@@ -95,8 +95,9 @@ import Testing
         #expect(once.status == 0, "\(once.stderr)")
         #expect(once.stdout.hasPrefix("Delivered 0 of 0 reports"), "an adobe-campaign service has nothing to deliver per account")
         // Not "no … service": dana has one, which reports events instead.
-        #expect(once.stderr.contains("warning: no enabled account has a pushTokenReporterUrl or a service that registers devices, "
-                                     + "so there is nothing to report on start (Adobe's reports events, with pushreporter track)"),
+        #expect(once.stderr.contains("warning: no enabled account has anything to report on start (a pushTokenReporterUrl, "
+                                     + "or a service that registers devices; an adobe-campaign service sends the tracking of "
+                                     + "received push payloads, with pushreporter track or agent.trackingSpool, not devices)"),
                 "\(once.stderr)")
     }
 
@@ -118,7 +119,8 @@ import Testing
         #expect(once.status == 0, "\(once.stderr)")
         // Two enabled accounts, one reported: the log says which one has nothing to send, and why.
         #expect(once.stderr.contains("info: 1 enabled account has nothing to report on start, with no pushTokenReporterUrl "
-                                     + "and no service that registers devices (Adobe's reports events, with pushreporter track): dana\n"),
+                                     + "and no service that registers devices (an adobe-campaign service sends the tracking of "
+                                     + "received push payloads, with pushreporter track or agent.trackingSpool, not devices): dana\n"),
                 "\(once.stderr)")
         #expect(once.stderr.contains("started: reporting 1 account\n"), "\(once.stderr)")
         #expect(once.stdout.hasPrefix("Delivered 1 of 1 report"), "\(once.stdout)")

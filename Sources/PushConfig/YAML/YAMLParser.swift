@@ -1222,7 +1222,7 @@ private struct KeyInterner {
 
     /// The account keys pushreporter acts on that are too long to be inline, by hash (open
     /// addressing over 128 slots).
-    private static let known = KnownKeys(LoadSession.knownAccountKeys.filter { $0.utf8.count > 15 })
+    private static let known = KnownKeys(LoadSession.accountOwnKeys.filter { $0.utf8.count > 15 })
 
     private struct KnownKeys {
         private var slots: [(hash: UInt32, key: String)?] = Array(repeating: nil, count: 128)

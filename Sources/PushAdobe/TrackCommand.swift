@@ -3,18 +3,17 @@ import ArgumentParser
 import Glibc
 #endif
 import Logging
-import PushAdobe
-import PushAgent
 import PushBackend
+import PushCommandKit
 import PushConfig
 import PushScheduler
-import PushState
-import PushTransport
 import PushSystem
 
 /// `pushreporter track`: send Adobe Campaign tracking for received push payloads (SPEC §9.4).
-struct Track: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+/// The Adobe backend's own command (``AdobeBackend/commands``).
+public struct TrackCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "track",
         abstract: "Send Adobe Campaign tracking (impression, click, open, dismiss) for received push payloads.",
         discussion: """
             Each payload is one JSON document per FILE, or each JSON document on standard input (one a line, or \
@@ -58,7 +57,9 @@ struct Track: AsyncParsableCommand {
                                  valueName: "file"))
     var files: [String] = []
 
-    func validate() throws {
+    public init() {}
+
+    public func validate() throws {
         if account != nil && ecid != nil { throw ValidationError("give --account or --ecid, not both") }
         _ = try AgentOptions.deadline(deadline)
         if files.isEmpty && isatty(STDIN_FILENO) == 1 {
@@ -66,7 +67,7 @@ struct Track: AsyncParsableCommand {
         }
     }
 
-    func run() async throws {
+    public func run() async throws {
         let loaded = LoadedConfiguration(options: config)
         let configuration = loaded.result.configuration
         var diagnostics = loaded.diagnostics
@@ -85,7 +86,7 @@ struct Track: AsyncParsableCommand {
             resolution = try targets.ecid(given: ecid, account: account, service: target, hint: "give --account ID or --ecid ECID").get()
         } catch {
             printError("track: \(error)")
-            exitNow(ExitCode(64))
+            exitNow(Exit.usage)
         }
 
         var payloads: [TrackingDelivery<ContinuousClock>.Payload] = []
@@ -117,23 +118,19 @@ struct Track: AsyncParsableCommand {
     /// Sends every action, with the ledger of `--state-dir` when given.
     private func send(_ payloads: [TrackingDelivery<ContinuousClock>.Payload],
                       configuration: Configuration) async -> [[TrackingDelivery<ContinuousClock>.Result]] {
-        let output = LogOutput(format: .text)
-        let logger = Logger(label: "pushreporter") { _ in AgentLogHandler(output: output, level: .info) }
-        var ledger: SQLiteTrackedActions?
+        let logger = CommandEnvironment.logger()
+        var ledger: (any TrackingLedger)?
         if let stateDir {
             do {
-                ledger = try SQLiteTrackedActions(directory: StateDirectory(path: stateDir))
-            } catch let error as StateDirectory.Problem {
-                logger.error("\(error.description)")
-                exitNow(Exit.failure)
+                ledger = SentOnceTrackingLedger(try CommandEnvironment.sentOnceLedger(stateDirectory: stateDir))
             } catch {
-                logger.error("\(String(describing: error))")
+                logger.error("\(error.description)")
                 exitNow(Exit.failure)
             }
         }
-        let transport: CurlTransport
+        let transport: any ShutdownableTransport
         do {
-            transport = try CurlTransport(settings: TransportSettings(caFile: configuration.agent.tlsCAFile))
+            transport = try CommandEnvironment.makeTransport(caFile: configuration.agent.tlsCAFile)
         } catch {
             logger.error("\(String(describing: error))")
             exitNow(Exit.failure)

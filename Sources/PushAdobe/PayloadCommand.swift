@@ -1,11 +1,13 @@
 import ArgumentParser
-import PushAdobe
+import PushCommandKit
 import PushConfig
 import PushSystem
 
-/// `pushreporter payload`: render a test push as Adobe Campaign sends it (SPEC §9.4).
-struct Payload: ParsableCommand {
-    static let configuration = CommandConfiguration(
+/// `pushreporter payload`: render a test push as Adobe Campaign sends it (SPEC §9.4). The
+/// Adobe backend's own command (``AdobeBackend/commands``).
+public struct PayloadCommand: ParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "payload",
         abstract: "Print a test push payload, as Adobe Campaign Standard sends it, from a message file.",
         discussion: """
             MESSAGE.yaml is a mapping of title, body, badge, sound, category, contentAvailable, mediaUrl, uri, \
@@ -23,7 +25,9 @@ struct Payload: ParsableCommand {
     @Argument(help: ArgumentHelp("The message file.", valueName: "message.yaml"))
     var message: String
 
-    func run() throws {
+    public init() {}
+
+    public func run() throws {
         let bytes: [UInt8]
         switch FileSystem.read(message, limit: 1 << 20) {
         case .success(let read): bytes = read

@@ -1,26 +1,20 @@
-import PushAcrobits
-import PushAdobe
-import PushBackend
-import PushScheduler
+import Logging
 import PushConfig
-import PushFCM
-import PushJourneys
-import PushState
-import Synchronization
+import PushScheduler
 import PushSystem
+import PushTemplates
+import Synchronization
 
-/// The backends this build knows (SPEC §9), and what the agent and the commands do with all of
-/// them at once: check, plan, preview, send, read back a stored cleanup, poll.
+/// The registry of the backends a build has (SPEC §9), and what the agent and the commands do
+/// with all of them at once: check, plan, preview, send, read back a stored cleanup, poll, run
+/// their services. A backend plugs in by being in the list the application makes (its one
+/// list: `Backends.standard`, in PushRegistry); nothing else names it.
 public struct Backends: Sendable {
     public let all: [any Backend]
 
     public init(_ all: [any Backend]) {
         self.all = all
     }
-
-    /// Every backend of this build.
-    public static let standard = Backends([AcrobitsBackend(), JourneysBackend(), FCMBackend(wallClock: WallClock.epochMilliseconds),
-                                           AdobeBackend()])
 
     /// The backend of `type:`, if this build has it.
     public func backend(type: String) -> (any Backend)? {
@@ -30,6 +24,17 @@ public struct Backends: Sendable {
     /// Checks every service and subscription, as `validate` does (see ``Backend/check(_:skipping:diagnostics:)``).
     public func check(_ context: BackendContext, skipping passedEarly: [Bool]? = nil, diagnostics: inout DiagnosticList) {
         for backend in all { backend.check(context, skipping: passedEarly, diagnostics: &diagnostics) }
+    }
+
+    /// An error at the `type:` of each service no backend of this build takes, with the nearest:
+    /// part of loading a configuration with these backends (the loader itself knows none).
+    public func checkTypes(_ configuration: Configuration, diagnostics: inout DiagnosticList) {
+        let types = all.map(\.type)
+        for service in configuration.services.values.sorted(by: { $0.name < $1.name }) where !types.contains(service.type) {
+            var message = "unknown service type '\(service.type.displayEscaped)'"
+            if let nearest = NameSuggester.nearest(to: service.type, among: types) { message += "; did you mean '\(nearest)'?" }
+            diagnostics.error(message, file: service.file, at: service.typePosition ?? service.position)
+        }
     }
 
     /// A planner of each backend that has something to plan, for rendering one account at a
@@ -54,7 +59,7 @@ public struct Backends: Sendable {
     /// `plans` in `runs` runs of accounts on every processor when every planner allows it
     /// (``SubscriptionPlanner/forRuns``), else in one; the same plans and diagnostics, in the
     /// same order (tests compare other numbers of runs with 1).
-    func plans(_ context: BackendContext, runs: Int, diagnostics: inout DiagnosticList) -> [SubscriptionPlan] {
+    package func plans(_ context: BackendContext, runs: Int, diagnostics: inout DiagnosticList) -> [SubscriptionPlan] {
         var planners = planners(context, diagnostics: &diagnostics)
         let accounts = context.configuration.accounts
         return plans(count: accounts.count, runs: runs, planners: &planners, account: { accounts[$0] }, noting: { _ in false },
@@ -65,8 +70,8 @@ public struct Backends: Sendable {
     /// without its accounts (``Configuration/takeAccounts()``), and they are freed as planning
     /// goes if nothing else holds them (drop the load's copy first). Unless a planner reads every
     /// account when it is made (``Backend/plannerReadsEveryAccount``, FCM's device groups): the
-    /// accounts are then kept, and planned as they are. The ids of the enabled accounts `note`
-    /// picks are kept too, looked at before they go.
+    /// accounts are then kept, and planned as they are. The ids of the enabled accounts that have
+    /// no plan at all and that `note` picks are kept too (`noted`), looked at before they go.
     ///
     /// With every account kept, the plans came on top of them: the peak of `run --once` 100,000.
     public func plans(lettingGoOf context: inout BackendContext, noting note: @Sendable (Account) -> Bool,
@@ -76,7 +81,7 @@ public struct Backends: Sendable {
     }
 
     /// ``plans(lettingGoOf:noting:diagnostics:)`` in `runs` runs when every planner allows it.
-    func plans(lettingGoOf context: inout BackendContext, runs: Int, noting note: @Sendable (Account) -> Bool,
+    package func plans(lettingGoOf context: inout BackendContext, runs: Int, noting note: @Sendable (Account) -> Bool,
                diagnostics: inout DiagnosticList) -> (plans: [SubscriptionPlan], noted: [String]) {
         // Decided from the backends, before any planner is made: making one is not always
         // without effect (FCM's tells the backend which members each group should have).
@@ -179,10 +184,11 @@ public struct Backends: Sendable {
         for index in indices {
             let account = account(index)
             guard account.isEnabled else { continue }
-            if note(account) { noted.append(account.id) }
+            let before = plans.count
             for planner in planners.indices {
                 plans += planners[planner].plans(for: account, diagnostics: &diagnostics)
             }
+            if plans.count == before && note(account) { noted.append(account.id) }
         }
         return plans
     }
@@ -193,23 +199,65 @@ public struct Backends: Sendable {
     }
 
     /// Gives every backend what the state kept for its subscriptions, once, before anything is sent.
-    public func restore(_ records: [SubscriptionRecord]) {
-        let kept = records.compactMap(KeptData.init)
+    public func restore(_ kept: [KeptData]) {
         guard !kept.isEmpty else { return }
         for backend in all { backend.restore(kept) }
     }
 
-    /// The tables of their own that backends add to `status`, from the delivered subscriptions.
-    public func statusTables(_ records: [SubscriptionRecord]) -> [StatusTable] {
-        let kept = records.filter { $0.state == .delivered }.compactMap(KeptData.init)
+    /// The tables of their own that backends add to `status`, from what the state keeps for the
+    /// delivered subscriptions.
+    public func statusTables(_ kept: [KeptData]) -> [StatusTable] {
         guard !kept.isEmpty else { return [] }
         return all.compactMap { $0.statusTable(kept) }
     }
 
-    /// The cleanup kept in state for `key`, ready to send; nil when no backend can read it.
-    public func cleanupRequest(_ key: SubscriptionKey, stored: String) -> SubscriptionRequest? {
+    /// The types of `services:` entries these backends take.
+    public var types: [String] { all.map(\.type) }
+
+    /// The backends whose subscriptions accounts have without a `services:` entry (the Acrobits
+    /// web services of the account itself): their types are also service names (`--service`).
+    public var accountServiceNames: [String] { all.filter(\.plansWithoutServices).map(\.type) }
+
+    /// The account keys every backend acts on (``Backend/accountKeys``).
+    public var accountKeys: [String] { all.flatMap(\.accountKeys) }
+
+    /// `environment` with the account keys of these backends, for loading a configuration.
+    public func loaderEnvironment(_ environment: LoaderEnvironment) -> LoaderEnvironment {
+        var environment = environment
+        environment.backendAccountKeys = accountKeys
+        return environment
+    }
+
+    /// Tells every backend of the configuration loaded for the agent (``Backend/configure(_:)``).
+    public func configure(_ context: BackendContext) {
+        for backend in all { backend.configure(context) }
+    }
+
+    /// What checks each account as it loads, for `validate`: the backends' early checks, all of
+    /// which an account must pass (``Backend/earlyChecker(hostname:)``); nil when none has one.
+    public func earlyChecker(hostname: String) -> (@Sendable (Configuration) -> any EarlyAccountChecker)? {
+        let makers = all.compactMap { $0.earlyChecker(hostname: hostname) }
+        guard makers.count > 1 else { return makers.first }
+        return { configuration in AllEarlyCheckers(checkers: makers.map { $0(configuration) }) }
+    }
+
+    /// Whether any backend runs services of its own with these settings (``Backend/hasServices(_:)``).
+    public func hasServices(_ settings: AgentSettings) -> Bool {
+        all.contains { $0.hasServices(settings) }
+    }
+
+    /// Every backend's own long-running services.
+    public func services(_ context: BackendServiceContext) throws(BackendServiceFailure) -> [any BackendService] {
+        var services: [any BackendService] = []
+        for backend in all { services += try backend.services(context) }
+        return services
+    }
+
+    /// The cleanup kept in state for the subscription (`account`, `service`), ready to send; nil
+    /// when no backend can read it.
+    public func cleanupRequest(account: String, service: String, stored: String) -> SubscriptionRequest? {
         for backend in all {
-            if let request = backend.cleanupRequest(account: key.account, service: key.service, stored: stored) {
+            if let request = backend.cleanupRequest(account: account, service: service, stored: stored) {
                 return request
             }
         }
@@ -230,10 +278,12 @@ public struct Backends: Sendable {
     }
 }
 
-extension KeptData {
-    /// What `record` keeps for its backend; nil when it keeps nothing.
-    init?(_ record: SubscriptionRecord) {
-        guard let data = record.backendData else { return nil }
-        self.init(account: record.key.account, service: record.key.service, data: data)
+/// Several backends' early checks as one: an account passes when it passes all of them.
+private struct AllEarlyCheckers: EarlyAccountChecker {
+    var checkers: [any EarlyAccountChecker]
+
+    mutating func passesWithoutRendering(_ account: Account) -> Bool {
+        for index in checkers.indices where !checkers[index].passesWithoutRendering(account) { return false }
+        return true
     }
 }

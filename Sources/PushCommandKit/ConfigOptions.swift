@@ -2,22 +2,23 @@ import ArgumentParser
 #if canImport(Glibc)
 import Glibc
 #endif
-import PushAcrobits
 import PushAgent
 import PushBackend
 import PushConfig
 import PushState
 
 /// `--config PATH`, repeatable, shared by every command that reads configuration.
-struct ConfigOptions: ParsableArguments {
+public struct ConfigOptions: ParsableArguments, Sendable {
+    public init() {}
+
     @Option(name: .customLong("config"),
             help: ArgumentHelp("A configuration file, or a directory of *.yaml and *.yml files (repeatable).",
                                discussion: "Default: $PUSHREPORTER_CONFIG, else /etc/pushreporter.",
                                valueName: "path"))
-    var paths: [String] = []
+    public var paths: [String] = []
 
     /// The paths to load: the options, else `$PUSHREPORTER_CONFIG` (colon-separated), else `/etc/pushreporter`.
-    func resolvedPaths(environment: LoaderEnvironment) -> [String] {
+    public func resolvedPaths(environment: LoaderEnvironment) -> [String] {
         if !paths.isEmpty { return paths }
         if let fromEnvironment = environment.variables["PUSHREPORTER_CONFIG"], !fromEnvironment.isEmpty {
             return fromEnvironment.split(separator: ":").map(String.init)
@@ -28,7 +29,7 @@ struct ConfigOptions: ParsableArguments {
     /// `pushreporter validate` for the same configuration, as a shell takes it: what a command
     /// that stops on errors tells the reader to run for the whole list. (Without its `--config`,
     /// the command it named read /etc/pushreporter.)
-    var validateCommand: String {
+    public var validateCommand: String {
         (["pushreporter", "validate"] + paths.flatMap { ["--config", Self.shellWord($0)] }).joined(separator: " ")
     }
 
@@ -42,16 +43,16 @@ struct ConfigOptions: ParsableArguments {
 }
 
 /// Loading shared by every command that reads configuration.
-struct LoadedConfiguration {
-    var result: LoadResult
+public struct LoadedConfiguration {
+    public var result: LoadResult
     /// The load's diagnostics, which checking and rendering add to.
-    var diagnostics: DiagnosticList {
+    public var diagnostics: DiagnosticList {
         get { result.diagnostics }
         // In place: a get-then-set would copy every diagnostic (and their set) for each change.
         _modify { yield &result.diagnostics }
     }
     /// What it was loaded with: environment variables, template path and hostname.
-    let environment: LoaderEnvironment
+    public let environment: LoaderEnvironment
 
     /// Loads the configuration `options` name; `checkingEarly` also checks each account as it
     /// loads (for `validate`, see ``ConfigurationLoader/earlyChecker``), and `leavingOutPassed`
@@ -60,11 +61,12 @@ struct LoadedConfiguration {
     /// installation id is one they passed with. Without `splitting`, no file is parsed by two
     /// threads at once (``ConfigurationLoader/splitAbove``), and a large one is read in chunks
     /// instead of whole (``ConfigurationLoader/windowAbove``).
-    init(options: ConfigOptions, checkingEarly: Bool = false, leavingOutPassed: Bool = false, splitting: Bool = true) {
-        environment = LoaderEnvironment.current()
+    public init(options: ConfigOptions, checkingEarly: Bool = false, leavingOutPassed: Bool = false, splitting: Bool = true,
+                backends: Backends = CommandEnvironment.backends) {
+        environment = backends.loaderEnvironment(LoaderEnvironment.current())
         let paths = options.resolvedPaths(environment: environment)
         var loader = ConfigurationLoader(environment: environment)
-        if checkingEarly { loader.earlyChecker = RequestBuilder.earlyChecker(hostname: environment.hostname) }
+        if checkingEarly { loader.earlyChecker = backends.earlyChecker(hostname: environment.hostname) }
         loader.leavesOutPassedAccounts = leavingOutPassed && ConfigurationLoader.canReadAgain(paths: paths)
         // Read again if a diagnostic needs them: kept, they would be a large part of what a
         // command holds (391 MB of validate's 618 for a million accounts).
@@ -74,12 +76,14 @@ struct LoadedConfiguration {
             loader.windowAbove = Self.windowAbove
         }
         result = loader.load(paths: paths)
+        backends.checkTypes(result.configuration, diagnostics: &result.diagnostics)
         if loader.leavesOutPassedAccounts, result.configuration.accountsLeftOut.count > 0,
            AccountTemplates.builtinsHoldHeaderForbiddenBytes(installID: storedInstallID, hostname: environment.hostname) {
             // They passed with `<installid>`, and this installation's id can break a header: every
             // account is checked again with it, so every one is kept.
             loader.leavesOutPassedAccounts = false
             result = loader.load(paths: paths)
+            backends.checkTypes(result.configuration, diagnostics: &result.diagnostics)
         }
         if options.paths.isEmpty, environment.variables["PUSHREPORTER_CONFIG"] ?? "" == "",
            access(paths[0], F_OK) != 0 {
@@ -94,7 +98,7 @@ struct LoadedConfiguration {
     /// of keeping it (``ConfigurationLoader/load(paths:unstreamed:handing:)``): the files that
     /// are not the ones read the first time (changed, added or gone since). Its diagnostics
     /// are those of the first load, unless one of those files changed.
-    func loadAgain(options: ConfigOptions, handing take: @escaping (consuming Account) -> Void) -> [String] {
+    public func loadAgain(options: ConfigOptions, handing take: @escaping (consuming Account) -> Void) -> [String] {
         var loader = ConfigurationLoader(environment: environment)
         loader.releasesSourceBytes = true
         loader.windowAbove = Self.windowAbove
@@ -113,32 +117,32 @@ struct LoadedConfiguration {
 
     /// What backends render the configuration with; a nil `installID` shows `%installid%` as
     /// `<installid>`.
-    func context(installID: String?) -> BackendContext {
+    public func context(installID: String?) -> BackendContext {
         BackendContext(configuration: result.configuration, sources: result.sources, installID: installID,
                        hostname: environment.hostname)
     }
 
     /// Adds to the diagnostics every problem rendering would find, each once, as `validate`
     /// says them: a command that stops on errors says them all at once, not in rounds.
-    mutating func checkRendering(installID: String?, backends: Backends = .standard) {
+    public mutating func checkRendering(installID: String?, backends: Backends = CommandEnvironment.backends) {
         backends.check(context(installID: installID), skipping: result.passedEarly, diagnostics: &diagnostics)
     }
 
     /// The installation id kept in the configuration's state directory, for `validate` and
     /// `preview` (which take no `--state-dir`); nil when the agent has not run with it.
-    var storedInstallID: String? {
+    public var storedInstallID: String? {
         StateDirectory.storedInstallID(in: result.configuration.agent.resolvedStateDirectory(environment: environment.variables))
     }
 }
 
 /// Writes to standard error, for diagnostics and notes a person reads.
-func printError(_ text: String) {
+public func printError(_ text: String) {
     LogOutput.standardError(text + "\n")
 }
 
 /// Ends the process at once with `code`, after flushing standard output, without tearing down
 /// what the command loaded.
-func exitNow(_ code: ExitCode) -> Never {
+public func exitNow(_ code: ExitCode) -> Never {
     // The agent's log lines still queued (LogOutput.queuedStandardError), within a bound: a
     // journal that does not read must not keep the process from ending.
     LogOutput.drain(within: .seconds(2))

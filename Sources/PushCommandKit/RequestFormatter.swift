@@ -3,10 +3,10 @@ import PushBackend
 import PushConfig
 
 /// Renders requests as `preview` prints them.
-enum RequestFormatter {
+public enum RequestFormatter {
     /// `{account, reporter, method, url, headers, body}` (SPEC §7).
     /// `indent` starts each line but the first (for an object inside an array).
-    static func json(_ request: RenderedRequest, indent: String = "") -> String {
+    public static func json(_ request: RenderedRequest, indent: String = "") -> String {
         let headers = JSONText.object(request.headers.map { ($0.name, JSONText.string($0.value)) }, indent: indent + "  ")
         return JSONText.object([
             ("account", JSONText.string(request.account)),
@@ -20,7 +20,7 @@ enum RequestFormatter {
     }
 
     /// The raw HTTP/1.1 request, after a `###` separator line naming the account (as REST-client files do).
-    static func http(_ request: RenderedRequest) -> String {
+    public static func http(_ request: RenderedRequest) -> String {
         var lines = ["### \(title(request))"]
         if let credentials = request.credentials {
             lines.append("# answered with HTTP Digest (or Basic over https) as '\(credentials.username.displayEscaped)'")
@@ -43,7 +43,7 @@ enum RequestFormatter {
 
     /// One runnable `curl` command; secrets become `"$NAME"` shell variables. `defaultTimeout`:
     /// `agent.timeout`, for a request without a timeout of its own.
-    static func curl(_ request: RenderedRequest, defaultTimeout: Duration? = nil) -> String {
+    public static func curl(_ request: RenderedRequest, defaultTimeout: Duration? = nil) -> String {
         let word = { (text: String) in shellWord(text, markers: request.hasSecretMarkers) }
         var words = ["curl", "--fail-with-body", "-sS"]
         if request.method != "GET" || request.body != nil {
@@ -111,14 +111,15 @@ enum RequestFormatter {
     /// What a request's comment line names: the account, the reporter (and what the request is
     /// in its service), and the service when the reporter does not say it. One line whatever they hold, so no part of it runs in `curl`
     /// output (control characters escaped).
-    static func title(_ request: RenderedRequest) -> String {
-        let service = request.service == request.reporter || request.service == "acrobits" ? "" : " (service \(request.service))"
+    public static func title(_ request: RenderedRequest) -> String {
+        let accountOwn = CommandEnvironment.backends.accountServiceNames.contains(request.service)
+        let service = request.service == request.reporter || accountOwn ? "" : " (service \(request.service))"
         let kind = request.kind.map { " " + $0 } ?? ""
         return "\(request.account) \(request.reporter)\(kind)\(service)".displayEscaped
     }
 
     /// Host and request target of an absolute URL.
-    static func split(_ url: String) -> (host: String, target: String) {
+    public static func split(_ url: String) -> (host: String, target: String) {
         guard let schemeEnd = url.firstRange(of: "://") else { return ("", url) }
         let rest = url[schemeEnd.upperBound...]
         let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
@@ -133,7 +134,7 @@ enum RequestFormatter {
     /// Single-quotes text for a POSIX shell; with `markers`, secret markers become `"$NAME"`.
     /// Works on Unicode scalars, not characters: a quote followed by a combining mark is one
     /// character, and its quote must still be escaped.
-    static func shellWord(_ text: String, markers: Bool) -> String {
+    public static func shellWord(_ text: String, markers: Bool) -> String {
         let pieces = markers ? text.unicodeScalars.split(separator: "\u{1}", omittingEmptySubsequences: false)
                              : [text.unicodeScalars[...]]
         var out = ""
