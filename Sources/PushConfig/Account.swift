@@ -181,9 +181,9 @@ public struct Account: Sendable {
         return key.isID ? id : nil
     }
 
-    /// The account as a service of `type: acrobits` sees it (SPEC §9.1): the service's settings
-    /// act as defaults under the account's own keys, and its values under the service's name
-    /// (`services: {NAME: {…}}`) go over both.
+    /// The account as a service whose settings are account keys sees it (SPEC §9.1's shared
+    /// receivers): the service's settings act as defaults under the account's own keys, and its
+    /// values under the service's name (`services: {NAME: {…}}`) go over both.
     public func withDefaults(_ settings: [String: ConfigValue], over service: ServiceValues?) -> Account {
         var merged = AccountValueTable(settings)
         for (key, value) in values { merged[key] = value }

@@ -26,9 +26,9 @@ public struct AgentSettings: Sendable, Hashable {
     /// `listen`: where the agent's HTTP endpoint answers (`/metrics`, `/health`, webhooks);
     /// nil (the default) serves none.
     public var listen: ListenAddress?
-    /// `trackingSpool`: a directory the long-running agent drains of Adobe Campaign tracking
-    /// payloads (`*.json` files with an `event` key, SPEC §9.4), each deleted once all its
-    /// actions are delivered; relative to the file that sets it. nil (the default): none.
+    /// `trackingSpool`: a directory the long-running agent drains of push payloads to track
+    /// (`*.json` files with an `event` key, SPEC §9.4), each deleted once all its actions are
+    /// delivered; relative to the file that sets it. nil (the default): none.
     public var trackingSpool: String?
 
     public init() {}

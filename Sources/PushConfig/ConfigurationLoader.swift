@@ -641,7 +641,7 @@ struct LoadSession {
                 let (settingKey, settingValue) = (pair.key, pair.value)
                 keyPositions[settingKey.value] = settingKey.start
                 if settingKey.value != "type", case .mapping(let inner) = settingValue {
-                    // A mapping of single values (Journeys' callbackHeaders): kept in file order.
+                    // A mapping of single values (a callback's headers): kept in file order.
                     var items: [(key: String, value: ConfigValue)] = []
                     for item in inner.entries {
                         guard case .scalar(let scalar) = item.value else {

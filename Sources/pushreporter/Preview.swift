@@ -91,7 +91,7 @@ struct Preview: ParsableCommand {
         var warnings = loaded.diagnostics
         warnings.append(contentsOf: problems.all)
         // With --service or --account, not those written in the definition of a service not
-        // shown (FCM's deprecation under --service journeys, or for an account without FCM).
+        // shown (a vendor's deprecation of one service under --service of another).
         let shownServices: Set<String>? = !services.isEmpty ? Set(services)
             : named.isEmpty ? nil : Set(selected.flatMap(\.services.keys))
         var elsewhere = Set<String>()

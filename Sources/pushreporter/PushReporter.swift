@@ -17,7 +17,7 @@ struct PushReporter: AsyncParsableCommand {
             Configuration: --config PATH (repeatable), else $PUSHREPORTER_CONFIG, else /etc/pushreporter.
             """,
         version: PushReporterVersion.current,
-        // Ours, then the backends' own (`track` and `payload`, Adobe's).
+        // Ours, then the backends' own (`track` and `payload`).
         subcommands: [Run.self, Validate.self, Preview.self, Status.self, Remove.self] + Backends.standard.commands + [Migrate.self]
     ) }
 

@@ -115,7 +115,7 @@ struct Run: AsyncParsableCommand {
         var runtime: AgentRuntime
         var plans: [SubscriptionPlan]
         var pollers: [any ConfirmationPoller]
-        /// `acrobits` and every service the configuration declares.
+        /// The services accounts have without naming them, and every service the configuration declares.
         var serviceNames: Set<String>
         /// What the configuration was loaded with: the notifier and the watched paths use it too.
         var environment: LoaderEnvironment

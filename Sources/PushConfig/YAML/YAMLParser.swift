@@ -220,7 +220,7 @@ public enum YAMLParser {
                     // libyaml's "(while scanning for the next token)" says nothing to a person.
                     showContext = false
                 case UInt8(ascii: "%"), UInt8(ascii: "@"), UInt8(ascii: "`"):
-                    // Acrobits templates often begin with a placeholder: the commonest mistake here.
+                    // Templates often begin with a placeholder: the commonest mistake here.
                     let c = Character(Unicode.Scalar(bytes[offset]))
                     explained = "a value cannot start with '\(c)' unless it is quoted; put it in single quotes"
                         + ((state.flow_level > 0 ? nil : Self.quotedValue(at: offset, in: bytes)).map { ": \($0)" }
