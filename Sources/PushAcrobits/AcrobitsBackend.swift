@@ -31,7 +31,7 @@ public struct AcrobitsBackend: Backend {
         var builder = RequestBuilder(context)
         builder.checkAll(into: &diagnostics, skipping: passedEarly)
         // The accounts of shared receivers (`type: acrobits` services), each as its service sees it.
-        let services = Self.services(context)
+        let services = AcrobitsSettings.services(context)
         guard !services.isEmpty else { return }
         var planner = AcrobitsPlanner(builder: builder, services: services)
         for account in context.configuration.accounts where account.isEnabled {
@@ -51,46 +51,12 @@ public struct AcrobitsBackend: Backend {
     }
 
     public func planner(_ context: BackendContext, diagnostics: inout DiagnosticList) -> any SubscriptionPlanner {
-        AcrobitsPlanner(builder: RequestBuilder(context), services: Self.services(context))
+        AcrobitsPlanner(builder: RequestBuilder(context), services: AcrobitsSettings.services(context))
     }
 
-    /// The `type: acrobits` services of `context`, by name: shared receivers whose settings are
-    /// account keys.
-    static func services(_ context: BackendContext) -> [String: ServiceDefinition] {
-        Dictionary(uniqueKeysWithValues: context.services(ofType: type).map { ($0.name, $0) })
-    }
 
     public func send(_ requests: [SubscriptionRequest], transport: any HTTPTransport, defaultTimeout: Duration) async -> [Outcome] {
-        var outcomes: [Outcome] = []
-        for request in requests {
-            guard let payload = request.payload as? AcrobitsPayload else {
-                outcomes.append(.rejected("the request was not prepared by the Acrobits backend"))
-                continue
-            }
-            var sent = payload.request
-            sent.timeout = request.timeout ?? defaultTimeout
-            outcomes.append(await Self.send(sent, transport: transport))
-        }
-        return outcomes
-    }
-
-    /// One attempt: send the request, then judge the response by SPEC §4's success rule.
-    static func send(_ request: TransportRequest, transport: any HTTPTransport) async -> Outcome {
-        let result: AttemptResult
-        do {
-            result = ResponseJudge.judge(try await transport.send(request), method: request.method)
-        } catch let error as TransportError where error.isPermanent {
-            // Refused before it left (too large, not a URL): the same request fails every time.
-            return .rejected(error.message)
-        } catch let error as TransportError where !error.isCancellation {
-            result = .failed(ResponseJudge.failure(error))
-        } catch {
-            result = .failed(.cancelled)
-        }
-        switch result {
-        case .delivered: return .delivered
-        case .failed(let failure): return .retry(failure)
-        }
+        await AcrobitsSender.send(requests, transport: transport, defaultTimeout: defaultTimeout)
     }
 
     public func cleanupRequest(account: String, service: String, stored: String) -> SubscriptionRequest? {
@@ -115,97 +81,6 @@ public struct AcrobitsBackend: Backend {
         var shapes = ShapeCache()
         var packer = RequestPacker(sharingBlocks: false)
         return request(rendered, service: service, purpose: purpose, shapes: &shapes, packer: &packer)
-    }
-}
-
-/// What an Acrobits request sends, as the transport takes it, and nothing more: the agent
-/// keeps one for every subscription. (It kept the whole ``RenderedRequest``: 224 bytes, with
-/// the account, the names and the fingerprint its subscription holds already.) Packed
-/// (``PackedRequest``), and read back at each attempt; the timeout is the request's, set when it
-/// is sent.
-struct AcrobitsPayload: SharedPayload {
-    let packed: PackedRequest
-
-    init(_ packed: PackedRequest) {
-        self.packed = packed
-    }
-
-    var request: TransportRequest { packed.request }
-
-    var isAlone: Bool { packed.isAlone }
-
-    func alone() -> any Sendable {
-        AcrobitsPayload(packed.alone())
-    }
-}
-
-/// Renders the Acrobits subscriptions of one account at a time: its own web services, and
-/// those of each shared receiver (`type: acrobits` service) it names.
-struct AcrobitsPlanner: SubscriptionPlanner, Sendable {
-    var builder: RequestBuilder
-    /// The `type: acrobits` services, by name.
-    var services: [String: ServiceDefinition]
-    /// What the requests have in common, shared.
-    var shapes = ShapeCache()
-    /// Where the requests are kept (each copy planning a run packs into blocks of its own).
-    var packer = RequestPacker()
-
-    /// Each account's requests are its own: copies plan runs of accounts at once (as
-    /// `validate` checks them, ``RequestBuilder/checkAll(into:skipping:)``).
-    var forRuns: (any SubscriptionPlanner & Sendable)? { self }
-
-    /// `account` as the service `name` sees it.
-    func sharedAccount(_ account: Account, service name: String) -> Account {
-        account.withDefaults(services[name]?.settings ?? [:], over: account.services[name])
-    }
-
-    /// Each subscription of `account`: its own (`acrobits`), then the shared receivers it names.
-    private func subscriptions(of account: Account) -> [(service: String, account: Account)] {
-        [(AcrobitsBackend.type, account)]
-            + account.services.keys.sorted().filter { services[$0] != nil }.map { ($0, sharedAccount(account, service: $0)) }
-    }
-
-    mutating func plans(for account: Account, diagnostics: inout DiagnosticList) -> [SubscriptionPlan] {
-        guard account.isEnabled else { return [] }
-        return subscriptions(of: account).compactMap { plan(service: $0.service, account: $0.account, diagnostics: &diagnostics) }
-    }
-
-    private mutating func plan(service: String, account: Account, diagnostics: inout DiagnosticList) -> SubscriptionPlan? {
-        guard var report = builder.request(for: account, reporter: .pushTokenReporter, display: .asSent,
-                                           diagnostics: &diagnostics) else { return nil }
-        report.service = service
-        var removal: String?
-        if account.values.contains(Reporter.accountRemovalReporter.tableKey(.url)) {
-            // Kept as text, not compared: it needs no fingerprint.
-            guard let request = builder.request(for: account, reporter: .accountRemovalReporter, display: .asSent,
-                                                fingerprinted: false, diagnostics: &diagnostics) else { return nil }
-            removal = StoredRequest(request).text
-        }
-        var plan = SubscriptionPlan(account: account.id, service: service, fingerprint: report.fingerprint,
-                                    delivery: AcrobitsBackend.request(report, service: service, purpose: .delivery,
-                                                                      host: builder.hostAndPort(of: report.url), shapes: &shapes,
-                                                                      packer: &packer),
-                                    cleanup: removal)
-        plan.secretsWithheld = report.secretsWithheld
-        plan.deliveryUnreadOnceDelivered = true
-        if let refusal = report.refusal {
-            plan.delivery = nil
-            plan.refusal = refusal
-        }
-        return plan
-    }
-
-    mutating func preview(_ account: Account, display: SecretDisplay, diagnostics: inout DiagnosticList) -> [RenderedRequest] {
-        guard account.isEnabled else { return [] }
-        var requests: [RenderedRequest] = []
-        for (service, seen) in subscriptions(of: account) {
-            for reporter in Reporter.allCases {
-                guard var request = builder.request(for: seen, reporter: reporter, display: display, diagnostics: &diagnostics) else { continue }
-                request.service = service
-                requests.append(request)
-            }
-        }
-        return requests
     }
 }
 

@@ -63,7 +63,7 @@ enum TrackingStep: Sendable {
                 return .unknown("the state \(ledger.location) cannot be read (\(error)), so it is not known whether it was sent")
             }
         }
-        switch await TrackingExchange.send(request, transport: transport) {
+        switch await AdobeSender.send(request, transport: transport) {
         case .retry(let failure):
             return .retry(failure)
         case .rejected(let why):

@@ -59,7 +59,7 @@ public struct FCMBackend: Backend {
               items.allSatisfy({ $0.operation == first.operation && $0.target == first.target && $0.group == first.group }) else {
             return requests.map { _ in .rejected("the request was not prepared by the FCM backend") }
         }
-        let exchange = FCMExchange(target: first.target, group: first.group, memory: memory, transport: transport,
+        let exchange = FCMSender(target: first.target, group: first.group, memory: memory, transport: transport,
                                    timeout: requests[0].timeout ?? defaultTimeout, wallClock: wallClock)
         // Two accounts on one device share a token: it is sent once.
         var tokens: [String] = []

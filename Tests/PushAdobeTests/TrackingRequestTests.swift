@@ -34,16 +34,16 @@ import Testing
     }
 
     @Test func exactly200IsDeliveredWhatTheSDKRetriesIsRetriedAndTheRestRejected() {
-        #expect(TrackingExchange.judge(TransportResponse(status: 200)) == .delivered)
+        #expect(AdobeSender.judge(TransportResponse(status: 200)) == .delivered)
         for status in [201, 204, 301, 400, 401, 403, 404, 410] {
-            #expect(TrackingExchange.judge(TransportResponse(status: status)) == .rejected("HTTP \(status)"))
+            #expect(AdobeSender.judge(TransportResponse(status: status)) == .rejected("HTTP \(status)"))
         }
         for status in [408, 429, 500, 503, 504] {
-            #expect(TrackingExchange.judge(TransportResponse(status: status)) == .retry(.http(status)))
+            #expect(AdobeSender.judge(TransportResponse(status: status)) == .retry(.http(status)))
         }
-        #expect(TrackingExchange.judge(TransportResponse(status: 429, headers: [("Retry-After", "7")]))
+        #expect(AdobeSender.judge(TransportResponse(status: 429, headers: [("Retry-After", "7")]))
             == .retry(.http(429, retryAfter: .seconds(7))))
-        #expect(TrackingExchange.judge(TransportResponse(status: 500, headers: [("Retry-After", "7")])) == .retry(.http(500)),
+        #expect(AdobeSender.judge(TransportResponse(status: 500, headers: [("Retry-After", "7")])) == .retry(.http(500)),
                 "Retry-After is honoured with 429 and 503 only")
     }
 }

@@ -10,7 +10,7 @@ import Testing
 /// What FCM's answers mean (SPEC §9.3, §10), the signed assertion, and what `status` shows.
 @Suite struct FCMAnswerTests {
     static func judge(_ status: Int, _ body: String, headers: [(name: String, value: String)] = []) -> String {
-        let exchange = FCMExchange(target: FCMTarget(service: "fcm", endpoint: "https://f.example/fcm/notification", projectId: "p",
+        let exchange = FCMSender(target: FCMTarget(service: "fcm", endpoint: "https://f.example/fcm/notification", projectId: "p",
                                                      credential: .serverKey("k")),
                                    group: "g", memory: FCMMemory(), transport: NoTransport(), timeout: .seconds(1), wallClock: { 0 })
         switch exchange.judge(TransportResponse(status: status, headers: headers, body: Array(body.utf8)), secrets: ["k-secret"]) {

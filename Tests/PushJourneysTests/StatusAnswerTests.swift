@@ -35,10 +35,10 @@ import Testing
     }
 
     @Test func registrationIdsAreReadFromOneObjectOrAnArray() {
-        #expect(JourneysExchange.registrationIDs(Array(#"{"RegistrationRequestId":"r1"}"#.utf8), single: true) == ["r1"])
-        #expect(JourneysExchange.registrationIDs(Array(#"[{"RegistrationRequestId":"r1"},{"RegistrationRequestId":"r2"}]"#.utf8),
+        #expect(JourneysSender.registrationIDs(Array(#"{"RegistrationRequestId":"r1"}"#.utf8), single: true) == ["r1"])
+        #expect(JourneysSender.registrationIDs(Array(#"[{"RegistrationRequestId":"r1"},{"RegistrationRequestId":"r2"}]"#.utf8),
                                                  single: false) == ["r1", "r2"])
-        #expect(JourneysExchange.registrationIDs(Array("".utf8), single: true) == nil)
-        #expect(JourneysExchange.registrationIDs(Array(#"{"Other":"x"}"#.utf8), single: true) == nil)
+        #expect(JourneysSender.registrationIDs(Array("".utf8), single: true) == nil)
+        #expect(JourneysSender.registrationIDs(Array(#"{"Other":"x"}"#.utf8), single: true) == nil)
     }
 }

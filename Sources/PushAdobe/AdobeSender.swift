@@ -14,7 +14,7 @@ public enum TrackingOutcome: Sendable, Equatable {
 }
 
 /// Sending a tracking action and judging the answer as the Adobe SDK does (SPEC §9.4, §10).
-enum TrackingExchange {
+enum AdobeSender {
     static func send(_ request: TrackingRequest, transport: any HTTPTransport) async -> TrackingOutcome {
         let response: TransportResponse
         do {

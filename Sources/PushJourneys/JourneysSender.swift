@@ -103,7 +103,7 @@ struct StoredCleanup: Codable {
 }
 
 /// Sending to the Journeys API and reading its answers (SPEC §9.2).
-enum JourneysExchange {
+enum JourneysSender {
     /// Sends `items` (one kind, one batch): one object to the single endpoint, several as an
     /// array to the batch endpoint. A 400 on a batch is split in halves, each sent again, until
     /// single requests isolate the bad ones.

@@ -8,7 +8,7 @@ import PushTransport
 /// One batch of changes to one device group, sent and judged (SPEC §9.3, SPEC §10's errors):
 /// create the group, or retrieve its key when FCM says it exists, add tokens, remove tokens,
 /// and create it again when FCM no longer finds it.
-struct FCMExchange {
+struct FCMSender {
     let target: FCMTarget
     /// The `notification_key_name`.
     let group: String
