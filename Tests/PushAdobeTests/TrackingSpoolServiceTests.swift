@@ -176,12 +176,15 @@ final class FlakyLedger: TrackingLedger {
         let running = Task(executorPreference: TestThreads.shared) { try await group.run() }
         #expect(await Polling.until { ledger.reads.withLock { $0 } == 1 }, "the file's attempt is stuck in the ledger")
         await group.triggerGracefulShutdown()
-        // The scan's sleep and the grace period's.
-        await clock.waitForSleepers(2)
-        clock.advance(by: .seconds(10))
         let ended = Mutex(false)
         let waiter = Task { try? await running.value; ended.withLock { $0 = true } }
-        let stopped = await Polling.until { ended.withLock { $0 } }
+        // The grace period's sleep may start after the scan's or the scheduler's: the clock
+        // moves a grace period at a time until the spool has ended, whichever sleep is late.
+        let stopped = await Polling.until {
+            if ended.withLock({ $0 }) { return true }
+            clock.advance(by: .seconds(10))
+            return false
+        }
         #expect(stopped, "the grace period over, the stuck attempt is cancelled and the spool stops")
         // Not waited for when it did not stop: the test would hang instead of failing.
         if stopped { await waiter.value }
