@@ -26,14 +26,14 @@ struct ReloadService<C: Clock>: Service where C.Duration == Duration {
         let (reloads, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(1))
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
+                // A source may end long before the agent does (--watch that cannot watch): the
+                // others, and the reloads already asked for, go on.
                 for source in sources {
                     group.addTask { await source(continuation) }
                 }
-                group.addTask {
-                    for await reason in reloads { await reload(reason: reason) }
-                }
                 group.addTask { await releaseHeld() }
-                await group.next()
+                // Until graceful shutdown cancels this task.
+                for await reason in reloads { await reload(reason: reason) }
                 group.cancelAll()
             }
         }
