@@ -28,14 +28,17 @@ public struct ShutdownBackstop: Service {
     ///     stop starting work from that moment (``Agent/beginStopping()``).
     ///   - exit: ends the process (tests give their own).
     public init(limit: Duration, logger: Logger, whenStopping: @escaping @Sendable () -> Void = {},
-                exit: @escaping @Sendable () -> Void = {
-        LogOutput.drain(within: .seconds(1))
-        _exit(1)
-    }) {
+                exit: @escaping @Sendable () -> Void = exitProcess) {
         self.limit = limit
         self.logger = logger
         self.whenStopping = whenStopping
         self.exit = exit
+    }
+
+    /// Ends the process with status 1, what the log still holds written first (within a second).
+    public static let exitProcess: @Sendable () -> Void = {
+        LogOutput.drain(within: .seconds(1))
+        _exit(1)
     }
 
     public func run() async {
@@ -43,13 +46,25 @@ public struct ShutdownBackstop: Service {
         do { try await gracefulShutdown() } catch { return }
         whenStopping()
         let (limit, logger, exit) = (limit, logger, exit)
-        _ = OwnThread(named: "pushrep-stop", detached: true) {
+        let fire: @Sendable () -> Void = {
+            logger.critical("the agent did not stop within \(DurationText(limit)) of being asked to; it exits now, and what was delivered since the state was last written is sent again at the next start")
+            exit()
+        }
+        let started = OwnThread(named: "pushrep-stop", detached: true) {
             let (seconds, attoseconds) = limit.components
             var wait = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
             var left = timespec()
             while nanosleep(&wait, &left) != 0 && errno == EINTR { wait = left }
-            logger.critical("the agent did not stop within \(DurationText(limit)) of being asked to; it exits now, and what was delivered since the state was last written is sent again at the next start")
-            exit()
+            fire()
+        }
+        if started == nil {
+            // No thread to be had (the system's limit): Swift's pool then, which what is stuck
+            // may hold, rather than no backstop at all.
+            logger.warning("no thread could be started for the shutdown's time limit; it is kept on Swift's pool")
+            Task.detached {
+                try? await Task.sleep(for: limit)
+                fire()
+            }
         }
     }
 }

@@ -20,8 +20,9 @@ import PushTestThreads
 
     @Test func aStopThatDoesNotComeEndsTheProcessAtTheLimit() async throws {
         let exited = Mutex(false)
+        let told = Mutex(false)
         let backstop = ShutdownBackstop(limit: .milliseconds(50), logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
-                                        exit: { exited.withLock { $0 = true } })
+                                        whenStopping: { told.withLock { $0 = true } }, exit: { exited.withLock { $0 = true } })
         let stuck = Stuck()
         let group = ServiceGroup(configuration: .init(services: [.init(service: stuck),
                                                                  .init(service: backstop, successTerminationBehavior: .ignore)],
@@ -32,6 +33,7 @@ import PushTestThreads
         #expect(await Polling.until { stuck.started.withLock { $0 } })
         #expect(!exited.withLock { $0 })
         await group.triggerGracefulShutdown()
+        #expect(await Polling.until { told.withLock { $0 } }, "the backstop is told of the shutdown")
         #expect(await Polling.until { exited.withLock { $0 } }, "the backstop ended the process")
     }
 
