@@ -176,13 +176,28 @@ let package = Package(
         // the test servers; imports only PushSystem (its threads).
         .target(name: "PushListener", dependencies: ["PushSystem"]),
         .target(
+            // What the tests share: fake receivers, transports, backends and ledgers, a kill
+            // harness, clocks and processes (the agent in process: PushAgentTesting).
             name: "PushTestSupport",
             dependencies: [
+                "PushBackend",
+                "PushConfig",
                 "PushListener",
                 "PushState",
+                "PushTransport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
+        ),
+        // A backend made up for docs/adding-a-backend.md: not in the registry's list, the tests
+        // register it beside the others with one line, as a new backend would be.
+        .target(name: "PushExampleWebhook", dependencies: ["PushBackend", "PushConfig", "PushTemplates", "PushTransport"]),
+        // The long-running agent in the tests' own process, as `run` assembles it (AgentHarness).
+        .target(
+            name: "PushAgentTesting",
+            dependencies: ["PushAgent", "PushBackend", "PushCommandKit", "PushConfig", "PushState", "PushTestSupport", "PushTestThreads",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Logging", package: "swift-log")]
         ),
         // Blocks SIGHUP, SIGTERM and SIGINT in a constructor that runs before the Swift runtime
         // starts (SPEC §12); only the executable links it.
@@ -229,7 +244,7 @@ let package = Package(
         .executableTarget(name: "FuzzHTTP", dependencies: ["FuzzSupport", "PushListener"]),
         .testTarget(
             name: "PushListenerTests",
-            dependencies: ["PushListener", "PushTestSupport"]
+            dependencies: ["PushListener", "PushTestSupport", "PushTestThreads"]
         ),
         .testTarget(
             name: "PushSystemTests",
@@ -237,21 +252,21 @@ let package = Package(
         ),
         .testTarget(
             name: "PushTemplatesTests",
-            dependencies: ["PushTemplates", "PushTestSupport"]
+            dependencies: ["PushTemplates", "PushTestSupport", "PushTestThreads"]
         ),
         .testTarget(
             name: "PushConfigTests",
             dependencies: ["PushConfig", "PushRegistry", "PushSystem", "PushAcrobits", "PushAdobe", "PushAgent", "PushBackend", "PushJourneys", "PushFCM",
-                           "PushTemplates", "PushTestSupport"]
+                           "PushTemplates", "PushTestSupport", "PushTestThreads"]
         ),
         .testTarget(
             name: "PushJourneysTests",
-            dependencies: ["PushJourneys", "PushBackend", "PushConfig", "PushScheduler", "PushTransport", "PushTestSupport"]
+            dependencies: ["PushJourneys", "PushBackend", "PushConfig", "PushScheduler", "PushTransport", "PushTestSupport", "PushTestThreads"]
         ),
         .testTarget(
             name: "PushFCMTests",
             dependencies: [
-                "PushFCM", "PushBackend", "PushConfig", "PushScheduler", "PushTransport", "PushTestSupport",
+                "PushFCM", "PushBackend", "PushConfig", "PushScheduler", "PushTransport", "PushTestSupport", "PushTestThreads",
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),
@@ -263,7 +278,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushAcrobitsTests",
-            dependencies: ["PushAcrobits", "PushBackend", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport", "PushTestSupport"]
+            dependencies: ["PushAcrobits", "PushBackend", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport", "PushTestSupport", "PushTestThreads"]
         ),
         .testTarget(
             name: "PushSchedulerTests",
@@ -275,17 +290,18 @@ let package = Package(
         ),
         .testTarget(
             name: "PushStateTests",
-            dependencies: ["PushState", "PushTestSupport"]
+            dependencies: ["PushState", "PushTestSupport", "PushTestThreads"]
         ),
         .testTarget(
             name: "PushAgentTests",
-            dependencies: ["PushAgent", "PushRegistry", "PushAcrobits", "PushBackend", "PushConfig", "PushScheduler", "PushState", "PushTransport", "PushTestSupport",
+            dependencies: ["PushAgent", "PushAgentTesting", "PushCommandKit", "PushExampleWebhook", "PushRegistry", "PushAcrobits", "PushBackend",
+                           "PushConfig", "PushScheduler", "PushState", "PushTransport", "PushTestSupport",
                            "PushTestThreads", .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]
         ),
         .testTarget(
             name: "PushReporterTests",
-            dependencies: ["PushState", "PushTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+            dependencies: ["PushState", "PushTestSupport", "PushTestThreads", .product(name: "Crypto", package: "swift-crypto"),
                            .product(name: "_CryptoExtras", package: "swift-crypto")]
         ),
     ]

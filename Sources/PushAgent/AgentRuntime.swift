@@ -122,7 +122,7 @@ public struct AgentRuntime: Sendable {
         }
     }
 
-    private func makeTransport() throws(Failure) -> CurlTransport {
+    func makeTransport() throws(Failure) -> CurlTransport {
         do {
             return try CurlTransport(settings: TransportSettings(caFile: settings.tlsCAFile))
         } catch {
@@ -164,74 +164,4 @@ public struct AgentRuntime: Sendable {
     /// How long the requests in flight may finish once the agent or a round stops: the
     /// request timeout, at most 10 seconds.
     public var gracePeriod: Duration { min(settings.timeout, .seconds(10)) }
-
-    /// The long-running agent, as a group of services that stops on SIGTERM or SIGINT; returns
-    /// once it has stopped, throwing when it stopped on an error (logged).
-    ///
-    /// - Parameters:
-    ///   - environment: the process environment: `NOTIFY_SOCKET` and `WATCHDOG_USEC` are read from it.
-    ///   - load: loads the configuration again, for a reload.
-    ///   - reloadSources: what asks for reloads (SIGHUP, changed files).
-    public func runService(_ start: consuming AgentStart, environment: [String: String],
-                           load: @escaping @Sendable () -> ConfigurationLoad,
-                           reloadSources: [Agent<ContinuousClock>.ReloadSource]) async throws(Failure) {
-        let transport = try makeTransport()
-        let notifier = SystemdNotifier(environment: environment)
-        let recorder = StateRecorder(store: store, logger: logger, clock: ContinuousClock())
-        let agent = Agent(start: consume start, settings: settings, backends: backends, transport: transport,
-                          recorder: recorder, shared: shared, notifier: notifier, logger: logger, clock: ContinuousClock(),
-                          load: load, reloadSources: reloadSources, gracePeriod: gracePeriod)
-        do {
-            try await agent.begin()
-        } catch {
-            throw Failure(description: error.description)
-        }
-        // The recorder first: a group stops its services in reverse order, so the last flush
-        // comes after the agent's last change; the watchdog next, so that it pings to the end.
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: recorder)]
-        if let interval = SystemdNotifier.watchdogInterval(environment: environment) {
-            services.append(.init(service: Watchdog(notifier: notifier, interval: interval, clock: ContinuousClock())))
-        }
-        services += agent.services
-        if let address = settings.listen {
-            // Ending early (it could not listen) must not stop the agent.
-            services.append(.init(service: AgentEndpoint(address: address, agent: agent, logger: logger),
-                                  successTerminationBehavior: .ignore))
-        }
-        // The backends' own services (the tracking spool), stopped before the agent's.
-        let backendServices: [any BackendService]
-        do throws(BackendServiceFailure) {
-            let directory = self.directory
-            backendServices = try backends.services(BackendServiceContext(
-                settings: settings, transport: transport, logger: logger, gracePeriod: gracePeriod, stateDirectory: directory?.path,
-                sentOnceLedger: { () throws(BackendServiceFailure) -> any SentOnceLedger in
-                    guard let directory else { throw BackendServiceFailure("there is no state directory of this machine") }
-                    do throws(StateError) {
-                        return try SQLiteTrackedActions(directory: directory)
-                    } catch {
-                        throw BackendServiceFailure(error.description)
-                    }
-                }))
-        } catch {
-            throw Failure(description: error.description)
-        }
-        for service in backendServices { services.append(.init(service: service)) }
-        // Very last: told first of a graceful shutdown. No new request starts from then, in the
-        // agent or the spool, and the process ends within its limit whatever the others do.
-        services.append(.init(service: ShutdownBackstop(limit: gracePeriod + .seconds(10), logger: logger, whenStopping: {
-            agent.beginStopping()
-            for service in backendServices { service.beginStopping() }
-        }), successTerminationBehavior: .ignore))
-        var quiet = logger
-        quiet.logLevel = max(logger.logLevel, .warning)
-        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint],
-                                                      logger: quiet))
-        defer { transport.shutdown() }
-        do {
-            try await group.run()
-        } catch {
-            recorder.flush()
-            throw Failure(description: "the agent stopped: \(String(describing: error))")
-        }
-    }
 }

@@ -13,6 +13,14 @@ public final class TestThreads: TaskExecutor, @unchecked Sendable {
     /// an async test) still leaves others to its tasks.
     public static let shared = TestThreads(count: 4)
 
+    /// The threads of the tests that block while they wait (for a subprocess, a server, a
+    /// lock). On Swift's pool, each blocked one of its two threads for as long as it waited,
+    /// and the pool also fires every `Task.sleep` and runs the actors (a `ServiceGroup`): an
+    /// in-process agent's sleep of 5 ms took 20 s when both were held. 6, as they mostly wait:
+    /// with 2, tests queued for a thread ran past their time limits; with 6 the whole run took
+    /// 78 s instead of 130–150 s on the 2-core machine.
+    public static let blocking = TestThreads(count: 6)
+
     private let condition = NSCondition()
     /// Jobs in the order they came, from `next` on (guarded by `condition`).
     private var jobs: [UnownedJob] = []
@@ -69,4 +77,23 @@ public struct OwnThreadsTrait: TestTrait, SuiteTrait, TestScoping {
 extension Trait where Self == OwnThreadsTrait {
     /// Runs the test on threads of the tests' own (``TestThreads``).
     public static var ownThreads: Self { OwnThreadsTrait() }
+}
+
+/// Runs a test's body on ``TestThreads/blocking``; on a suite, each of its tests. For the tests
+/// that block their thread while they wait, so that Swift's pool stays free for the timers and
+/// actors of the tests that do not.
+public struct BlockingThreadsTrait: TestTrait, SuiteTrait, TestScoping {
+    public var isRecursive: Bool { true }
+
+    public func provideScope(for test: Test, testCase: Test.Case?,
+                             performing function: @Sendable () async throws -> Void) async throws {
+        try await withTaskExecutorPreference(TestThreads.blocking) {
+            try await function()
+        }
+    }
+}
+
+extension Trait where Self == BlockingThreadsTrait {
+    /// Runs the test on the threads of the tests that block (``TestThreads/blocking``).
+    public static var blockingThreads: Self { BlockingThreadsTrait() }
 }

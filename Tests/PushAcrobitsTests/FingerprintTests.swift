@@ -1,11 +1,12 @@
 @testable import PushAcrobits
 import PushBackend
 import Testing
+import PushTestThreads
 
 /// The fingerprint is kept in the state database and compared after a restart or reload: the
 /// bytes it hashes must not change, however it is computed. The expected values are SHA-256 of
 /// the fields each followed by a NUL byte, computed independently (Python's hashlib).
-@Suite struct FingerprintTests {
+@Suite(.blockingThreads) struct FingerprintTests {
     @Test func aPostWithEverySentFieldHashesTheFieldsEachEndedByANul() {
         let request = RenderedRequest(account: "johndow", reporter: "pushTokenReporter", method: "POST",
                                       url: "https://push.example.com/v1/token/johndow",

@@ -2,8 +2,9 @@
 import Dispatch
 import PushTransport
 import Testing
+import PushTestThreads
 
-@Suite struct PackedRequestTests {
+@Suite(.blockingThreads) struct PackedRequestTests {
     static func request(_ number: Int, bodySize: Int = 0) -> TransportRequest {
         var request = TransportRequest(
             method: number % 2 == 0 ? "GET" : "POST",

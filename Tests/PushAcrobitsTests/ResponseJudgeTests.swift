@@ -2,9 +2,10 @@
 import PushScheduler
 import PushTransport
 import Testing
+import PushTestThreads
 
 /// SPEC §4's success rule, one case per line of it.
-@Suite struct ResponseJudgeTests {
+@Suite(.blockingThreads) struct ResponseJudgeTests {
     static func judge(_ status: Int, _ contentType: String? = nil, _ body: String = "", truncated: Bool = false,
                       headers: [(name: String, value: String)] = []) -> AttemptResult {
         var all = headers
@@ -76,7 +77,7 @@ import Testing
     }
 }
 
-@Suite struct XMLCheckerTests {
+@Suite(.blockingThreads) struct XMLCheckerTests {
     @Test(arguments: [
         "<a/>",
         "\u{FEFF}<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!-- c --><a x=\"1\" y='2'><b>t&lt;&#x41;&#65;</b><![CDATA[<raw>]]><?pi x?></a>\n",

@@ -1,8 +1,9 @@
 import PushAdobe
 import Testing
+import PushTestThreads
 
 /// Reading the tracking values of both shapes of seed 003 (and the spool's instructions).
-@Suite struct PushPayloadTests {
+@Suite(.blockingThreads) struct PushPayloadTests {
     static func payload(_ json: String) throws(PushPayload.Unreadable) -> PushPayload {
         try PushPayload(json: Array(json.utf8))
     }

@@ -1,9 +1,10 @@
 import PushAdobe
 import PushConfig
 import Testing
+import PushTestThreads
 
 /// `payload`'s message files: every key read, each problem said at its place.
-@Suite struct TestPushMessageTests {
+@Suite(.blockingThreads) struct TestPushMessageTests {
     static func parse(_ yaml: String) -> (TestPushMessage?, [String]) {
         var diagnostics = DiagnosticList()
         let message = TestPushMessage.parse(Array(yaml.utf8), file: "m.yaml", diagnostics: &diagnostics)

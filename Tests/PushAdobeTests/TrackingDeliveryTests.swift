@@ -8,35 +8,6 @@ import Synchronization
 import Testing
 import PushTestThreads
 
-/// A transport whose `index`th request (from 0) gets `status(index)`, and that records them.
-final class NumberedTransport: HTTPTransport {
-    private let status: @Sendable (Int) -> Int
-    private let log = Mutex<[TransportRequest]>([])
-
-    init(_ status: @escaping @Sendable (Int) -> Int) { self.status = status }
-
-    var urls: [String] { log.withLock { $0.map(\.url) } }
-
-    func send(_ request: TransportRequest) async throws -> TransportResponse {
-        let index = log.withLock { log in
-            defer { log.append(request) }
-            return log.count
-        }
-        return TransportResponse(status: status(index))
-    }
-}
-
-/// A ledger in memory.
-final class MemoryLedger: TrackingLedger {
-    let keys: Mutex<Set<String>>
-
-    init(_ keys: Set<String> = []) { self.keys = Mutex(keys) }
-
-    var location: String { "memory" }
-    func wasDelivered(_ request: TrackingRequest) throws -> Bool { keys.withLock { $0.contains(request.key) } }
-    func recordDelivered(_ request: TrackingRequest, at epochMilliseconds: Int64) throws { _ = keys.withLock { $0.insert(request.key) } }
-}
-
 /// `track`'s delivery, in process, on a manual clock.
 @Suite(.ownThreads) struct TrackingDeliveryTests {
     static let quiet = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
@@ -48,7 +19,7 @@ final class MemoryLedger: TrackingLedger {
         })
     }
 
-    static func delivery(_ transport: NumberedTransport, ledger: (any TrackingLedger)? = nil,
+    static func delivery(_ transport: ScriptedTransport, ledger: (any TrackingLedger)? = nil,
                          clock: ManualClock) -> TrackingDelivery<ManualClock> {
         TrackingDelivery(policy: BackoffPolicy(initial: .seconds(10), multiplier: 2, maximum: .seconds(10)), concurrency: 4,
                          perHostConcurrency: 4, transport: transport, ledger: ledger, logger: quiet, clock: clock, wallClock: { 0 })
@@ -56,7 +27,7 @@ final class MemoryLedger: TrackingLedger {
 
     @Test func aFailureWaitsItsBackoffOnTheClockAndTheOpenWaitsForItsClick() async {
         let clock = ManualClock()
-        let transport = NumberedTransport { $0 == 0 ? 503 : 200 }
+        let transport = ScriptedTransport(numbered: { $0 == 0 ? 503 : 200 })
         let delivery = Self.delivery(transport, clock: clock)
         let task = Task(executorPreference: TestThreads.shared) { await delivery.deliver([Self.open()], deadline: .seconds(60)) }
         // The deadline and the retry of the click.
@@ -71,7 +42,7 @@ final class MemoryLedger: TrackingLedger {
 
     @Test func whatIsOwedAtTheDeadlineIsUndelivered() async {
         let clock = ManualClock()
-        let transport = NumberedTransport { _ in 500 }
+        let transport = ScriptedTransport(numbered: { _ in 500 })
         let delivery = Self.delivery(transport, clock: clock)
         let task = Task(executorPreference: TestThreads.shared) { await delivery.deliver([Self.open()], deadline: .seconds(30)) }
         await clock.waitForSleepers(2)
@@ -81,16 +52,17 @@ final class MemoryLedger: TrackingLedger {
 
     @Test func aRejectedClickStillLetsItsOpenGoAndTheLedgerSkipsWhatWasSent() async {
         let clock = ManualClock()
-        let rejecting = NumberedTransport { $0 == 0 ? 404 : 200 }
+        let rejecting = ScriptedTransport(numbered: { $0 == 0 ? 404 : 200 })
         #expect(await Self.delivery(rejecting, clock: clock).deliver([Self.open()], deadline: .seconds(60))
             == [[.rejected("HTTP 404"), .delivered(attempts: 1)]])
 
         let payload = Self.open()
-        let ledger = MemoryLedger([payload.requests[0].key])
-        let transport = NumberedTransport { _ in 200 }
+        let sent = MemorySentOnceLedger([payload.requests[0].key])
+        let ledger = SentOnceTrackingLedger(sent)
+        let transport = ScriptedTransport(numbered: { _ in 200 })
         #expect(await Self.delivery(transport, ledger: ledger, clock: clock).deliver([payload], deadline: .seconds(60))
             == [[.alreadySent, .delivered(attempts: 1)]])
         #expect(transport.urls == [payload.requests[1].url])
-        #expect(ledger.keys.withLock { $0 } == Set(payload.requests.map(\.key)))
+        #expect(sent.keys == Set(payload.requests.map(\.key)))
     }
 }

@@ -2,9 +2,10 @@
 import PushScheduler
 import PushTransport
 import Testing
+import PushTestThreads
 
 /// The request the Adobe SDK sends for one action, and how its answer is judged (SPEC §9.4, §10).
-@Suite struct TrackingRequestTests {
+@Suite(.blockingThreads) struct TrackingRequestTests {
     static func request(_ action: TrackingAction = .click, messageId: String = "h138a", ecid: String = "E1") -> TrackingRequest {
         TrackingRequest(service: "adobe", trackingServer: "https://track.example.com", timeout: .seconds(5), action: action,
                         messageId: messageId, deliveryId: "56c4", ecid: (ecid, ecid))

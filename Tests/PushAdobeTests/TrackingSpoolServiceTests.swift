@@ -12,7 +12,7 @@ import PushTestThreads
 final class FlakyLedger: TrackingLedger {
     let reads = Mutex(0)
     let failingReads: Int
-    let memory = MemoryLedger()
+    let memory = SentOnceTrackingLedger(MemorySentOnceLedger())
 
     init(failingReads: Int) { self.failingReads = failingReads }
 
@@ -51,7 +51,7 @@ final class FlakyLedger: TrackingLedger {
         let file = directory.write("a.json", #"{"event":"click","account":"dana","_mId":"m","_dId":"d"}"#)
         let clock = ManualClock()
         let ledger = FlakyLedger(failingReads: 1)
-        let transport = NumberedTransport { _ in 200 }
+        let transport = ScriptedTransport(numbered: { _ in 200 })
         let spool = TrackingSpool(directory: directory.path, targets: Self.targets(), ledger: ledger, transport: transport,
                                   concurrency: 2, logger: TrackingDeliveryTests.quiet, clock: clock, wallClock: { 0 },
                                   scanInterval: .seconds(1))
@@ -72,12 +72,12 @@ final class FlakyLedger: TrackingLedger {
     @Test func aFileFoundAgainAfterACrashSendsOnlyWhatWasNotRemembered() async throws {
         let directory = TemporaryDirectory()
         let file = directory.write("a.json", #"{"event":"open","ecid":"e","_mId":"m","_dId":"d"}"#)
-        let ledger = MemoryLedger()
+        let ledger = SentOnceTrackingLedger(MemorySentOnceLedger())
         // The click was acknowledged and remembered before the crash.
         let click = try #require(try Self.targets().value.services["adobe"]?.requests(
             .open, for: PushPayload(json: Array(#"{"_mId":"m","_dId":"d"}"#.utf8)), ecid: .known(sent: "e", shown: "e")).get().first)
         try ledger.recordDelivered(click, at: 0)
-        let transport = NumberedTransport { _ in 200 }
+        let transport = ScriptedTransport(numbered: { _ in 200 })
         let spool = TrackingSpool(directory: directory.path, targets: Self.targets(), ledger: ledger, transport: transport,
                                   concurrency: 2, logger: TrackingDeliveryTests.quiet, clock: ManualClock(), wallClock: { 0 })
         let running = Task(executorPreference: TestThreads.shared) { await spool.run() }
@@ -134,8 +134,8 @@ final class FlakyLedger: TrackingLedger {
         let fifos = [try Self.heldFIFO(directory.path + "/e-fifo.json"), try Self.heldFIFO(directory.path + "/f-fifo.json")]
         defer { for fd in fifos { close(fd) } }
         let good = directory.write("z-good.json", Self.payload)
-        let transport = NumberedTransport { _ in 200 }
-        let spool = TrackingSpool(directory: directory.path, targets: TrackingSpoolServiceTests.targets(), ledger: MemoryLedger(),
+        let transport = ScriptedTransport(numbered: { _ in 200 })
+        let spool = TrackingSpool(directory: directory.path, targets: TrackingSpoolServiceTests.targets(), ledger: SentOnceTrackingLedger(MemorySentOnceLedger()),
                                   transport: transport, concurrency: 2, logger: TrackingDeliveryTests.quiet, clock: ManualClock(),
                                   wallClock: { 0 })
         let running = Task(executorPreference: TestThreads.shared) { await spool.run() }
@@ -170,14 +170,14 @@ final class FlakyLedger: TrackingLedger {
         defer { ledger.gate.release() }
         let clock = ManualClock()
         let spool = TrackingSpool(directory: directory.path, targets: TrackingSpoolServiceTests.targets(), ledger: ledger,
-                                  transport: NumberedTransport { _ in 200 }, concurrency: 2, logger: TrackingDeliveryTests.quiet,
+                                  transport: ScriptedTransport(numbered: { _ in 200 }), concurrency: 2, logger: TrackingDeliveryTests.quiet,
                                   clock: clock, wallClock: { 0 }, gracePeriod: .seconds(10))
         let group = ServiceGroup(configuration: .init(services: [.init(service: spool)], logger: TrackingDeliveryTests.quiet))
         let running = Task(executorPreference: TestThreads.shared) { try await group.run() }
         #expect(await Polling.until { ledger.reads.withLock { $0 } == 1 }, "the file's attempt is stuck in the ledger")
         await group.triggerGracefulShutdown()
         let ended = Mutex(false)
-        let waiter = Task { try? await running.value; ended.withLock { $0 = true } }
+        let waiter = Task(executorPreference: TestThreads.shared) { try? await running.value; ended.withLock { $0 = true } }
         // The grace period's sleep may start after the scan's or the scheduler's: the clock
         // moves a grace period at a time until the spool has ended, whichever sleep is late.
         let stopped = await Polling.until {

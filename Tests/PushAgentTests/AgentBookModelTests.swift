@@ -7,6 +7,7 @@ import PushState
 import PushTestSupport
 import PushTransport
 import Testing
+import PushTestThreads
 
 /// The book against a model of everything around it (the scheduler, the feeder, the state
 /// writes that release a reload's holds), driven by random interleavings of its events from a
@@ -17,7 +18,7 @@ import Testing
 /// something to send has a next step: queued in the scheduler, in flight, held for a release
 /// that will submit it, still the feeder's, or waiting for its stopped service; and after the
 /// events stop, everything owed is delivered, rejected or stopped with its reason.
-@Suite struct AgentBookModelTests {
+@Suite(.blockingThreads) struct AgentBookModelTests {
     /// The world around the book, as the agent and the scheduler make it.
     struct World {
         var book = AgentBookTests.book()

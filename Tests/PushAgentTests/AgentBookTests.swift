@@ -7,9 +7,10 @@ import PushConfig
 import PushState
 import PushTransport
 import Testing
+import PushTestThreads
 
 /// The agent's decisions, driven synchronously: no tasks, no clock, no server.
-@Suite struct AgentBookTests {
+@Suite(.blockingThreads) struct AgentBookTests {
     static func plan(_ id: String, token: String, removal: Bool = true) -> SubscriptionPlan {
         let report = RenderedRequest(account: id, reporter: "pushTokenReporter", method: "GET",
                                      url: "https://push.example.com/r/\(id)?t=\(token)", headers: [], body: nil,
@@ -724,7 +725,7 @@ extension SubscriptionRequest {
     /// What the Acrobits request it carries sends.
     var rendered: TransportRequest { (payload as! AcrobitsPayload).request }
 }
-@Suite struct StatusReportTests {
+@Suite(.blockingThreads) struct StatusReportTests {
     static let records = [
         SubscriptionRecord(key: SubscriptionKey(account: "alice", service: "acrobits"), fingerprint: "a", deliveredFingerprint: "a",
                            state: .delivered, attempts: 0, lastAttemptAt: 1_763_750_000_000, lastOutcome: "delivered",
@@ -788,7 +789,7 @@ extension SubscriptionRequest {
     }
 }
 
-@Suite struct StoredRequestTests {
+@Suite(.blockingThreads) struct StoredRequestTests {
     @Test func aStoredRequestReadsBackAsItWasWritten() throws {
         let rendered = RenderedRequest(account: "alice", reporter: "accountRemovalReporter", method: "DELETE",
                                        url: "https://gone.example.com/a?t=1/2", headers: [("X-Sig", "a\"b\\c\n"), ("Accept", "*/*")],
@@ -814,7 +815,7 @@ extension SubscriptionRequest {
 
 /// The states SPEC §9.0 adds for backends that confirm later, refuse values or credentials,
 /// and clean up what a changed delivery replaced.
-@Suite struct AgentBookBackendTests {
+@Suite(.blockingThreads) struct AgentBookBackendTests {
     /// A subscription of a Journeys-like service: its cleanup is sent when its token changes.
     static func plan(_ account: String, token: String, service: String = "journeys") -> SubscriptionPlan {
         let delivery = RenderedRequest(account: account, service: service, reporter: service, method: "POST",
@@ -1007,7 +1008,7 @@ extension SubscriptionRequest {
 }
 
 /// SPEC §11: an agent sharing its state sends only what it holds the lease of.
-@Suite struct AgentBookSharedTests {
+@Suite(.blockingThreads) struct AgentBookSharedTests {
     typealias Claimed = ClaimedSubscription
 
     static func shared(_ plans: [SubscriptionPlan], reportInterval: Duration? = nil) -> AgentBook {

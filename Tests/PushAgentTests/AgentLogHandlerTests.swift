@@ -5,9 +5,10 @@ import PushBackend
 import PushConfig
 import Synchronization
 import Testing
+import PushTestThreads
 
 /// Log lines as journald, a terminal and a collector read them.
-@Suite struct AgentLogHandlerTests {
+@Suite(.blockingThreads) struct AgentLogHandlerTests {
     final class Captured: Sendable {
         let text = Mutex("")
         var value: String { text.withLock { $0 } }

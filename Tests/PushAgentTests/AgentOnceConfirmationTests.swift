@@ -25,20 +25,8 @@ import PushTestThreads
     }
 
     /// A backend whose receiver accepts every delivery with an id of its own (`account-n`).
-    struct AcceptingBackend: Backend {
-        let receiver: Receiver
-        var type: String { "accepting" }
-
-        struct NoPlans: SubscriptionPlanner {
-            mutating func plans(for account: Account, diagnostics: inout DiagnosticList) -> [SubscriptionPlan] { [] }
-            mutating func preview(_ account: Account, display: SecretDisplay, diagnostics: inout DiagnosticList) -> [RenderedRequest] { [] }
-        }
-
-        func check(_ context: BackendContext, skipping passedEarly: [Bool]?, diagnostics: inout DiagnosticList) {}
-        func planner(_ context: BackendContext, diagnostics: inout DiagnosticList) -> any SubscriptionPlanner { NoPlans() }
-        func cleanupRequest(account: String, service: String, stored: String) -> SubscriptionRequest? { nil }
-
-        func send(_ requests: [SubscriptionRequest], transport: any HTTPTransport, defaultTimeout: Duration) async -> [Outcome] {
+    static func acceptingBackend(_ receiver: Receiver) -> ScriptedBackend {
+        ScriptedBackend(type: "accepting") { requests in
             requests.map { request in
                 let count = receiver.accepted.withLock { accepted in
                     accepted[request.account, default: 0] += 1
@@ -118,7 +106,7 @@ import PushTestThreads
         let clock = ManualClock()
         let poller = HeldPoller()
         let agent = Agent(start: .configuration(plans: [Self.plan("alice", service: "a")], records: [], pollers: [poller]),
-                          settings: AgentOnceTests.settings(), backends: Backends([AcceptingBackend(receiver: receiver)]),
+                          settings: AgentOnceTests.settings(), backends: Backends([Self.acceptingBackend(receiver)]),
                           transport: ScriptedTransport { _, _ in TransportResponse(status: 500) },
                           recorder: StateRecorder(store: store, logger: AgentOnceTests.quiet, clock: clock),
                           logger: AgentOnceTests.quiet, clock: clock, wallClock: { 0 })
@@ -144,7 +132,7 @@ import PushTestThreads
         ]
         let agent = Agent(start: .configuration(plans: [Self.plan("alice", service: "a"), Self.plan("bob", service: "b")],
                                                 records: [], pollers: pollers),
-                          settings: AgentOnceTests.settings(), backends: Backends([AcceptingBackend(receiver: receiver)]),
+                          settings: AgentOnceTests.settings(), backends: Backends([Self.acceptingBackend(receiver)]),
                           transport: ScriptedTransport { _, _ in TransportResponse(status: 500) },
                           recorder: StateRecorder(store: store, logger: AgentOnceTests.quiet, clock: clock),
                           logger: AgentOnceTests.quiet, clock: clock, wallClock: { 0 })

@@ -13,31 +13,6 @@ import Synchronization
 import Testing
 import PushTestThreads
 
-/// A transport that answers from a script and records what it was asked. The script gets the
-/// request and how many times its URL was asked before (0 the first time).
-final class ScriptedTransport: HTTPTransport {
-    typealias Answer = @Sendable (TransportRequest, Int) throws -> TransportResponse
-    private let answer: Answer
-    private let log = Mutex<[TransportRequest]>([])
-
-    init(_ answer: @escaping Answer) { self.answer = answer }
-
-    var requests: [TransportRequest] { log.withLock { $0 } }
-
-    /// Waits (without blocking a thread) until `count` requests came, or `limit` of real time passed.
-    func waitForRequests(_ count: Int, within limit: Duration = Polling.generous) async -> Bool {
-        await Polling.until(timeout: limit) { requests.count >= count }
-    }
-
-    func send(_ request: TransportRequest) async throws -> TransportResponse {
-        let earlier = log.withLock { requests in
-            defer { requests.append(request) }
-            return requests.count { $0.url == request.url }
-        }
-        return try answer(request, earlier)
-    }
-}
-
 /// `run --once`: the agent's one round, in process, on a manual clock with a scripted transport.
 @Suite(.ownThreads) struct AgentOnceTests {
     static func plan(_ account: String, url: String) -> SubscriptionPlan {
@@ -346,31 +321,6 @@ final class ScriptedTransport: HTTPTransport {
         #expect(outcome.undelivered.first?.attempts == 1)
     }
 
-    /// A transport whose request to a URL ending in `/held` waits until `release()`, or ends as
-    /// a cancelled transfer does when its task is cancelled; any other is answered 204 at once.
-    final class HoldingTransport: HTTPTransport {
-        private let released = Mutex(false)
-        let log = Mutex<[String]>([])
-        /// The held request's answer once released.
-        let heldStatus: Int
-
-        init(heldStatus: Int = 204) { self.heldStatus = heldStatus }
-
-        func release() { released.withLock { $0 = true } }
-
-        func send(_ request: TransportRequest) async throws -> TransportResponse {
-            log.withLock { $0.append(request.url) }
-            if request.url.hasSuffix("/held") {
-                while !released.withLock({ $0 }) {
-                    if Task.isCancelled { throw TransportError.cancelled }
-                    try? await Task.sleep(for: .milliseconds(5))
-                }
-                return TransportResponse(status: heldStatus)
-            }
-            return TransportResponse(status: 204)
-        }
-    }
-
     /// What a round logged.
     final class LogText: Sendable {
         private let text = Mutex("")
@@ -402,7 +352,7 @@ final class ScriptedTransport: HTTPTransport {
         let logged = LogText()
         let painted = LogText()
         let (run, stop) = Self.stoppableRound(transport, clock: ManualClock(), logged: logged, painted: painted)
-        #expect(await Polling.until { transport.log.withLock { $0 } == ["http://x.example/held"] })
+        #expect(await Polling.until { transport.urls == ["http://x.example/held"] })
         #expect(await Polling.until { painted.value.contains("Reporting: 0/3 done, 0 retrying, 1 in flight") }, "\(painted.value)")
         stop.request()
         #expect(await Polling.until { logged.value.contains("<6>stopping: no new requests; 1 in flight gets 7s to finish") },
@@ -415,7 +365,7 @@ final class ScriptedTransport: HTTPTransport {
         #expect(outcome.delivered == 1)
         #expect(outcome.undelivered.map { $0.key.account } == ["a1", "a2"])
         #expect(outcome.undelivered.map { $0.attempts } == [0, 0])
-        #expect(transport.log.withLock { $0 } == ["http://x.example/held"])
+        #expect(transport.urls == ["http://x.example/held"])
         #expect(!logged.value.contains("after the grace period"))
     }
 
@@ -423,7 +373,7 @@ final class ScriptedTransport: HTTPTransport {
         let transport = HoldingTransport(heldStatus: 503)
         let logged = LogText()
         let (run, stop) = Self.stoppableRound(transport, clock: ManualClock(), logged: logged)
-        #expect(await Polling.until { transport.log.withLock { $0 } == ["http://x.example/held"] })
+        #expect(await Polling.until { transport.urls == ["http://x.example/held"] })
         stop.request()
         transport.release()
         let outcome = await run.value
@@ -443,7 +393,7 @@ final class ScriptedTransport: HTTPTransport {
         let stop = RoundStop()
         stop.request()
         let outcome = await agent.runOnce(deadline: .seconds(60), stop: stop)
-        #expect(transport.log.withLock { $0 }.isEmpty)
+        #expect(transport.urls.isEmpty)
         #expect(outcome.delivered == 0 && outcome.undelivered.map { $0.key.account } == ["a0"])
         #expect(outcome.stateWritten)
         #expect(try store.records().map { $0.state } == [.pending])
@@ -462,25 +412,12 @@ final class ScriptedTransport: HTTPTransport {
         let stop = RoundStop()
         stop.request()
         let outcome = await agent.runOnce(deadline: .seconds(60), stop: stop)
-        #expect(transport.log.withLock { $0 }.isEmpty)
+        #expect(transport.urls.isEmpty)
         #expect(outcome.total == 25 && outcome.delivered == 0)
         #expect(Set(outcome.undelivered.map { $0.key.account }) == Set(plans.map(\.account)))
         #expect(outcome.stateWritten)
         // Each record written is the start's pending one: nothing claims a delivery.
         #expect(try store.records().allSatisfy { $0.state == .pending })
-    }
-
-    /// Answers every request "stopped": its credentials are refused.
-    struct RefusingBackend: Backend {
-        var type: String { "accepting" }
-        func check(_ context: BackendContext, skipping passedEarly: [Bool]?, diagnostics: inout DiagnosticList) {}
-        func planner(_ context: BackendContext, diagnostics: inout DiagnosticList) -> any SubscriptionPlanner {
-            AgentOnceConfirmationTests.AcceptingBackend.NoPlans()
-        }
-        func cleanupRequest(account: String, service: String, stored: String) -> SubscriptionRequest? { nil }
-        func send(_ requests: [SubscriptionRequest], transport: any HTTPTransport, defaultTimeout: Duration) async -> [Outcome] {
-            requests.map { _ in .stopped("credentials refused") }
-        }
     }
 
     @Test(arguments: [100, 5_000])
@@ -491,7 +428,7 @@ final class ScriptedTransport: HTTPTransport {
         let clock = ManualClock()
         let plans = (0..<count).map { AgentOnceConfirmationTests.plan("a\($0)", service: "s") }
         let agent = Agent(start: .configuration(plans: plans, records: [], pollers: []), settings: Self.settings(),
-                          backends: Backends([RefusingBackend()]), transport: ScriptedTransport { _, _ in TransportResponse(status: 204) },
+                          backends: Backends([ScriptedBackend(type: "accepting", always: .stopped("credentials refused"))]), transport: ScriptedTransport { _, _ in TransportResponse(status: 204) },
                           recorder: StateRecorder(store: store, logger: Self.quiet, clock: clock),
                           logger: Self.quiet, clock: clock, wallClock: { 0 }, startRunSize: 4, feedWait: .milliseconds(5))
         let outcome = try #require(await Self.roundEndsBeforeItsDeadline(agent, clock: clock))
@@ -526,7 +463,7 @@ final class ScriptedTransport: HTTPTransport {
         let logged = LogText()
         let clock = ManualClock()
         let (run, stop) = Self.stoppableRound(transport, clock: clock, logged: logged)
-        #expect(await Polling.until { transport.log.withLock { $0 } == ["http://x.example/held"] })
+        #expect(await Polling.until { transport.urls == ["http://x.example/held"] })
         stop.request()
         #expect(await Polling.until { logged.value.contains("stopping: no new requests; 1 in flight gets 7s to finish") })
         // The deadline's sleep and the grace period's.
@@ -535,7 +472,7 @@ final class ScriptedTransport: HTTPTransport {
         let outcome = await run.value
         #expect(outcome.delivered == 0)
         #expect(outcome.undelivered.map { $0.key.account } == ["a0", "a1", "a2"])
-        #expect(transport.log.withLock { $0 } == ["http://x.example/held"])
+        #expect(transport.urls == ["http://x.example/held"])
         #expect(logged.value.contains("<4>1 request still in flight after the grace period is cancelled"), "\(logged.value)")
     }
 

@@ -1,9 +1,10 @@
 @testable import PushAgent
 import PushConfig
 import Testing
+import PushTestThreads
 
 /// Which `agent:` settings a reload applies, and which it names as waiting for a restart.
-@Suite struct AgentSettingsReloadTests {
+@Suite(.blockingThreads) struct AgentSettingsReloadTests {
     @Test func aReloadNamesTheSettingsThatWaitForARestart() {
         let old = AgentSettings()
         var new = old

@@ -1,10 +1,11 @@
 @testable import PushAgent
 import PushState
 import Testing
+import PushTestThreads
 
 /// The book's table of entries: a dictionary's behaviour, entries kept densely, and the counts of
 /// entries with a job kept exact through every change.
-@Suite struct EntryTableTests {
+@Suite(.blockingThreads) struct EntryTableTests {
     static func entry(_ account: String, service: String = SubscriptionKey.acrobits, job: AgentBook.Job?,
                       state: SubscriptionState = .pending) -> AgentBook.Entry {
         AgentBook.Entry(record: SubscriptionRecord(key: SubscriptionKey(account: account, service: service), state: state),

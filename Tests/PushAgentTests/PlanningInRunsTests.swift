@@ -5,10 +5,11 @@ import PushConfig
 import PushState
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// The agent plans a large configuration's accounts in runs on every processor when every
 /// backend allows it: the plans and diagnostics must be those of one account after another.
-@Suite struct PlanningInRunsTests {
+@Suite(.blockingThreads) struct PlanningInRunsTests {
     /// Accounts with and without problems, removals, a shared receiver and disabled ones,
     /// spread so that runs split them.
     static func configuration(services: String = "", count: Int = 600) -> String {

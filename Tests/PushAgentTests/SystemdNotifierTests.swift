@@ -5,9 +5,10 @@ import Glibc
 import PushTestSupport
 import Synchronization
 import Testing
+import PushTestThreads
 
 /// The notify protocol never makes the agent wait for systemd.
-@Suite struct SystemdNotifierTests {
+@Suite(.blockingThreads) struct SystemdNotifierTests {
     /// A datagram socket bound at a path of its own, read only when the test says.
     final class Socket {
         let directory = TemporaryDirectory()

@@ -1,7 +1,8 @@
 @testable import PushConfig
 import Testing
+import PushTestThreads
 
-@Suite struct AccountIDClaimsTests {
+@Suite(.blockingThreads) struct AccountIDClaimsTests {
     private let file = SourcePath("accounts.yaml")
 
     private func at(_ line: Int) -> SourcePosition { SourcePosition(line: line, column: 5) }

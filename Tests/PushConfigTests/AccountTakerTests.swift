@@ -1,8 +1,9 @@
 @testable import PushConfig
 import Testing
+import PushTestThreads
 
 /// Planning takes each account out of the list once it is planned (``AccountTaker``).
-@Suite struct AccountTakerTests {
+@Suite(.blockingThreads) struct AccountTakerTests {
     static func account(_ id: String) -> Account {
         var values = AccountValueTable()
         values["username"] = ConfigValue(text: id, origin: ValueOrigin(file: "c.yaml", position: SourcePosition(line: 1, column: 1)))

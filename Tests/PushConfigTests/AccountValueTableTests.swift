@@ -1,7 +1,8 @@
 @testable import PushConfig
 import Testing
+import PushTestThreads
 
-@Suite("AccountValueTable: an account's values by key")
+@Suite("AccountValueTable: an account's values by key", .blockingThreads)
 struct AccountValueTableTests {
     private func value(_ text: String) -> ConfigValue {
         let scalar = YAMLScalar(value: text, start: SourcePosition(line: 1, column: 1), end: SourcePosition(line: 1, column: 1))

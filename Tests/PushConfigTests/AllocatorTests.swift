@@ -1,10 +1,11 @@
 @testable import PushConfig
 import Testing
+import PushTestThreads
 import PushSystem
 
 /// The keys of the threads' heaps (``Allocator/keyThisThreadsHeap()``): what freeing them gives
 /// back is measured by `make bench` (RSS over 10 reloads), not here.
-@Suite struct HeapKeysTests {
+@Suite(.blockingThreads) struct HeapKeysTests {
     static var blocks: [UnsafeMutableRawPointer] { (0..<7).map { UnsafeMutableRawPointer(bitPattern: 0x1000 * ($0 + 1))! } }
 
     @Test func theNewestAreKeptAndTheOldestGivenBackBeyondTheLimit() {

@@ -2,10 +2,11 @@
 @testable import PushAcrobits
 import PushBackend
 import Testing
+import PushTestThreads
 
 /// `validate` renders a request only where values can matter (``ValueSensitivity``); its
 /// diagnostics must be those of rendering every request.
-@Suite("Checking requests: answers found once per template are given for every account")
+@Suite("Checking requests: answers found once per template are given for every account", .blockingThreads)
 struct CheckingTests {
     static let files: [(String, String)] = [
         ("a.yaml", """

@@ -1,8 +1,9 @@
 import PushConfig
 import Testing
+import PushTestThreads
 
 /// SPEC §12: control characters in text that is printed are written as escapes.
-@Suite struct ControlCharacterEscapingTests {
+@Suite(.blockingThreads) struct ControlCharacterEscapingTests {
     @Test(arguments: [
         ("plain text, é, \u{A0}, ©, 日本, \\ and %", "plain text, é, \u{A0}, ©, 日本, \\ and %"),
         ("a\nb\r\tc", #"a\nb\r\tc"#),

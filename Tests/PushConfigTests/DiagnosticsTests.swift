@@ -1,8 +1,9 @@
 import PushConfig
 import Testing
+import PushTestThreads
 
 /// Golden diagnostics: exact file, line, column and message.
-@Suite("Diagnostics carry the exact file:line:column")
+@Suite("Diagnostics carry the exact file:line:column", .blockingThreads)
 struct DiagnosticsTests {
     static let device = """
         selector: 12869E0E6E553673C54F29105A0647204C416A2A:7C3A0D14
@@ -317,7 +318,7 @@ struct DiagnosticsTests {
 }
 
 /// What a person reads of one problem many accounts share (``Swift/Array/collapsingRepeats(shown:)``).
-@Suite struct CollapsedRepeatsTests {
+@Suite(.blockingThreads) struct CollapsedRepeatsTests {
     static func warning(_ line: Int, _ message: String, file: String = "a.yaml", account: String? = "u\(Int.random(in: 0..<1_000_000))") -> Diagnostic {
         Diagnostic(file: file, line: line, column: 5, severity: .warning, message: message, account: account)
     }

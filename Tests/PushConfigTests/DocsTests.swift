@@ -8,9 +8,10 @@ import PushFCM
 import PushTemplates
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// The examples in docs/ are run: templates render to what the page says, configurations load clean.
-@Suite("The docs' examples work as written")
+@Suite("The docs' examples work as written", .blockingThreads)
 struct DocsTests {
     /// The fenced blocks of `language` in a Markdown file.
     static func blocks(_ language: String, in file: String) throws -> [String] {

@@ -1,7 +1,8 @@
 @testable import PushConfig
 import Testing
+import PushTestThreads
 
-@Suite("DurationParser and the URL scheme check")
+@Suite("DurationParser and the URL scheme check", .blockingThreads)
 struct DurationParserTests {
     @Test("durations as configurations write them", arguments: [
         ("500ms", 500), ("5s", 5_000), ("15m", 900_000), ("24h", 86_400_000), ("1d", 86_400_000),

@@ -1,7 +1,8 @@
 import PushConfig
 import Testing
+import PushTestThreads
 
-@Suite struct DurationTextTests {
+@Suite(.blockingThreads) struct DurationTextTests {
     @Test(arguments: [
         (Duration.milliseconds(0), "0ms"), (.milliseconds(250), "250ms"), (.milliseconds(4237), "4.2s"),
         (.seconds(20), "20s"), (.milliseconds(59_990), "60s"), (.seconds(60), "1m"), (.seconds(200), "3m 20s"),

@@ -2,9 +2,10 @@ import Foundation
 @testable import PushConfig
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// The thread that reads a load's files ahead ends with the load, whatever the load took.
-@Suite struct FileReaderTests {
+@Suite(.blockingThreads) struct FileReaderTests {
     /// How many threads of this process are called `name` (as `top -H` shows them).
     static func threads(named name: String) -> Int {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []

@@ -1,9 +1,10 @@
 @testable import PushConfig
 import PushTestSupport
 import Testing
+import PushTestThreads
 import PushSystem
 
-@Suite("FileSystem.read")
+@Suite("FileSystem.read", .blockingThreads)
 struct FileSystemTests {
     @Test("a file is read whole, whatever its size says")
     func readsWholeFiles() throws {

@@ -1,5 +1,6 @@
 import PushConfig
 import Testing
+import PushTestThreads
 
 #if canImport(Glibc)
 import Glibc
@@ -11,7 +12,7 @@ import Darwin
 /// with a diagnostic. Each runs in a child process (an exit test) with a cap on its address space,
 /// so a regression fails this test instead of taking the whole test run, or the machine's memory,
 /// down with it.
-@Suite("Fuzz regressions (fuzz/regressions/loader)")
+@Suite("Fuzz regressions (fuzz/regressions/loader)", .blockingThreads)
 struct FuzzRegressionTests {
     /// `fuzz/regressions/loader/oom_file-dev-zero`: `!file` naming a file that never ends. Reading
     /// it grew memory without bound until the process died; it must be an error on the tag's line.

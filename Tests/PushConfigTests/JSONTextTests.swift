@@ -1,9 +1,10 @@
 import PushConfig
 import Testing
+import PushTestThreads
 
 /// `JSONText.string` reads bytes; these hold it to the rule it implements, written scalar by
 /// scalar as it first was.
-@Suite struct JSONTextTests {
+@Suite(.blockingThreads) struct JSONTextTests {
     /// The rule: quote, backslash and the usual controls as short escapes; other C0 controls, DEL,
     /// C1 controls, U+2028 and U+2029 as `\u` and four lower-case hex digits; U+0001 kept when
     /// markers are; everything else as it is.

@@ -3,8 +3,9 @@ import PushConfig
 import PushBackend
 import PushTestSupport
 import Testing
+import PushTestThreads
 
-@Suite("Loading: defaults, use:, aliases, agent, tags")
+@Suite("Loading: defaults, use:, aliases, agent, tags", .blockingThreads)
 struct LoaderTests {
     @Test("defaults apply to the file's accounts only, and an account's own keys win")
     func defaultsPerFile() throws {
@@ -245,7 +246,7 @@ struct LoaderTests {
     }
 }
 
-@Suite("Requests: method, headers, secrets, fingerprint (SPEC §4)")
+@Suite("Requests: method, headers, secrets, fingerprint (SPEC §4)", .blockingThreads)
 struct RequestBuildingTests {
     static let account = """
         accounts:

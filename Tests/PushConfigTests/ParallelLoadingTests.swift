@@ -4,6 +4,7 @@ import Foundation
 import PushBackend
 import PushTestSupport
 import Testing
+import PushTestThreads
 import PushSystem
 
 /// Large configurations are read and checked in runs of accounts on several threads, and a
@@ -11,7 +12,7 @@ import PushSystem
 /// another: the same accounts, and the same diagnostics (in the same order for runs; for a
 /// streamed file, whose YAML errors and keys after `accounts:` are reported after its accounts,
 /// the same once sorted by position, as validate prints them).
-@Suite("Reading and checking in runs gives what one run gives")
+@Suite("Reading and checking in runs gives what one run gives", .blockingThreads)
 struct ParallelLoadingTests {
     /// Accounts with one problem or another, spread so that the runs split them.
     static func accounts(prefix: String, count: Int) -> String {

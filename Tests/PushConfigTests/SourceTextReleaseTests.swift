@@ -2,10 +2,11 @@ import Foundation
 @testable import PushConfig
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// A large load lets each file's bytes go once it is parsed (``SourceText/releaseBytes()``) and
 /// reads them back when a diagnostic needs them, but only from the file it read.
-@Suite("A source's bytes, let go and read back")
+@Suite("A source's bytes, let go and read back", .blockingThreads)
 struct SourceTextReleaseTests {
     @Test("bytes let go are read back from the unchanged file, positions and all")
     func readBack() throws {

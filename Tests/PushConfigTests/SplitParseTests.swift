@@ -1,12 +1,13 @@
 @testable import PushConfig
 import Testing
+import PushTestThreads
 import PushSystem
 
 /// A large `accounts:` is parsed in two parts at once (``SplitFeed``): the second part from a
 /// guessed item line, by another parser. Whatever the text, the items and tree must be those
 /// of one parse of the whole text, positions included; where the guess cannot be trusted the
 /// parse falls back to reading the text in order.
-@Suite("Parsing accounts in two parts gives what one parse gives")
+@Suite("Parsing accounts in two parts gives what one parse gives", .blockingThreads)
 struct SplitParseTests {
     /// What a streaming parse gave, with the streamed items put back into the tree.
     struct Outcome {

@@ -1,8 +1,9 @@
 import PushConfig
 import PushTemplates
 import Testing
+import PushTestThreads
 
-@Suite struct URLTextTests {
+@Suite(.blockingThreads) struct URLTextTests {
     @Test(arguments: [
         ("https://push.example.com/v1/token", "push.example.com:443"),
         ("http://Push.Example.com?x=1", "push.example.com:80"),
@@ -77,7 +78,7 @@ import Testing
 }
 
 /// The byte-level readers and the cache answer as the straightforward reading of the text does.
-@Suite struct URLTextReadingTests {
+@Suite(.blockingThreads) struct URLTextReadingTests {
     @Test(arguments: [
         ("HTTPS://Push.Example.COM/x", "https", "push.example.com", 443),
         ("http://127.0.0.1", "http", "127.0.0.1", 80),

@@ -1,6 +1,7 @@
 @testable import PushConfig
 import PushTestSupport
 import Testing
+import PushTestThreads
 import PushSystem
 #if canImport(Glibc)
 import Glibc
@@ -9,7 +10,7 @@ import Glibc
 /// A file read in chunks (``InputWindow``, for `preview`) must parse as its whole bytes parse:
 /// the same tree, positions included, and the same problems. The windows here are a few bytes,
 /// so that every text moves them many times, between any two bytes.
-@Suite("Parsing a file read in chunks gives what a parse of its bytes gives")
+@Suite("Parsing a file read in chunks gives what a parse of its bytes gives", .blockingThreads)
 struct WindowedParseTests {
     /// Texts with what the tree builder looks at in the bytes: tags and anchors before a
     /// node's text (over line breaks and comments), the end of the input without a line break,

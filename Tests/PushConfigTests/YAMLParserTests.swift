@@ -1,4 +1,5 @@
 import Testing
+import PushTestThreads
 @testable import PushConfig
 
 // MARK: - Helpers
@@ -51,7 +52,7 @@ private struct ByteGenerator {
 
 // MARK: - Scalars and positions
 
-@Suite("YAMLParser scalars")
+@Suite("YAMLParser scalars", .blockingThreads)
 struct YAMLParserScalarTests {
     @Test func plainScalarPositions() throws {
         let mapping = try rootMapping("name: hello world\nport: 8080\n")
@@ -253,7 +254,7 @@ struct YAMLParserScalarTests {
 
 // MARK: - Structure
 
-@Suite("YAMLParser structure")
+@Suite("YAMLParser structure", .blockingThreads)
 struct YAMLParserStructureTests {
     @Test func mappingKeepsFileOrder() throws {
         let keys = (0..<40).map { "key\(($0 * 7) % 40)" }
@@ -360,7 +361,7 @@ struct YAMLParserStructureTests {
 
 // MARK: - Anchors, aliases and merge keys
 
-@Suite("YAMLParser aliases")
+@Suite("YAMLParser aliases", .blockingThreads)
 struct YAMLParserAliasTests {
     @Test func aliasCopiesAnchoredNode() throws {
         let mapping = try rootMapping("base: &b\n  x: 1\ncopy: *b\nname: &n hello\nagain: *n\n")
@@ -450,7 +451,7 @@ struct YAMLParserAliasTests {
 
 // MARK: - Fatal errors
 
-@Suite("YAMLParser errors")
+@Suite("YAMLParser errors", .blockingThreads)
 struct YAMLParserErrorTests {
     @Test func syntaxErrorMessageAndPosition() {
         // libyaml's "mapping values are not allowed in this context", said as what to mend.
@@ -635,7 +636,7 @@ struct YAMLParserErrorTests {
 
 // MARK: - SourceText
 
-@Suite("SourceText")
+@Suite("SourceText", .blockingThreads)
 struct SourceTextTests {
     @Test func roundTripsEveryCharacter() throws {
         let text = "ab\r\né😀x\rz\u{85}q\u{2028}r\u{2029}s\n\nlast"

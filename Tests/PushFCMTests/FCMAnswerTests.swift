@@ -6,13 +6,14 @@ import PushBackend
 import PushTestSupport
 import PushTransport
 import Testing
+import PushTestThreads
 
 /// What FCM's answers mean (SPEC §9.3, §10), the signed assertion, and what `status` shows.
-@Suite struct FCMAnswerTests {
+@Suite(.blockingThreads) struct FCMAnswerTests {
     static func judge(_ status: Int, _ body: String, headers: [(name: String, value: String)] = []) -> String {
         let exchange = FCMSender(target: FCMTarget(service: "fcm", endpoint: "https://f.example/fcm/notification", projectId: "p",
                                                      credential: .serverKey("k")),
-                                   group: "g", memory: FCMMemory(), transport: NoTransport(), timeout: .seconds(1), wallClock: { 0 })
+                                   group: "g", memory: FCMMemory(), transport: ScriptedTransport(numbered: { _ in 500 }), timeout: .seconds(1), wallClock: { 0 })
         switch exchange.judge(TransportResponse(status: status, headers: headers, body: Array(body.utf8)), secrets: ["k-secret"]) {
         case .key(let key): return "key \(key)"
         case .alreadyExists: return "already exists"
@@ -21,10 +22,6 @@ import Testing
         case .outcome(.retry(let failure)): return "retry: \(failure.reason)\(failure.retryAfter == nil ? "" : " (Retry-After)")"
         case .outcome(let other): return "\(other)"
         }
-    }
-
-    struct NoTransport: HTTPTransport {
-        func send(_ request: TransportRequest) async throws -> TransportResponse { TransportResponse(status: 500) }
     }
 
     @Test func onlyA200WithAKeyIsSuccessAndFCMsErrorsAreMatchedWithoutCase() {

@@ -2,9 +2,10 @@ import PushBackend
 import PushConfig
 @testable import PushFCM
 import Testing
+import PushTestThreads
 
 /// `preview` of device-group subscriptions, and the plans `run` gets (SPEC §9.3, §9.0, §12).
-@Suite struct FCMPreviewTests {
+@Suite(.blockingThreads) struct FCMPreviewTests {
     static let yaml = """
         services:
           fcm: {type: fcm-device-group, projectId: p-1, serviceAccount: !file sa.json}

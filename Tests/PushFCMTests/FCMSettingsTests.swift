@@ -2,10 +2,11 @@ import PushBackend
 import PushConfig
 @testable import PushFCM
 import Testing
+import PushTestThreads
 
 /// `validate` on `fcm-device-group` services and the accounts naming them (SPEC §9.3, §9.0):
 /// every problem at its file, line and column, with a did-you-mean where one helps.
-@Suite struct FCMSettingsTests {
+@Suite(.blockingThreads) struct FCMSettingsTests {
     static let accounts = """
         accounts:
           - username: alice

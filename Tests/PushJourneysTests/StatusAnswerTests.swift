@@ -2,9 +2,10 @@
 import PushBackend
 import PushScheduler
 import Testing
+import PushTestThreads
 
 /// SPEC §9.2: what each status answer of the Journeys status endpoint means.
-@Suite struct StatusAnswerTests {
+@Suite(.blockingThreads) struct StatusAnswerTests {
     static func outcome(_ status: String?, _ reason: String? = nil) -> Outcome? {
         JourneysPoller.outcome(.init(Status: status, FailureReason: reason))
     }

@@ -1,10 +1,11 @@
 import PushBackend
 @testable import PushJourneys
 import Testing
+import PushTestThreads
 
 /// A stored cleanup's text is compared with the state's at each reload: written by hand, it must
 /// be the bytes JSONEncoder (sorted keys, slashes kept) wrote before, and read back whole.
-@Suite struct StoredCleanupTests {
+@Suite(.blockingThreads) struct StoredCleanupTests {
     static let items = [
         JourneysItem(kind: .cleanup, url: "https://public-eur.mkt.dynamics.com/api/v1.0/orgs/1/pushdevicecleanup",
                      batchURL: "https://public-eur.mkt.dynamics.com/api/v1.0/orgs/1/pushdevicecleanup/batch",

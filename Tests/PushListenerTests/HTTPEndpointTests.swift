@@ -5,10 +5,11 @@ import PushListener
 import PushTestSupport
 import Synchronization
 import Testing
+import PushTestThreads
 
 /// The agent's endpoint (SPEC §9.5) in process: what it answers, and that no client, idle, slow
 /// or hostile, holds it.
-@Suite struct HTTPEndpointTests {
+@Suite(.blockingThreads) struct HTTPEndpointTests {
     /// A client socket of the test's.
     final class Client {
         let fd: Int32

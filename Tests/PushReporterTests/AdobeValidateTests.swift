@@ -1,10 +1,11 @@
 import Foundation
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// `validate` on adobe-campaign services (SPEC §9.4): each problem of a setting or of an
 /// account's ecid at its file, line and column, with a did-you-mean where one helps.
-@Suite struct AdobeValidateTests {
+@Suite(.blockingThreads) struct AdobeValidateTests {
     @Test func badSettingsAndEcidsAreSaidWhereTheyAreWritten() throws {
         let directory = TemporaryDirectory()
         let path = directory.write("c.yaml", """

@@ -1,8 +1,9 @@
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// The `agent:` block takes plain values: a secret's tag there is refused where it is written.
-@Suite struct AgentBlockTests {
+@Suite(.blockingThreads) struct AgentBlockTests {
     @Test func aTagUnderAgentIsRefusedAtItsPlace() throws {
         let config = """
             agent:

@@ -3,31 +3,18 @@ import PushState
 import PushTestSupport
 import Synchronization
 import Testing
+import PushTestThreads
 
 /// The long-running `pushreporter run`, the real binary, against a server on 127.0.0.1: reload,
 /// removal, restarts, systemd notifications, `status` and `remove`.
-@Suite(.serialized) struct AgentTests {
-    /// An account reporting its token with GET to `/report/ID?token=…` and its removal with
-    /// DELETE to `/remove/ID?token=…`.
+@Suite(.serialized, .blockingThreads) struct AgentTests {
+    /// See ``SampleConfiguration``.
     static func account(_ id: String, token: String, base: String) -> String {
-        """
-          - id: \(id)
-            pushTokenOther: \(token)
-            pushTokenReporterUrl: \(base)/report/%account[id]%?token=%pushTokenOther%
-            accountRemovalReporterUrl: \(base)/remove/%account[id]%?token=%pushTokenOther%
-            accountRemovalReporterMethod: DELETE
-        """
+        SampleConfiguration.account(id, token: token, base: base)
     }
 
     static func config(_ accounts: [(String, String)], base: String, agent: String = "") -> String {
-        """
-        agent:
-          retry: {initial: 50ms, multiplier: 2, max: 500ms, maxRetryAfter: 1s}
-        \(agent)
-        accounts:
-        \(accounts.map { account($0.0, token: $0.1, base: base) }.joined(separator: "\n"))
-
-        """
+        SampleConfiguration.config(accounts, base: base, agent: agent)
     }
 
     /// `METHOD /path?query` of every request the server got, from index `from`.
@@ -85,102 +72,6 @@ import Testing
         #expect(text.contains("started: reporting \(count) accounts"))
     }
 
-    @Test func removingTwoHundredAccountsIsSaidInAFewLinesNotTwoPerAccount() throws {
-        let server = try LoopbackHTTPServer { _, _ in .status(204) }
-        let files = TemporaryDirectory()
-        let accounts = (0..<201).map { ("a\($0)", "T\($0)") }
-        let config = files.write("accounts.yaml", Self.config(accounts, base: server.baseURL))
-        let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", files.path + "/state"])
-        #expect(agent.waitForStderr("all 201 accounts are reported"), "\(agent.stderr)")
-        let before = agent.stderr.split(separator: "\n").count
-        files.write("accounts.yaml", Self.config(Array(accounts.prefix(1)), base: server.baseURL))
-        agent.signal(SIGHUP)
-        #expect(agent.waitForStderr("200 subscriptions that left the configuration are cleaned up and forgotten"), "\(agent.stderr)")
-        #expect(server.waitForRequests(401, timeout: Polling.generous))
-        let lines = agent.stderr.split(separator: "\n").dropFirst(before)
-        #expect(lines.count <= 5, "\(lines.prefix(10))")
-        #expect(lines.contains { $0.contains("reloaded: 0 new, 0 changed, 1 unchanged, 200 removed") })
-        agent.signal(SIGTERM)
-        #expect(agent.waitForExit() == 0, "\(agent.stderr)")
-    }
-
-    @Test func reloadReportsNewAndChangedAccountsAndRemovesTheOnesThatLeft() throws {
-        let server = try LoopbackHTTPServer { _, _ in .status(204) }
-        let files = TemporaryDirectory()
-        let config = files.write("accounts.yaml", Self.config([("alice", "A1"), ("bob", "B1"), ("carol", "C1")], base: server.baseURL))
-        let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", files.path + "/state"])
-        #expect(agent.waitForStderr("all 3 accounts are reported"), "\(agent.stderr)")
-        #expect(Set(Self.seen(server)) == ["GET /report/alice?token=A1", "GET /report/bob?token=B1", "GET /report/carol?token=C1"])
-
-        // alice unchanged, bob's token changed, carol gone, dave new.
-        files.write("accounts.yaml", Self.config([("alice", "A1"), ("bob", "B2"), ("dave", "D1")], base: server.baseURL))
-        agent.signal(SIGHUP)
-        #expect(agent.waitForStderr("reloaded: 1 new, 1 changed, 1 unchanged, 1 removed"), "\(agent.stderr)")
-        #expect(server.waitForRequests(6, timeout: Polling.generous))
-        #expect(agent.waitForStderr("all 3 accounts are reported", count: 2), "\(agent.stderr)")
-        #expect(Set(Self.seen(server, from: 3)) == ["GET /report/bob?token=B2", "GET /report/dave?token=D1",
-                                                     "DELETE /remove/carol?token=C1"])
-
-        // A reload's warnings are logged, as at start: a fix may itself be misspelt.
-        files.write("accounts.yaml", Self.config([("alice", "A1"), ("bob", "B2"), ("dave", "D1")], base: server.baseURL)
-                    + "    pushTokenIncommingCall: x\n")
-        agent.signal(SIGHUP)
-        #expect(agent.waitForStderr("reloaded: 0 new, 0 changed, 3 unchanged, 0 removed"), "\(agent.stderr)")
-        #expect(agent.waitForStderr("'pushTokenIncommingCall' is not a key pushreporter acts on; did you mean 'pushTokenIncomingCall'? [account dave]"),
-                "\(agent.stderr)")
-
-        // A broken file leaves the agent running on the previous configuration.
-        files.write("accounts.yaml", "accounts:\n  - id: [broken\n")
-        agent.signal(SIGHUP)
-        #expect(agent.waitForStderr("the new configuration is invalid, so the previous one keeps running: \(config):"),
-                "\(agent.stderr)")
-        // Two mistakes, one found loading and one rendering: the log counts both.
-        files.write("accounts.yaml", "agent:\n  timout: 5s\naccounts:\n  - id: alice\n    pushTokenReporterUrl: https://h.example/r?u=%account[usrname]%\n")
-        agent.signal(SIGHUP)
-        #expect(agent.waitForStderr("unknown key 'timout' under agent; did you mean 'timeout'? (and 1 more; pushreporter validate --config \(config) lists them)"),
-                "\(agent.stderr)")
-        let status = try ProcessRunner.pushreporter(["status", "--state-dir", files.path + "/state", "--format", "json"])
-        #expect(status.status == 0)
-        #expect(status.stdout.contains(#""account": "dave""#))
-        #expect(!status.stdout.contains(#""account": "carol""#))
-
-        agent.signal(SIGTERM)
-        #expect(agent.waitForExit() == 0, "\(agent.stderr)")
-        #expect(server.requests.count == 6, "\(Self.seen(server))")
-        #expect(agent.stderr.contains("stopped"))
-    }
-
-    @Test func aChangeWhileTheOldReportIsInFlightIsSentAfterItReturns() throws {
-        // The T1 report is held until the reload is done; T2 must not overtake it, or the server
-        // would keep T1.
-        let events = Mutex<[String]>([])
-        let reloaded = DispatchSemaphore(value: 0)
-        let server = try LoopbackHTTPServer { request, _ in
-            events.withLock { $0.append("start \(request.target)") }
-            if request.target.hasSuffix("token=A1") { _ = reloaded.wait(timeout: .now() + 60) }
-            events.withLock { $0.append("end \(request.target)") }
-            return .status(204)
-        }
-        let files = TemporaryDirectory()
-        let config = files.write("accounts.yaml", Self.config([("alice", "A1")], base: server.baseURL))
-        let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", files.path + "/state"])
-        #expect(server.waitForRequests(1, timeout: Polling.generous))
-        files.write("accounts.yaml", Self.config([("alice", "A2")], base: server.baseURL))
-        agent.signal(SIGHUP)
-        #expect(agent.waitForStderr("reloaded: 0 new, 1 changed, 0 unchanged, 0 removed"), "\(agent.stderr)")
-        reloaded.signal()
-        // Said once: the start's report was still in flight when the reload came.
-        #expect(agent.waitForStderr("the 1 account is reported"), "\(agent.stderr)")
-        #expect(events.withLock { $0 } == ["start /report/alice?token=A1", "end /report/alice?token=A1",
-                                           "start /report/alice?token=A2", "end /report/alice?token=A2"])
-        agent.signal(SIGTERM)
-        #expect(agent.waitForExit() == 0)
-        let records = try SQLiteStateStore(directory: StateDirectory(path: files.path + "/state"), readOnly: true).records()
-        #expect(records.first?.state == .delivered)
-        #expect(records.first?.cleanup?.contains("token=A2") == true)
-        #expect(records.first?.pastCleanups == [])
-    }
-
     @Test func sigtermGivesAHungRequestItsGracePeriodThenExitsZero() throws {
         let server = try LoopbackHTTPServer { _, _ in .hang }
         let files = TemporaryDirectory()
@@ -199,28 +90,6 @@ import Testing
         let records = try SQLiteStateStore(directory: StateDirectory(path: files.path + "/state"), readOnly: true).records()
         #expect(records.map(\.key.account) == ["alice"])
         #expect(records.first?.cleanup?.contains("token=A1") == true)
-    }
-
-    @Test func anAccountRemovedWhileTheAgentWasDownGetsItsRemovalOnTheNextStart() throws {
-        let server = try LoopbackHTTPServer { _, _ in .status(200) }
-        let files = TemporaryDirectory()
-        let state = files.path + "/state"
-        let config = files.write("accounts.yaml", Self.config([("alice", "A1"), ("bob", "B1")], base: server.baseURL))
-        let first = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", state])
-        #expect(first.waitForStderr("all 2 accounts are reported"), "\(first.stderr)")
-        first.signal(SIGTERM)
-        #expect(first.waitForExit() == 0)
-
-        files.write("accounts.yaml", Self.config([("alice", "A1")], base: server.baseURL))
-        let second = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", state])
-        #expect(second.waitForStderr("started: reporting 1 account, sending 1 owed removal"), "\(second.stderr)")
-        #expect(second.waitForStderr("1 subscription that left the configuration is cleaned up and forgotten"), "\(second.stderr)")
-        second.signal(SIGTERM)
-        #expect(second.waitForExit() == 0)
-        // Every start reports every account again, as the Acrobits app does.
-        #expect(Self.seen(server, from: 2).sorted() == ["DELETE /remove/bob?token=B1", "GET /report/alice?token=A1"])
-        let records = try SQLiteStateStore(directory: StateDirectory(path: state), readOnly: true).records()
-        #expect(records.map(\.key.account) == ["alice"])
     }
 
     @Test func systemdIsToldReadyStatusReloadingAndStopping() throws {
@@ -372,7 +241,7 @@ import Testing
 }
 
 /// `run --watch`: a changed file reloads as SIGHUP does.
-@Suite struct WatchTests {
+@Suite(.blockingThreads) struct WatchTests {
     @Test func aChangedFileIsReloaded() throws {
         let server = try LoopbackHTTPServer { _, _ in .status(204) }
         let files = TemporaryDirectory()

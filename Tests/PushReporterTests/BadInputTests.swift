@@ -1,9 +1,10 @@
 import Foundation
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// Bad input never crashes: each case gets one clear sentence and exit 78.
-@Suite("Bad input: one clear sentence and exit 78")
+@Suite("Bad input: one clear sentence and exit 78", .blockingThreads)
 struct BadInputTests {
     let directory = TemporaryDirectory()
 

@@ -1,9 +1,10 @@
 import Foundation
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// The CLI as a user runs it: the README's commands, output formats, exit codes.
-@Suite("Command line, end to end")
+@Suite("Command line, end to end", .blockingThreads)
 struct CommandLineTests {
     @Test("every command in the README's sh blocks runs and exits 0")
     func readmeCommands() throws {
@@ -412,7 +413,7 @@ struct CommandLineTests {
     }
 }
 
-@Suite("Preview formats keep what is sent")
+@Suite("Preview formats keep what is sent", .blockingThreads)
 struct PreviewFormatTests {
     @Test("--format http prints the body byte for byte, CRLF included, and Content-Length matches it")
     func httpBodyBytes() throws {
@@ -472,7 +473,7 @@ struct PreviewFormatTests {
 }
 
 /// `preview` reads the files a second time to print; a file written meanwhile must stop it.
-@Suite("preview of a file written while it prints")
+@Suite("preview of a file written while it prints", .blockingThreads)
 struct PreviewChangedFileTests {
     @Test("a file written in place during preview's second reading stops it with exit 78, after what it printed")
     func writtenDuringTheSecondReading() throws {

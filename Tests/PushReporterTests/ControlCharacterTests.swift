@@ -1,11 +1,12 @@
 import Foundation
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// SPEC §12: text from configuration is escaped wherever it is printed, so an account id or a
 /// file name cannot forge a line, send a terminal an escape sequence, or run a command from
 /// `preview --format curl`.
-@Suite struct ControlCharacterTests {
+@Suite(.blockingThreads) struct ControlCharacterTests {
     /// An account id with a newline, a command after it and an ESC sequence, as YAML can write it.
     static let evilID = #"evil\ntouch PWNED #\e[31m"#
     /// The same id as pushreporter prints it.

@@ -2,9 +2,10 @@ import Crypto
 import Foundation
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// SPEC §9.5: the agent's HTTP endpoint, end to end through the binary.
-@Suite(.serialized) struct EndpointTests {
+@Suite(.serialized, .blockingThreads) struct EndpointTests {
     static let callback = "https://agent.example.com/journeys/journeys/%account[id]%"
 
     /// A running agent with `agent.listen` on a port the system chose, and that port.

@@ -3,10 +3,11 @@ import Crypto
 import Foundation
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// Firebase device groups (SPEC §9.3), the real binary against the fake FCM and its token
 /// endpoint on 127.0.0.1: what the groups hold afterwards, what each request said, `status`.
-@Suite(.serialized) struct FCMTests {
+@Suite(.serialized, .blockingThreads) struct FCMTests {
     /// The service account's key pair: made once, as making one takes a while.
     static let privateKey = try! _RSA.Signing.PrivateKey(keySize: .bits2048)
 

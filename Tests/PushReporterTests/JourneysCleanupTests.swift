@@ -1,11 +1,12 @@
 import Foundation
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// What the agent sends when a Journeys subscription leaves or changes (SPEC §9.0, §9.2): the
 /// cleanup of an account removed by a reload, of a dropped service, of a replaced device token,
 /// and of `pushreporter remove`; and a reload that adds, changes and removes at once.
-@Suite(.serialized) struct JourneysCleanupTests {
+@Suite(.serialized, .blockingThreads) struct JourneysCleanupTests {
     // MARK: Cleanups
 
     @Test func accountsThatLeaveAreCleanedUpAloneOrSeveralInABatch() throws {

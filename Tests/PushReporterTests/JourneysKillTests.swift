@@ -3,10 +3,11 @@ import PushState
 import PushTestSupport
 import Synchronization
 import Testing
+import PushTestThreads
 
 /// SPEC §6 and §9.2 with Journeys batches: a `kill -9` in the middle of batches loses nothing,
 /// and nothing the agent saw acknowledged is registered again while it runs.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct JourneysKillTests {
+@Suite(.serialized, .timeLimit(.minutes(2)), .blockingThreads) struct JourneysKillTests {
     /// Slows one reply in four by up to `slowest` (far below the agent's 5 s timeout, so every
     /// 202 reaches a living agent), until `healthy`.
     final class Pace: Sendable {
@@ -62,7 +63,7 @@ import Testing
         noteTokens()
         writeConfig()
 
-        var random = SeededGenerator(seed: 0x9_0D_5EED)
+        var kills = KillHarness(seed: 0x9_0D_5EED)
         // Where each lifetime's requests end in `fake.requests`.
         var boundaries: [Int] = [0]
         for round in 1...6 {
@@ -83,9 +84,8 @@ import Testing
                 agent.signal(SIGHUP)
             }
             // Anywhere from the first batch to after the first status polls (statusInterval 1s).
-            usleep(UInt32.random(in: 0...2_500_000, using: &random))
-            agent.signal(SIGKILL)
-            #expect(agent.waitForExit() == 128 + SIGKILL, "round \(round)")
+            let killed = kills.kill(agent, within: 0...2_500_000)
+            #expect(killed, "round \(round)")
             #expect(Self.waitUntilDrained(fake), "round \(round): the fake still has connections of the killed agent")
             boundaries.append(fake.requests.count)
         }

@@ -1,10 +1,11 @@
 import Foundation
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// The Journeys `apiToken` is a secret (SPEC §2, §9.2, §12): the receiver gets it, and
 /// `preview --show-secrets` shows it; nothing else a user sees does.
-@Suite struct JourneysSecretTests {
+@Suite(.blockingThreads) struct JourneysSecretTests {
     static let secret = "s3cr3t-journeys-token-7f2c"
 
     @Test func theApiTokenIsSentButNeverShown() throws {

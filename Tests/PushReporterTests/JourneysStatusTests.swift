@@ -1,10 +1,11 @@
 import Foundation
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// What the agent does with each answer of the Journeys status endpoint (SPEC §9.2): delivered,
 /// registered again, rejected, stopped, unconfirmed; and a status query in flight at SIGTERM.
-@Suite(.serialized) struct JourneysStatusTests {
+@Suite(.serialized, .blockingThreads) struct JourneysStatusTests {
     @Test func statusAnswersDeliverOrRejectEachRegistration() throws {
         let bench = try JourneysBench()
         let names = ["dup", "long", "dry", "odd", "fine"]

@@ -2,10 +2,11 @@ import Foundation
 import PushTestSupport
 import Synchronization
 import Testing
+import PushTestThreads
 
 /// The real binary against a fake Customer Insights – Journeys API on 127.0.0.1 (SPEC §9.0,
 /// §9.2): what the fake received, and what a user sees (exit status, summary, log, `status`).
-@Suite(.serialized) struct JourneysTests {
+@Suite(.serialized, .blockingThreads) struct JourneysTests {
     static let alice = JourneysAccount("alice", token: "tok-alice", platform: "ios")
     static let bob = JourneysAccount("bob", token: "tok-bob", platform: "android")
     static let carol = JourneysAccount("carol", token: "tok-carol", platform: "ios")

@@ -1,10 +1,11 @@
 import Foundation
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// `pushreporter validate` on Journeys services and subscriptions (SPEC §7, §9.2): each problem
 /// is one `FILE:LINE:COLUMN: error: …` line at the key or value at fault, and the exit is 78.
-@Suite struct JourneysValidateTests {
+@Suite(.blockingThreads) struct JourneysValidateTests {
     /// The settings of a valid service, in file order (they start on line 4).
     static let settings: [(key: String, value: String)] = [
         ("publicEndpoint", "https://push.example.com"),

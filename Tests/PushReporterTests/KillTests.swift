@@ -3,9 +3,10 @@ import PushState
 import PushTestSupport
 import Synchronization
 import Testing
+import PushTestThreads
 
 /// SPEC §6: a `kill -9` at any moment loses nothing and corrupts nothing.
-@Suite(.serialized) struct KillTests {
+@Suite(.serialized, .blockingThreads) struct KillTests {
     /// What the server answered, per request.
     final class Ledger: Sendable {
         struct Entry: Sendable {
@@ -55,7 +56,7 @@ import Testing
         }
         writeConfig()
 
-        var random = SeededGenerator(seed: 42)
+        var kills = KillHarness(seed: 42)
         for round in 1...10 {
             // While the agent is down: accounts leave, tokens change.
             if round == 4 { for index in 0..<200 { present[index] = false } }
@@ -63,7 +64,7 @@ import Testing
             if round == 8 { for index in 1900..<2000 { present[index] = false } }
             writeConfig()
             let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", state])
-            usleep(UInt32.random(in: 50_000...700_000, using: &random))
+            kills.pause(within: 50_000...700_000)
             if round == 3 {
                 // Before any account leaves, every account's report has reached the server, so
                 // each one that leaves is owed a removal, however slow the machine.
@@ -76,10 +77,9 @@ import Testing
                 if round == 9 { for index in 1500..<1600 { tokens[index] = "T3" } }
                 writeConfig()
                 agent.signal(SIGHUP)
-                usleep(UInt32.random(in: 0...300_000, using: &random))
             }
-            agent.signal(SIGKILL)
-            #expect(agent.waitForExit() == 128 + SIGKILL)
+            let killed = kills.kill(agent, within: (round == 5 || round == 9) ? 0...300_000 : 0...0)
+            #expect(killed, "round \(round)")
         }
 
         ledger.healthy.store(true, ordering: .releasing)

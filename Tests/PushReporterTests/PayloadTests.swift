@@ -1,10 +1,11 @@
 import Foundation
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// `pushreporter payload` (SPEC §9.4): the test pushes of seed 003, byte for byte, and `track`
 /// reads what it prints.
-@Suite struct PayloadTests {
+@Suite(.blockingThreads) struct PayloadTests {
     /// The iOS sample of seed 003 as a message.
     static let iosMessage = """
         title: Push Notification Title

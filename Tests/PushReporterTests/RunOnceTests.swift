@@ -2,10 +2,11 @@ import Foundation
 import PushTestSupport
 import Synchronization
 import Testing
+import PushTestThreads
 
 /// `pushreporter run --once`, the real binary, against a server on 127.0.0.1: what the server
 /// received, the exit status and the summary.
-@Suite struct RunOnceTests {
+@Suite(.blockingThreads) struct RunOnceTests {
     /// A one-account configuration reporting to `url`, with fast retries; `extra` adds account keys.
     static func config(url: String, extra: String = "", agent: String = "") -> String {
         """

@@ -3,13 +3,14 @@ import Foundation
 @testable import PushState
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// SPEC §12: a secret never appears in any output `--show-secrets` does not unlock. One
 /// configuration puts a distinctive secret in every place a secret can be — every web-service
 /// key, each tag, key names, globals, the Journeys API token and a callback header, FCM's
 /// service-account key, its access tokens and a legacy server key — and every command runs in
 /// every format; none of them may print one. A new backend adds its credentials here.
-@Suite(.serialized) struct SecretLeakTests {
+@Suite(.serialized, .blockingThreads) struct SecretLeakTests {
     /// FCM's service account: its private key is a secret, as are the access tokens it gets.
     static let fcmKey = try! _RSA.Signing.PrivateKey(keySize: .bits2048)
 
@@ -286,7 +287,7 @@ import Testing
 }
 
 /// SPEC §12: every size has a limit `validate` checks, and the message names it.
-@Suite struct SizeLimitTests {
+@Suite(.blockingThreads) struct SizeLimitTests {
     @Test func validateRefusesWhatIsTooLargeNamingTheLimit() throws {
         let files = TemporaryDirectory()
         let big = String(repeating: "a", count: (1 << 20) + 1)

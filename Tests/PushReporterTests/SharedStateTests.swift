@@ -3,10 +3,11 @@ import PushState
 import PushTestSupport
 import Synchronization
 import Testing
+import PushTestThreads
 
 /// SPEC §11: several agents on one PostgreSQL, end to end through the binary, against a real
 /// server the tests start (Debian's postgresql; without it these fail and say what to install).
-@Suite(.serialized) struct SharedStateTests {
+@Suite(.serialized, .blockingThreads) struct SharedStateTests {
     /// A receiver that counts the reports of each account (`GET /r/ACCOUNT?t=TOKEN`), and
     /// their removals (`GET /gone/ACCOUNT`) apart.
     final class Receiver: Sendable {

@@ -1,11 +1,12 @@
 import Foundation
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// SPEC §12: signals are never fatal. SIGHUP, SIGTERM and SIGINT are blocked before anything else
 /// runs, so one that comes while the agent loads is handled once it runs; `run --once` ends its
 /// round on SIGINT or SIGTERM; the other commands still end on them as any program does.
-@Suite struct SignalTests {
+@Suite(.blockingThreads) struct SignalTests {
     /// Enough accounts that loading them takes a while: a signal sent as soon as the agent blocks
     /// it lands before any handler exists.
     static func manyAccounts(base: String) -> String {

@@ -2,10 +2,11 @@ import Foundation
 import PushState
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// The state directory as the real binary uses it (SPEC §11, §12): one writer at a time, a
 /// directory that cannot be read, a database that is damaged.
-@Suite struct StateDirectoryTests {
+@Suite(.blockingThreads) struct StateDirectoryTests {
     @Test func aSecondProcessOnTheStateDirectoryExitsNamingTheFirstUntilItDies() throws {
         let server = try LoopbackHTTPServer { _, _ in .status(204) }
         let files = TemporaryDirectory()

@@ -1,9 +1,10 @@
 import Foundation
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// The shipped unit (SPEC §8): hardened to an exposure of 2.0 or less, with what the agent needs.
-@Suite struct SystemdUnitTests {
+@Suite(.blockingThreads) struct SystemdUnitTests {
     static let unit = RepositoryPaths.root + "/examples/pushreporter.service"
     static let analyzer = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"].first { FileManager.default.isExecutableFile(atPath: $0) }
 

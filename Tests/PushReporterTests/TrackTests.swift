@@ -1,10 +1,11 @@
 import Foundation
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// `pushreporter track`, the real binary, against a fake Adobe tracking server on 127.0.0.1
 /// (SPEC §9.4): what the server received, what the command said, and its exit status.
-@Suite struct TrackTests {
+@Suite(.blockingThreads) struct TrackTests {
     static let ecid = "48932011736589371820"
 
     /// An adobe-campaign service at `server`, an account `dana` with an ECID, and fast retries.

@@ -2,11 +2,12 @@ import Foundation
 import PushState
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// The agent drains `agent.trackingSpool` (SPEC §9.4): a file is deleted only once all its
 /// actions were delivered, and a `kill -9` loses nothing and sends nothing twice that the
 /// server acknowledged.
-@Suite(.serialized) struct TrackingSpoolTests {
+@Suite(.serialized, .blockingThreads) struct TrackingSpoolTests {
     /// The agent's configuration: the spool `spool` beside it, tracking to `server` with a long
     /// timeout (a hung request stays hung until the test acts).
     static func config(_ server: String) -> String {

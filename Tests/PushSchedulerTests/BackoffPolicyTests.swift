@@ -2,8 +2,9 @@ import Foundation
 import PushScheduler
 import PushTestSupport
 import Testing
+import PushTestThreads
 
-@Suite("Backoff curve and jitter")
+@Suite("Backoff curve and jitter", .blockingThreads)
 struct BackoffPolicyTests {
     static let defaultCurve: [Duration] = [5, 10, 20, 40, 80, 160, 320, 640, 1280, 1800, 1800, 1800].map { .seconds($0) }
 

@@ -1,8 +1,9 @@
 import PushScheduler
 import PushTestSupport
 import Testing
+import PushTestThreads
 
-@Suite("Retry decisions (pure)")
+@Suite("Retry decisions (pure)", .blockingThreads)
 struct ReportAttemptsTests {
     static let now: Int64 = 1_750_000_000
 

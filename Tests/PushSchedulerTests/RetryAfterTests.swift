@@ -1,7 +1,8 @@
 import PushScheduler
 import Testing
+import PushTestThreads
 
-@Suite("Retry-After parsing")
+@Suite("Retry-After parsing", .blockingThreads)
 struct RetryAfterTests {
     /// Sun, 06 Nov 1994 08:49:37 GMT, the example date of RFC 9110.
     static let rfcExample: Int64 = 784_111_777

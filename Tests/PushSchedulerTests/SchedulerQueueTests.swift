@@ -1,9 +1,10 @@
 @testable import PushScheduler
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// The scheduler's bookkeeping, driven synchronously: no tasks, no clock, only instants.
-@Suite("The scheduler's queue: batches and holds")
+@Suite("The scheduler's queue: batches and holds", .blockingThreads)
 struct SchedulerQueueTests {
     typealias Queue = SchedulerQueue<String, ManualClock.Instant>
     typealias Instant = ManualClock.Instant

@@ -2,10 +2,11 @@ import Foundation
 import PushState
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// The leases of SPEC §11 in the database itself: several stores on one real PostgreSQL, each an
 /// agent, driven statement by statement.
-@Suite struct PostgresLeaseTests {
+@Suite(.blockingThreads) struct PostgresLeaseTests {
     /// Long enough that no agent expires between two statements, however slow the machine.
     static let timeout = Duration.seconds(30)
     /// Where expiry is what a test is about: a round that finds a lease older than this (slept

@@ -2,9 +2,10 @@ import Foundation
 @testable import PushState
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// What only the SQLite store does: its files, its layouts and their migration.
-@Suite struct SQLiteStateStoreTests {
+@Suite(.blockingThreads) struct SQLiteStateStoreTests {
     private func sample(_ id: String) -> SubscriptionRecord {
         SubscriptionRecord(key: SubscriptionKey(account: id, service: SubscriptionKey.acrobits), fingerprint: "f-\(id)",
                            deliveredFingerprint: "f-\(id)", state: .delivered, lastAttemptAt: 1_700_000_000_000,

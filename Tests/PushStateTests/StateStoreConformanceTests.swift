@@ -2,10 +2,11 @@ import Foundation
 import PushState
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// What every state store must do (SPEC §6, §11), run against each kind of store: SQLite now,
 /// a shared database beside it later. Each test opens stores through a ``StoreKind``.
-@Suite struct StateStoreConformanceTests {
+@Suite(.blockingThreads) struct StateStoreConformanceTests {
     /// A kind of store the suite runs against, and how to open a fresh one and the same one again.
     struct StoreKind: CustomTestStringConvertible, Sendable {
         var name: String

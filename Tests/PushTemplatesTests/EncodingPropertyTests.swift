@@ -5,10 +5,11 @@ import FoundationXML
 import PushTemplates
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// Decoding what a position's encoding produced must give the value back exactly, and the
 /// structure around the value (separators, other fields) must never change.
-@Suite("Encoding round-trips for random Unicode values")
+@Suite("Encoding round-trips for random Unicode values", .blockingThreads)
 struct EncodingPropertyTests {
     static let specials: [Unicode.Scalar] = ["&", "=", "+", "%", "#", "/", "?", "\"", "\\", "<", ">", "'", "\r", "\n",
                                              "\t", " ", ":", "@", ",", ")", "]", "{", "}", "\u{1F600}", "\u{00E9}",

@@ -1,7 +1,8 @@
 import PushTemplates
 import Testing
+import PushTestThreads
 
-@Suite("Compile errors carry the placeholder's offset and a suggestion")
+@Suite("Compile errors carry the placeholder's offset and a suggestion", .blockingThreads)
 struct TemplateErrorTests {
     func only(_ source: String, kind: TemplateKind = .plain) -> TemplateIssue? {
         let found = issues(source, kind: kind)

@@ -1,7 +1,8 @@
 import PushTemplates
 import Testing
+import PushTestThreads
 
-@Suite("Rendering: the Acrobits examples and each position's encoding")
+@Suite("Rendering: the Acrobits examples and each position's encoding", .blockingThreads)
 struct TemplateRenderingTests {
     @Test("the Acrobits GET example renders byte for byte")
     func acrobitsGet() throws {
@@ -108,7 +109,7 @@ struct TemplateRenderingTests {
     }
 }
 
-@Suite("Grammar: literals, %% and percent-escapes")
+@Suite("Grammar: literals, %% and percent-escapes", .blockingThreads)
 struct TemplateGrammarTests {
     @Test("%% is a literal percent sign")
     func doublePercent() throws {
@@ -156,7 +157,7 @@ struct TemplateGrammarTests {
     }
 }
 
-@Suite("Functions")
+@Suite("Functions", .blockingThreads)
 struct TemplateFunctionTests {
     @Test("hashes give lower-case hex")
     func hashes() throws {
@@ -212,7 +213,7 @@ struct TemplateFunctionTests {
     }
 }
 
-@Suite("Secrets")
+@Suite("Secrets", .blockingThreads)
 struct TemplateSecretTests {
     @Test("a secret, and a value derived from one, are masked; other values are not")
     func masked() throws {

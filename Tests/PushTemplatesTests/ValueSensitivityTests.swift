@@ -2,10 +2,11 @@ import Foundation
 import PushTemplates
 import PushTestSupport
 import Testing
+import PushTestThreads
 
 /// A check of many accounts renders a template only when values can change whether rendering
 /// fails or whether the output is well-formed: what `valueSensitivity` says must hold for every value.
-@Suite("Value sensitivity: what values can change about rendering")
+@Suite("Value sensitivity: what values can change about rendering", .blockingThreads)
 struct ValueSensitivityTests {
     private func sensitivity(_ source: String, _ kind: TemplateKind) throws -> ValueSensitivity {
         var scope = TestScope()

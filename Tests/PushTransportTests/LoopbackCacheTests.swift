@@ -1,9 +1,10 @@
 @testable import PushTransport
 import Testing
+import PushTestThreads
 
 /// Requests to this machine never go through a proxy (SPEC §12): the cached answer is always
 /// the one libcurl's own reading of the URL gives.
-@Suite struct LoopbackCacheTests {
+@Suite(.blockingThreads) struct LoopbackCacheTests {
     @Test func everyURLGetsTheAnswerOfLibcurlsReadingWhateverCameBefore() {
         let urls = [
             "http://127.0.0.1:8080/token?a=1", "http://127.0.0.1:8080/other", "http://127.0.0.1:8080?x", "http://127.0.0.1:8080",

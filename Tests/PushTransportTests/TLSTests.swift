@@ -2,11 +2,12 @@ import Foundation
 import PushTestSupport
 import PushTransport
 import Testing
+import PushTestThreads
 
 /// https on 127.0.0.1 with a private CA: the system store alone refuses it, `caFile` adds it,
 /// and an https origin may not redirect to plain http. The server is Python's, with a
 /// certificate made by the openssl command for this test.
-@Suite(.serialized) struct TLSTests {
+@Suite(.serialized, .blockingThreads) struct TLSTests {
     /// A Python https server on 127.0.0.1 and the certificate that signs it.
     final class TLSServer {
         let directory = TemporaryDirectory()
