@@ -45,6 +45,11 @@ test: deps
 bench: deps
 	bash bench/run.sh
 
+## bench-compare: BASE (a commit; HEAD~1 when not given) against this checkout, in turns:
+## validate, preview, run --once and the agent's start (bench/README.md).
+bench-compare: deps
+	bash bench/compare.sh $(BASE)
+
 ## fuzz: a few minutes of libFuzzer on the template parser, the loader and the HTTP request parser.
 fuzz: deps
 	bash fuzz/run.sh

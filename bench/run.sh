@@ -38,16 +38,8 @@ bench_start=$EPOCHREALTIME
 
 # ---- tools -------------------------------------------------------------------------------------
 # The references and the receiver: Debian's curl and nginx-light, installed when missing.
-missing=()
-command -v curl >/dev/null || missing+=(curl)
-command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
-if [ ${#missing[@]} -gt 0 ]; then
-    say "== installing ${missing[*]} (apt-get)"
-    sudo=$( [ "$(id -u)" = 0 ] || echo sudo )
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q >"$OUT/apt.log" 2>&1 || true
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$OUT/apt.log" 2>&1 \
-        || die "cannot install ${missing[*]} (log: $OUT/apt.log)"
-fi
+source bench/tools.sh
+install_bench_tools "$OUT" || die "cannot install curl and nginx-light (log: $OUT/apt.log)"
 
 # ---- build -------------------------------------------------------------------------------------
 say "== building (release, $SCRATCH)"

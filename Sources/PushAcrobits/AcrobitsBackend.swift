@@ -9,6 +9,9 @@ import PushTransport
 ///
 /// Each report goes alone (the receiver is each account's own URL), and a 429 or 503 makes only
 /// that report wait: one slow host never holds back others (SPEC §5).
+///
+/// Guide: docs/configuration.md (the account keys), docs/templates.md, docs/sending.md.
+/// The parts: ``AcrobitsSettings``, ``AcrobitsPlanner`` (``RequestBuilder``), ``AcrobitsSender``.
 public struct AcrobitsBackend: Backend {
     public static let type = "acrobits"
     public var type: String { Self.type }

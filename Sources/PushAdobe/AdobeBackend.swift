@@ -12,6 +12,9 @@ import PushSystem
 /// push payloads, given to `pushreporter track` or dropped in the agent's tracking spool
 /// (``TrackingRun``, ``TrackingSpool``). `validate` checks its settings and every account's
 /// `ecid`; `preview` shows the shape of each account's tracking request.
+///
+/// Guide: docs/adobe.md. The parts: `AdobeSettings`, `AdobePlanner`, `AdobeSender`, and its own
+/// service (``TrackingSpool``) and commands (`track`, `payload`).
 public struct AdobeBackend: Backend, CommandContributor {
     public static let type = "adobe-campaign"
     public var type: String { Self.type }

@@ -11,6 +11,9 @@ import PushScheduler
 /// accounts come, change their token and leave, one request per group for the changes due at
 /// once; their `notification_key`s are kept in state. Requests are authorised with OAuth 2
 /// access tokens of a service account, or the legacy server key.
+///
+/// Guide: docs/fcm.md. The parts: `FCMSettings`, `FCMPlanner`, `FCMSender` (and `FCMMemory`, the
+/// groups' keys it keeps across subscriptions).
 public struct FCMBackend: Backend {
     public static let type = "fcm-device-group"
     public var type: String { Self.type }

@@ -9,6 +9,9 @@ import PushSystem
 /// account that names a `customer-insights-journeys` service registers its device token for
 /// its `userId`, alone or in batches of up to `batchSize`; tracked registrations are polled
 /// until confirmed; a dropped subscription, or a replaced token, is cleaned up.
+///
+/// Guide: docs/journeys.md. The parts: `JourneysSettings`, `JourneysPlanner`, `JourneysSender`
+/// (and `JourneysPoller`, the webhook in `JourneysBackend+Webhook.swift`).
 public struct JourneysBackend: Backend {
     public static let type = "customer-insights-journeys"
     public var type: String { Self.type }
