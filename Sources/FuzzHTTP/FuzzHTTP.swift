@@ -81,9 +81,7 @@ public func fuzzHTTPInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
 
 func require(_ condition: Bool, _ message: @autoclosure () -> String) {
     guard !condition else { return }
-    let line = Array("FuzzHTTP: broken promise: \(message())\n".utf8)
-    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
-    abort()
+    fuzzAbort("FuzzHTTP", "broken promise: \(message())")
 }
 
 #if FUZZING

@@ -149,9 +149,7 @@ func writeFile(_ path: String, _ bytes: [UInt8]) {
 }
 
 func fatal(_ message: String) -> Never {
-    let line = Array("FuzzLoader: \(message)\n".utf8)
-    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
-    abort()
+    fuzzAbort("FuzzLoader", message)
 }
 
 #if FUZZING

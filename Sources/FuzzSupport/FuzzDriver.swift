@@ -76,3 +76,11 @@ public enum FuzzReplay {
         return bytes
     }
 }
+
+/// Ends the process on a broken promise of the code under test, saying which target found it:
+/// libFuzzer keeps the input that caused it.
+public func fuzzAbort(_ target: String, _ message: String) -> Never {
+    let line = Array("\(target): \(message)\n".utf8)
+    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    abort()
+}

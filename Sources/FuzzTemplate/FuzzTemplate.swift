@@ -71,11 +71,7 @@ func check(_ compilation: TemplateCompilation, text: String, kind: TemplateKind,
 }
 
 func require(_ condition: Bool, _ message: @autoclosure () -> String) {
-    if !condition {
-        let line = Array("FuzzTemplate: broken promise: \(message())\n".utf8)
-        _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
-        abort()
-    }
+    if !condition { fuzzAbort("FuzzTemplate", "broken promise: \(message())") }
 }
 
 /// The names an account's templates can use (SPEC §3), and `%account[KEY]%` for any key.

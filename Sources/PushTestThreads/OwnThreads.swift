@@ -60,40 +60,28 @@ public final class TestThreads: TaskExecutor, @unchecked Sendable {
     }
 }
 
-/// Runs a test's body on ``TestThreads/shared`` (see there); on a suite, each of its tests.
-/// A test that starts an unstructured task gives it the preference itself:
+/// Runs a test's body on one of the tests' own executors; on a suite, each of its tests. A test
+/// that starts an unstructured task gives it the preference itself:
 /// `Task(executorPreference: TestThreads.shared) { … }`.
-public struct OwnThreadsTrait: TestTrait, SuiteTrait, TestScoping {
+public struct TestThreadsTrait: TestTrait, SuiteTrait, TestScoping {
+    let threads: TestThreads
+
     public var isRecursive: Bool { true }
 
     public func provideScope(for test: Test, testCase: Test.Case?,
                              performing function: @Sendable () async throws -> Void) async throws {
-        try await withTaskExecutorPreference(TestThreads.shared) {
+        try await withTaskExecutorPreference(threads) {
             try await function()
         }
     }
 }
 
-extension Trait where Self == OwnThreadsTrait {
-    /// Runs the test on threads of the tests' own (``TestThreads``).
-    public static var ownThreads: Self { OwnThreadsTrait() }
-}
+extension Trait where Self == TestThreadsTrait {
+    /// Runs the test on the threads of the tests that never block (``TestThreads/shared``).
+    public static var ownThreads: Self { TestThreadsTrait(threads: .shared) }
 
-/// Runs a test's body on ``TestThreads/blocking``; on a suite, each of its tests. For the tests
-/// that block their thread while they wait, so that Swift's pool stays free for the timers and
-/// actors of the tests that do not.
-public struct BlockingThreadsTrait: TestTrait, SuiteTrait, TestScoping {
-    public var isRecursive: Bool { true }
-
-    public func provideScope(for test: Test, testCase: Test.Case?,
-                             performing function: @Sendable () async throws -> Void) async throws {
-        try await withTaskExecutorPreference(TestThreads.blocking) {
-            try await function()
-        }
-    }
-}
-
-extension Trait where Self == BlockingThreadsTrait {
-    /// Runs the test on the threads of the tests that block (``TestThreads/blocking``).
-    public static var blockingThreads: Self { BlockingThreadsTrait() }
+    /// Runs the test on the threads of the tests that block while they wait
+    /// (``TestThreads/blocking``), so that Swift's pool stays free for the timers and actors
+    /// of the tests that do not.
+    public static var blockingThreads: Self { TestThreadsTrait(threads: .blocking) }
 }
