@@ -50,6 +50,9 @@ public struct ConfigurationLoader: Sendable {
     /// accounts to the loader while it is parsed; 0 parses each file when it is loaded. nil:
     /// 2 with several processors, else 0 (tests set it to compare).
     var readAhead: Int?
+    /// The reading thread's name (`top -H`); tests give one of their own, to find it among the
+    /// threads of other loads of the same process.
+    var readerThreadName = FileReader.threadName
     /// From how many bytes on a file's `accounts:` may be parsed by two threads at once (with a
     /// reading thread; see ``SplitFeed``). nil: 1 MiB, about 2,500 accounts; `Int.max`: never.
     public var splitAbove: Int?
@@ -119,7 +122,8 @@ public struct ConfigurationLoader: Sendable {
                                 // Handed over, a split file's second part would wait whole
                                 // for the first to be read.
                                 splitAbove: sink != nil ? .max : splitAbove ?? (1 << 20),
-                                releasesBytes: releasesSourceBytes, unstreamed: unstreamed, windowAbove: windowAbove)
+                                releasesBytes: releasesSourceBytes, unstreamed: unstreamed, windowAbove: windowAbove,
+                                threadName: readerThreadName)
         for index in files.indices {
             session.loadFile(files[index], from: reader, index: index)
             // The reader lets each go as soon as it is parsed; this is for a file read when taken.

@@ -104,8 +104,11 @@ final class FileReader: @unchecked Sendable {
     /// let go once it is parsed, before the next is read, to be read again if needed.
     /// `unstreamed`: paths whose accounts are not streamed, only parsed into the tree.
     /// `windowAbove`: a regular file larger is read in chunks, not whole (and never split).
+    /// What the reading thread is called, unless told otherwise.
+    static let threadName = "pushrep-read"
+
     init(paths: [String], ahead: Int, splitAbove: Int? = nil, releasesBytes: Bool = false, unstreamed: Set<String> = [],
-         windowAbove: Int? = nil) {
+         windowAbove: Int? = nil, threadName: String = FileReader.threadName) {
         self.paths = paths
         self.ahead = ahead
         self.releasesBytes = releasesBytes
@@ -115,7 +118,7 @@ final class FileReader: @unchecked Sendable {
         streams = !reads ? [] : paths.map { path in
             unstreamed.contains(path) ? nil : SequenceStream(key: TopLevelKey.accounts.rawValue, splitAbove: splitAbove)
         }
-        if reads { thread = OwnThread(named: "pushrep-read", detached: false) { [self] in readAll() } }
+        if reads { thread = OwnThread(named: threadName, detached: false) { [self] in readAll() } }
     }
 
     private func readAll() {

@@ -18,7 +18,9 @@ public final class TestThreads: TaskExecutor, @unchecked Sendable {
     /// and the pool also fires every `Task.sleep` and runs the actors (a `ServiceGroup`): an
     /// in-process agent's sleep of 5 ms took 20 s when both were held. 6, as they mostly wait:
     /// with 2, tests queued for a thread ran past their time limits; with 6 the whole run took
-    /// 78 s instead of 130–150 s on the 2-core machine.
+    /// 78 s instead of 130–150 s on the 2-core machine. A test's time limit counts the time it
+    /// waits here for a thread: the suites that have one give it 10 minutes, a bound on a hang
+    /// rather than on speed.
     public static let blocking = TestThreads(count: 6)
 
     private let condition = NSCondition()

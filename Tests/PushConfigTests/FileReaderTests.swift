@@ -18,26 +18,27 @@ import PushTestThreads
     @Test func aLoadThatStopsEarlyLeavesNoThreadAndNothingReadBehind() throws {
         let directory = TemporaryDirectory()
         let paths = (0..<5).map { directory.write("f\($0).yaml", "accounts:\n  - username: u\($0)\n") }
-        let before = Self.threads(named: "pushrep-read")
-        let reader = FileReader(paths: paths, ahead: 2)
+        // A name of this test's own: other tests load configurations in this process meanwhile.
+        let name = "pushrep-rd-t1"
+        let reader = FileReader(paths: paths, ahead: 2, threadName: name)
         guard case .success = reader.take(0).contents else {
             Issue.record("the first file was not read")
             return
         }
         // The reader is two files ahead and waits for the loader, which stops here.
-        #expect(Self.threads(named: "pushrep-read") == before + 1)
+        #expect(Self.threads(named: name) == 1)
         reader.finish()
-        #expect(Self.threads(named: "pushrep-read") == before, "finish() waits for the reading thread to end")
+        #expect(Self.threads(named: name) == 0, "finish() waits for the reading thread to end")
     }
 
     @Test func aWholeLoadEndsItsReadingThreadBeforeItReturns() throws {
         let directory = TemporaryDirectory()
         let paths = (0..<3).map { directory.write("f\($0).yaml", "agent: {timeout: 5x, concurrency: 0}\naccounts:\n  - username: u\($0)\n") }
-        let before = Self.threads(named: "pushrep-read")
         var loader = ConfigurationLoader(environment: LoaderEnvironment())
         loader.readAhead = 2
+        loader.readerThreadName = "pushrep-rd-t2"
         let result = loader.load(paths: paths)
         #expect(result.diagnostics.hasErrors, "the agent: block is invalid")
-        #expect(Self.threads(named: "pushrep-read") == before, "no reading thread outlives the load")
+        #expect(Self.threads(named: "pushrep-rd-t2") == 0, "no reading thread outlives the load")
     }
 }

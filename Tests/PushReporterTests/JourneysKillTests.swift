@@ -7,7 +7,7 @@ import PushTestThreads
 
 /// SPEC §6 and §9.2 with Journeys batches: a `kill -9` in the middle of batches loses nothing,
 /// and nothing the agent saw acknowledged is registered again while it runs.
-@Suite(.serialized, .timeLimit(.minutes(2)), .blockingThreads) struct JourneysKillTests {
+@Suite(.serialized, .timeLimit(.minutes(10)), .blockingThreads) struct JourneysKillTests {
     /// Slows one reply in four by up to `slowest` (far below the agent's 5 s timeout, so every
     /// 202 reaches a living agent), until `healthy`.
     final class Pace: Sendable {

@@ -6,7 +6,7 @@ import PushTestThreads
 
 /// The fake Customer Insights – Journeys server, driven over loopback with the libcurl transport:
 /// what it answers, what it records, and what it can be scripted to do.
-@Suite(.timeLimit(.minutes(1)), .blockingThreads) struct FakeJourneysServerTests {
+@Suite(.timeLimit(.minutes(10)), .blockingThreads) struct FakeJourneysServerTests {
     typealias Endpoint = FakeJourneysServer.Endpoint
     let transport: CurlTransport
     let fake: FakeJourneysServer
@@ -316,7 +316,7 @@ typealias FailureReason = FakeJourneysServer.FailureReason
 
 /// The demo receiver answers the Journeys paths with the fake's handling, for any organization
 /// and credentials, and every other path as before.
-@Suite(.timeLimit(.minutes(1)), .blockingThreads) struct FakeJourneysReceiverTests {
+@Suite(.timeLimit(.minutes(10)), .blockingThreads) struct FakeJourneysReceiverTests {
     @Test func theReceiverPlaysJourneysAndPrintsWhatItGets() async throws {
         let directory = TemporaryDirectory()
         let (process, output, port) = try ReceiverTests.start(["--count", "3", "--status", "201"], in: directory)

@@ -5,7 +5,7 @@ import PushTestThreads
 
 /// The loopback server the transport and end-to-end tests rely on, checked with curl and with a
 /// raw socket for what curl will not send (exact bytes, pipelining, malformed input).
-@Suite(.timeLimit(.minutes(5)), .blockingThreads) struct LoopbackHTTPServerTests {
+@Suite(.timeLimit(.minutes(10)), .blockingThreads) struct LoopbackHTTPServerTests {
     @Test func aGetWithAQueryIsRecordedExactly() async throws {
         let server = try LoopbackHTTPServer { request, _ in .status(200, contentType: "text/plain", body: "seen \(request.path)") }
         let result = try await curl(["-H", "X-Custom:   value with spaces  ", "-H", "x-lower: v",
@@ -412,7 +412,7 @@ import PushTestThreads
 
 /// `pushreporter-receiver`, the demo receiver built on the server: what it prints, answers and
 /// exits with.
-@Suite(.timeLimit(.minutes(5)), .blockingThreads) struct ReceiverTests {
+@Suite(.timeLimit(.minutes(10)), .blockingThreads) struct ReceiverTests {
     /// The receiver built beside this test bundle.
     static let receiver = ProcessRunner.builtProducts + "/pushreporter-receiver"
 
