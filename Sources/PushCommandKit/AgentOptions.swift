@@ -30,7 +30,7 @@ public struct AgentOptions: ParsableArguments {
     public static func deadline(_ text: String?) throws -> Duration {
         guard let text else { return .seconds(60) }
         guard let parsed = DurationParser.parse(text), parsed > .zero else {
-            throw ValidationError("--deadline must be a duration such as 60s, 5m or 1h, not '\(text)'")
+            throw ValidationError("--deadline must be a duration such as 60s, 5m or 1h30m, not '\(text)'")
         }
         return parsed
     }

@@ -343,7 +343,7 @@ struct LoadSession {
         // Zero is refused as the backends' own durations refuse it: a zero timeout gives up on
         // every request at once, a zero interval or retry delay sends without pause.
         guard let d = DurationParser.parse(text), d > .zero else {
-            diagnostics.error("\(what) must be a duration such as 500ms, 5s, 15m or 24h\(allowOff ? ", or off" : ""), not '\(text)'",
+            diagnostics.error("\(what) must be a duration such as 500ms, 5s, 15m, 24h or 1h30m\(allowOff ? ", or off" : ""), not '\(text)'",
                               file: file, at: node.start)
             return nil
         }

@@ -148,7 +148,7 @@ struct LoaderTests {
     func badAgentValues() {
         let loaded = Loaded("agent:\n  timeout: soon\n  concurrency: 0\n  retry: {multiplier: 0.5}\n")
         #expect(loaded.lines == [
-            "config.yaml:2:12: error: agent.timeout must be a duration such as 500ms, 5s, 15m or 24h, not 'soon'",
+            "config.yaml:2:12: error: agent.timeout must be a duration such as 500ms, 5s, 15m, 24h or 1h30m, not 'soon'",
             "config.yaml:3:16: error: agent.concurrency must be a whole number from 1 to 100000, not '0'",
             "config.yaml:4:23: error: agent.retry.multiplier must be a number from 1 to 100, not '0.5'",
         ])
@@ -158,11 +158,11 @@ struct LoaderTests {
     func zeroDurations() {
         let loaded = Loaded("agent:\n  timeout: 0\n  reportInterval: 0s\n  retry: {initial: 0ms, max: 0m, maxRetryAfter: 0h}\n")
         #expect(loaded.lines == [
-            "config.yaml:2:12: error: agent.timeout must be a duration such as 500ms, 5s, 15m or 24h, not '0'",
-            "config.yaml:3:19: error: agent.reportInterval must be a duration such as 500ms, 5s, 15m or 24h, or off, not '0s'",
-            "config.yaml:4:20: error: agent.retry.initial must be a duration such as 500ms, 5s, 15m or 24h, not '0ms'",
-            "config.yaml:4:30: error: agent.retry.max must be a duration such as 500ms, 5s, 15m or 24h, not '0m'",
-            "config.yaml:4:49: error: agent.retry.maxRetryAfter must be a duration such as 500ms, 5s, 15m or 24h, not '0h'",
+            "config.yaml:2:12: error: agent.timeout must be a duration such as 500ms, 5s, 15m, 24h or 1h30m, not '0'",
+            "config.yaml:3:19: error: agent.reportInterval must be a duration such as 500ms, 5s, 15m, 24h or 1h30m, or off, not '0s'",
+            "config.yaml:4:20: error: agent.retry.initial must be a duration such as 500ms, 5s, 15m, 24h or 1h30m, not '0ms'",
+            "config.yaml:4:30: error: agent.retry.max must be a duration such as 500ms, 5s, 15m, 24h or 1h30m, not '0m'",
+            "config.yaml:4:49: error: agent.retry.maxRetryAfter must be a duration such as 500ms, 5s, 15m, 24h or 1h30m, not '0h'",
         ], "\(loaded.lines)")
     }
 
