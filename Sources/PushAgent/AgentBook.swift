@@ -96,6 +96,17 @@ struct AgentBook {
         return SubscriptionCounts(owned.lazy.compactMap { self.entries[$0]?.record })
     }
 
+    /// How many subscriptions of each service stand in each state (with shared state: those this
+    /// agent holds).
+    var countsByService: [String: [SubscriptionState: Int]] {
+        guard let owned else { return entries.stateCountsByService }
+        var counts: [String: [SubscriptionState: Int]] = [:]
+        for key in owned {
+            if let state = entries[key]?.record.state { counts[key.service, default: [:]][state, default: 0] += 1 }
+        }
+        return counts
+    }
+
     /// `run --once` is over: nothing is attempted before the next run, so no subscription has
     /// an attempt due (`status` showed the time a retry would have come, past once it ran).
     /// Returns the records it changed, to write.

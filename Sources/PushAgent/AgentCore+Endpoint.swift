@@ -10,12 +10,55 @@ import PushState
 /// What the agent's HTTP endpoint asks of it (SPEC §9.5, ``AgentEndpoint``): short reads and
 /// updates under the one lock, from the endpoint's threads.
 extension AgentCore {
-    /// Whether the scheduler runs and the agent is not stopping (`/health`).
-    var isServing: Bool {
-        state.withLock { $0.serving && !$0.isStopping }
+    /// How long the agent's loops may go without turning before `/livez` says they are stuck.
+    static var livenessLimit: Duration { .seconds(10) }
+
+    /// `/livez`: 200 while the heartbeat (``Heartbeat``, on the same pool as the agent's loops)
+    /// has turned within ``livenessLimit`` of `now`; else 503.
+    func liveness(at now: ContinuousClock.Instant) -> HTTPEndpoint.Response {
+        let silent = heartbeat.withLock { now - $0 }
+        guard silent > Self.livenessLimit else { return HTTPEndpoint.Response(status: 200, body: "ok\n") }
+        return HTTPEndpoint.Response(status: 503, body: "the agent's loops have not turned for \(DurationText(silent))\n")
     }
 
-    /// Every subscription's record as the agent has it now (`/metrics`).
+    /// `/readyz` (and `/health`): 200 when the scheduler runs, the agent is not stopping, the
+    /// state store answers and, with shared state, the leases were renewed in time; else 503 with
+    /// the first reason that is not so, in one line.
+    func readiness() -> HTTPEndpoint.Response {
+        let now = clock.now
+        let reason: String? = state.withLock { state in
+            if state.isStopping { return "the agent is stopping" }
+            if !state.serving { return "the scheduler is not running" }
+            if shared != nil {
+                if state.sharedStateSilent { return "the state database does not answer" }
+                guard let valid = state.leasesValidUntil, now < valid else {
+                    return "the leases were not renewed within agent.leaseTimeout (\(DurationText(settings.leaseTimeout)))"
+                }
+            }
+            return nil
+        } ?? (recorder.lastWriteSucceeded ? nil : "the state cannot be written")
+        guard let reason else { return HTTPEndpoint.Response(status: 200, body: "ok\n") }
+        return HTTPEndpoint.Response(status: 503, body: reason + "\n")
+    }
+
+    /// `/metrics`: the agent's counters and gauges; each subscription's series too with
+    /// `agent.metrics.perAccount: true`. Only counts are taken under the lock (a few per service
+    /// and state), unless each subscription is asked for.
+    func metricsText() -> [UInt8] {
+        let (counts, leases, perAccount) = state.withLock { state in
+            bookWholeStart(&state)
+            return (state.book.countsByService, shared != nil ? state.book.owned?.count ?? 0 : nil, state.metricsPerAccount)
+        }
+        let stateUp = recorder.lastWriteSucceeded && !state.withLock { $0.sharedStateSilent }
+        var text = metrics.text(AgentMetrics.Reading(subscriptions: counts, stateUp: stateUp, leasesHeld: leases))
+        if perAccount {
+            text += StatusReport(records: snapshot(), backends: backends).perSubscriptionPrometheus.utf8
+        }
+        return text
+    }
+
+    /// Every subscription's record as the agent has it now (`/metrics` with
+    /// `agent.metrics.perAccount: true`).
     func snapshot() -> [SubscriptionRecord] {
         state.withLock { state in
             bookWholeStart(&state)

@@ -39,6 +39,10 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
     let feedWait: Duration
     /// Lines that outsiders drive (refused webhook calls): one a minute, with a count.
     let outsiders: LogSummary<C>
+    /// What `/metrics` says: counters the attempts add to, gauges read at each scrape.
+    let metrics: AgentMetrics
+    /// When the ``Heartbeat`` last turned (`/livez`).
+    let heartbeat = Mutex(ContinuousClock.now)
 
     /// Everything that changes, behind the one lock.
     let state: Mutex<AgentState<C.Instant>>
@@ -72,9 +76,10 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
         self.feedWait = feedWait
         if case .removal = start { claims = false } else { claims = true }
         outsiders = LogSummary(interval: .seconds(60), clock: clock, logger: logger)
+        metrics = AgentMetrics(loadedAt: Double(wallClock()) / 1000)
         state = Mutex(AgentState(book: AgentBook(reportInterval: settings.reportInterval, decodeCleanup: { key, text in
             backends.cleanupRequest(account: key.account, service: key.service, stored: text)
-        }), start: start, defaultTimeout: settings.timeout))
+        }), start: start, defaultTimeout: settings.timeout, metricsPerAccount: settings.metricsPerAccount))
         // The attempts need the core they are sent by; it is handed to them once made.
         let link = Link()
         scheduler = ReportScheduler<SubscriptionKey, C>(
@@ -172,7 +177,9 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
             (items.indices.compactMap { index in state.book.beginAttempt(items[index].key).map { (index, $0) } }, state.defaultTimeout)
         }
         guard !started.isEmpty else { return results }
-        let outcomes = await backends.send(started.map(\.1), transport: transport, defaultTimeout: timeout)
+        let observed = ObservedTransport(base: transport, service: items[started[0].0].key.service, metrics: metrics, logger: logger)
+        let outcomes = await backends.send(started.map(\.1), transport: observed, defaultTimeout: timeout)
+        count(outcomes, of: observed.service)
         let answeredAt = wallClock()
         var settled: [(SubscriptionKey, SubscriptionRequest, AgentBook.Settlement, Int)] = []
         state.withLock { state in
@@ -198,6 +205,23 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
         }
         changed()
         return results
+    }
+
+    /// Adds a batch's outcomes to `pushreporter_attempts_total`: only requests that were sent
+    /// (not those held back or cancelled at shutdown).
+    private func count(_ outcomes: [Outcome], of service: String) {
+        var delivered = 0, retry = 0, rejected = 0
+        for outcome in outcomes {
+            switch outcome {
+            case .delivered, .deliveredKeeping, .accepted: delivered += 1
+            case .rejected, .stopped: rejected += 1
+            case .retry(let failure) where failure.notSentRetry == nil && !failure.isCancellation: retry += 1
+            case .retry: break
+            }
+        }
+        metrics.attempted(service, .delivered, count: delivered)
+        metrics.attempted(service, .retry, count: retry)
+        metrics.attempted(service, .rejected, count: rejected)
     }
 
     /// What the scheduler tells of its attempts: a failure is recorded and logged.

@@ -8,9 +8,10 @@ import PushConfig
 import PushListener
 import ServiceLifecycle
 
-/// The agent's HTTP endpoint (SPEC §9.5, `agent.listen`): `GET /metrics` (the Prometheus text
-/// of `status`), `GET /health` (200 while the scheduler runs, else 503), and the backends'
-/// webhooks (`POST /journeys/{service}/{account}`). It serves on threads of its own and asks
+/// The agent's HTTP endpoint (SPEC §9.5, `agent.listen`): `GET /metrics` (Prometheus text, its
+/// size independent of the number of accounts), `GET /livez` (200 while the agent's loops
+/// turn), `GET /readyz` and its alias `/health` (200 when the agent is ready to send, else 503
+/// and why), and the backends' webhooks (`POST /journeys/{service}/{account}`). It serves on threads of its own and asks
 /// the agent only for short, locked reads and updates: a request, good or bad, never holds the
 /// scheduler.
 public struct AgentEndpoint<C: Clock>: Service where C.Duration == Duration {
@@ -35,7 +36,7 @@ public struct AgentEndpoint<C: Clock>: Service where C.Duration == Duration {
         }
         var bound = address
         bound.port = server.port
-        logger.info("serving /metrics, /health and webhooks on \(bound)")
+        logger.info("serving /metrics, /livez, /readyz and webhooks on \(bound)")
         try? await gracefulShutdown()
         server.stop()
     }
@@ -52,23 +53,28 @@ extension AgentCore {
     /// What the endpoint answers `request`.
     func answer(_ request: HTTPEndpoint.Request) -> HTTPEndpoint.Response {
         let segments = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
-        switch (request.method, segments.first) {
-        case ("GET", "metrics") where segments.count == 1, ("HEAD", "metrics") where segments.count == 1:
-            return HTTPEndpoint.Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
-                                         body: StatusReport(records: snapshot(), backends: backends).prometheus)
-        case ("GET", "health") where segments.count == 1, ("HEAD", "health") where segments.count == 1:
-            return isServing ? HTTPEndpoint.Response(status: 200, body: "ok\n")
-                             : HTTPEndpoint.Response(status: 503, body: "the scheduler is not running\n")
-        case (_, "metrics") where segments.count == 1, (_, "health") where segments.count == 1:
-            return HTTPEndpoint.Response(status: 405, body: "use GET\n")
-        default:
-            guard segments.count == 3, let receiver = webhookReceiver(segments[0]) else {
-                return HTTPEndpoint.Response(status: 404, body: "no such path\n")
+        if segments.count == 1, let route = Route(rawValue: segments[0]) {
+            guard request.method == "GET" || request.method == "HEAD" else { return HTTPEndpoint.Response(status: 405, body: "use GET\n") }
+            switch route {
+            case .metrics:
+                return HTTPEndpoint.Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", bytes: metricsText())
+            case .livez:
+                return liveness(at: .now)
+            case .readyz, .health:
+                return readiness()
             }
-            guard request.method == "POST" else { return HTTPEndpoint.Response(status: 405, body: "use POST\n") }
-            return webhook(receiver, service: Self.percentDecoded(segments[1]), account: Self.percentDecoded(segments[2]),
-                           body: request.body)
         }
+        guard segments.count == 3, let receiver = webhookReceiver(segments[0]) else {
+            return HTTPEndpoint.Response(status: 404, body: "no such path\n")
+        }
+        guard request.method == "POST" else { return HTTPEndpoint.Response(status: 405, body: "use POST\n") }
+        return webhook(receiver, service: Self.percentDecoded(segments[1]), account: Self.percentDecoded(segments[2]),
+                       body: request.body)
+    }
+
+    /// The endpoint's own paths (the backends' webhooks have theirs).
+    enum Route: String {
+        case metrics, livez, readyz, health
     }
 
     /// `text` with its `%XX` escapes decoded (a malformed one is kept as it is).

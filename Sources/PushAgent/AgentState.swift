@@ -12,6 +12,9 @@ struct AgentState<Instant: InstantProtocol>: ~Copyable {
     var start: AgentStart?
     /// `agent.timeout` of the configuration loaded last: for requests without their own.
     var defaultTimeout: Duration
+    /// `agent.metrics.perAccount` of the configuration loaded last: `/metrics` writes each
+    /// subscription's series too.
+    var metricsPerAccount = false
     /// What polls each service whose accepted subscriptions await confirmation, by service.
     var pollers: [String: PollerState] = [:]
     /// Whether a status query is in flight: stopping waits for it (within the grace period).

@@ -34,6 +34,8 @@ struct EntryTable: Sequence {
     /// `STATUS=` and the log ask after changes, and counting 100,000 entries each time cost a
     /// reload 0.23 s.
     private(set) var stateCounts: [SubscriptionState: Int] = [:]
+    /// The same by service, for `/metrics` (a scrape must not walk the entries).
+    private(set) var stateCountsByService: [String: [SubscriptionState: Int]] = [:]
     /// How many entries each service has: the services an account may have other entries of.
     private var entriesByService: [String: Int] = [:]
     /// The entries less the accounts they are of: an entry that comes while its account has
@@ -215,8 +217,14 @@ struct EntryTable: Sequence {
         if jobChange != 0 { jobsByService[key.service, default: 0] += jobChange }
         firstAttemptsDue += (new?.awaitsFirstAttempt == true ? 1 : 0) - (old?.awaitsFirstAttempt == true ? 1 : 0)
         if old?.state != new?.state {
-            if let state = old?.state { stateCounts[state, default: 0] -= 1 }
-            if let state = new?.state { stateCounts[state, default: 0] += 1 }
+            if let state = old?.state {
+                stateCounts[state, default: 0] -= 1
+                stateCountsByService[key.service, default: [:]][state, default: 0] -= 1
+            }
+            if let state = new?.state {
+                stateCounts[state, default: 0] += 1
+                stateCountsByService[key.service, default: [:]][state, default: 0] += 1
+            }
         }
         if old == nil {
             if sharesAccount(key) { sharingAnAccount += 1 }
@@ -224,7 +232,10 @@ struct EntryTable: Sequence {
         } else if new == nil {
             if sharesAccount(key) { sharingAnAccount -= 1 }
             entriesByService[key.service, default: 0] -= 1
-            if entriesByService[key.service] == 0 { entriesByService[key.service] = nil }
+            if entriesByService[key.service] == 0 {
+                entriesByService[key.service] = nil
+                stateCountsByService[key.service] = nil
+            }
         }
     }
 

@@ -50,6 +50,7 @@ struct ReloadService<C: Clock>: Service where C.Duration == Duration {
         case .invalid(let why):
             logger.error("the new configuration is invalid, so the previous one keeps running: \(why)")
             core.state.withLock { $0.statusNote = "reload failed, previous configuration kept: \(why)" }
+            core.metrics.reloaded(successfully: false, at: Double(core.wallClock()) / 1000)
         case .loaded(let plans, let newPollers, let newSettings, let warnings):
             let now = core.wallClock()
             // Cancels and state changes now; what the reload submits is held in the book (no
@@ -58,6 +59,7 @@ struct ReloadService<C: Clock>: Service where C.Duration == Duration {
             // subscriptions, not the reload (READY=1 goes out now).
             let summary = core.state.withLock { state in
                 state.defaultTimeout = newSettings.timeout
+                state.metricsPerAccount = newSettings.metricsPerAccount
                 let (actions, summary) = state.book.reload(plans: plans, reportInterval: newSettings.reportInterval, now: now)
                 core.apply(actions, in: &state)
                 if core.shared != nil {
@@ -72,6 +74,7 @@ struct ReloadService<C: Clock>: Service where C.Duration == Duration {
                 state.releaseWhenAnswered = true
                 return summary
             }
+            core.metrics.reloaded(successfully: true, at: Double(now) / 1000)
             core.replacePollers(newPollers)
             core.heldChanges.yield()
             for key in core.state.withLock({ $0.book.takeUnreadableCleanups() }) { logger.unreadableCleanup(of: key) }

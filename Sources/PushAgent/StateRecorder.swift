@@ -35,6 +35,10 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
     private let releaseAfterWrite = Mutex(false)
     /// Writes that failed since the last one that did not.
     private let failedWrites = Mutex(0)
+
+    /// Whether the last write of the state succeeded (or none failed yet): `/readyz` and
+    /// `pushreporter_state_up`.
+    public var lastWriteSucceeded: Bool { failedWrites.withLock { $0 == 0 } }
     private let signal: AsyncStream<Void>
     private let signalContinuation: AsyncStream<Void>.Continuation
     /// Yielded while `batchSize` changes or more are pending (``writeInBatches()``).

@@ -102,7 +102,13 @@ public struct StatusReport: Sendable {
                 out += "pushreporter_subscriptions{service=\(Self.label(service)),state=\"\(state.rawValue)\"} \(byServiceAndState[service]?[state] ?? 0)\n"
             }
         }
-        out += """
+        return out + perSubscriptionPrometheus
+    }
+
+    /// Per subscription, its attempts, last success and next attempt as Unix times: three lines
+    /// a subscription (`/metrics` writes them only with `agent.metrics.perAccount: true`).
+    public var perSubscriptionPrometheus: String {
+        var out = """
             # HELP pushreporter_report_attempts Finished attempts of the subscription's current delivery or cleanup.
             # TYPE pushreporter_report_attempts gauge
 

@@ -30,6 +30,10 @@ public struct AgentSettings: Sendable, Hashable {
     /// (`*.json` files with an `event` key, SPEC §9.4), each deleted once all its actions are
     /// delivered; relative to the file that sets it. nil (the default): none.
     public var trackingSpool: String?
+    /// `metrics.perAccount`: whether `/metrics` also writes each subscription's series (three
+    /// per subscription: 300,000 lines a scrape at 100,000 accounts). Off by default: the
+    /// endpoint's metrics are then the same size whatever the number of accounts.
+    public var metricsPerAccount = false
 
     public init() {}
 

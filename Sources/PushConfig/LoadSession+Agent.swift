@@ -88,6 +88,22 @@ extension LoadSession {
                 }
                 // Relative to the file that names it, as agent.tls.caFile is.
                 configuration.agent.trackingSpool = text.hasPrefix("/") ? text : FileSystem.join(FileSystem.directory(of: file), text)
+            case .metrics:
+                guard let metrics = self.mapping(value, file: file, what: "agent.metrics") else { continue }
+                for pair in metrics.entries {
+                    guard pair.key.value == "perAccount" else {
+                        diagnostics.error(unknownKey(pair.key.value, among: ["perAccount"], context: "under agent.metrics"),
+                                          file: file, at: pair.key.start)
+                        continue
+                    }
+                    guard let text = scalarText(pair.value, file: file, what: "agent.metrics.perAccount") else { continue }
+                    switch text {
+                    case "true": configuration.agent.metricsPerAccount = true
+                    case "false": configuration.agent.metricsPerAccount = false
+                    default:
+                        diagnostics.error("agent.metrics.perAccount must be true or false, not '\(text)'", file: file, at: pair.value.start)
+                    }
+                }
             case .tls:
                 guard let tls = self.mapping(value, file: file, what: "agent.tls") else { continue }
                 for pair in tls.entries {

@@ -43,6 +43,12 @@ public final class HTTPEndpoint: Sendable {
             self.contentType = contentType
             self.body = Array(body.utf8)
         }
+
+        public init(status: Int, contentType: String = "text/plain; charset=utf-8", bytes: [UInt8]) {
+            self.status = status
+            self.contentType = contentType
+            self.body = bytes
+        }
     }
 
     /// Why the endpoint cannot listen, as a sentence.

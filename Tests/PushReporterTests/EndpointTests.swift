@@ -33,7 +33,7 @@ import PushTestThreads
 
             """)
         let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", files.path + "/state"])
-        #expect(agent.waitForStderr("serving /metrics, /health and webhooks on 127.0.0.1:"), "\(agent.stderr)")
+        #expect(agent.waitForStderr("serving /metrics, /livez, /readyz and webhooks on 127.0.0.1:"), "\(agent.stderr)")
         let line = agent.stderr.components(separatedBy: "\n").first { $0.contains("serving /metrics") } ?? ""
         let port = Int(line.split(separator: ":").last.map(String.init) ?? "") ?? 0
         return (agent, port)
