@@ -53,6 +53,9 @@ public struct TrackCommand: AsyncParsableCommand {
                                valueName: "dir"))
     var stateDir: String?
 
+    @Option(help: SummaryFormat.help)
+    var format: SummaryFormat = .text
+
     @Argument(help: ArgumentHelp("Payload files, one JSON document each; without any, the JSON documents on standard input (JSON lines, or as payload prints them).",
                                  valueName: "file"))
     var files: [String] = []
@@ -62,6 +65,7 @@ public struct TrackCommand: AsyncParsableCommand {
     public func validate() throws {
         if account != nil && ecid != nil { throw ValidationError("give --account or --ecid, not both") }
         _ = try AgentOptions.deadline(deadline)
+        if dryRun && format == .json { throw ValidationError("--format json says what was sent; --dry-run sends nothing (it prints the requests)") }
         if files.isEmpty && isatty(STDIN_FILENO) == 1 {
             throw ValidationError("give payload files, or JSON lines on standard input")
         }
@@ -90,14 +94,14 @@ public struct TrackCommand: AsyncParsableCommand {
         }
 
         var payloads: [TrackingDelivery<ContinuousClock>.Payload] = []
-        var notTracked = 0
+        var notTracked: [(payload: String, reason: String)] = []
         for (label, payload) in readPayloads() {
             switch target.requests(event, for: payload, ecid: resolution) {
             case .success(let requests):
                 payloads.append(.init(label: label, requests: requests))
             case .failure(let why):
-                print("\(label): not tracked: \(why); nothing is sent")
-                notTracked += 1
+                if format == .text { print("\(label): not tracked: \(why); nothing is sent") }
+                notTracked.append((label, "\(why)"))
             }
         }
         if dryRun {
@@ -108,7 +112,11 @@ public struct TrackCommand: AsyncParsableCommand {
             exitNow(.success)
         }
         guard !payloads.isEmpty else {
-            print("Nothing to track: \(notTracked) \(plural(notTracked, "payload")) not tracked.")
+            if format == .json {
+                _ = report([], [], notTracked: notTracked)
+            } else {
+                print("Nothing to track: \(notTracked.count) \(plural(notTracked.count, "payload")) not tracked.")
+            }
             exitNow(.success)
         }
         let results = await send(payloads, configuration: configuration)
@@ -143,39 +151,63 @@ public struct TrackCommand: AsyncParsableCommand {
         return await delivery.deliver(payloads, deadline: (try? AgentOptions.deadline(deadline)) ?? .seconds(60))
     }
 
-    /// Prints what became of each action, then a summary; true when every action reached its server.
+    /// Prints what became of each action, then a summary (or, with `--format json`, one object
+    /// with the counts and each action); true when every action reached its server.
     private func report(_ payloads: [TrackingDelivery<ContinuousClock>.Payload], _ results: [[TrackingDelivery<ContinuousClock>.Result]],
-                        notTracked: Int) -> Bool {
+                        notTracked: [(payload: String, reason: String)]) -> Bool {
         var delivered = 0, already = 0, failed = 0
+        var items: [String] = []
         let within = "within the deadline (\(DurationText((try? AgentOptions.deadline(deadline)) ?? .seconds(60))))"
         for (payload, actions) in zip(payloads, results) {
             for (request, result) in zip(payload.requests, actions) {
                 let what = "\(payload.label): \(request.action.description)"
+                let line: String, outcome: String
+                var reason: String?
+                var attemptsMade: Int?
                 switch result {
                 case .delivered(let attempts):
                     delivered += 1
-                    print("\(what) delivered to \(request.host)\(attempts > 1 ? " after \(attempts) attempts" : "")")
+                    (line, outcome, attemptsMade) = ("\(what) delivered to \(request.host)\(attempts > 1 ? " after \(attempts) attempts" : "")", "delivered", attempts)
                 case .alreadySent:
                     already += 1
-                    print("\(what) already sent (remembered in \(stateDir ?? "the state")); not sent again")
+                    (line, outcome) = ("\(what) already sent (remembered in \(stateDir ?? "the state")); not sent again", "alreadySent")
                 case .deliveredNotRecorded(let why):
                     delivered += 1
                     failed += 1
-                    print("\(what) delivered to \(request.host), but not remembered: \(why)")
+                    (line, outcome, reason) = ("\(what) delivered to \(request.host), but not remembered: \(why)", "deliveredNotRemembered", why)
                 case .rejected(let why):
                     failed += 1
-                    print("\(what) rejected by \(request.host): \(why)")
+                    (line, outcome, reason) = ("\(what) rejected by \(request.host): \(why)", "rejected", why)
                 case .undelivered(let why):
                     failed += 1
-                    print("\(what) not delivered \(within): \(why ?? "it waits for the action before it")")
+                    let said = why ?? "it waits for the action before it"
+                    (line, outcome, reason) = ("\(what) not delivered \(within): \(said)", "notDelivered", said)
                 }
+                if format == .text { print(line) }
+                items.append(JSONText.compactObject([
+                    ("payload", JSONText.string(payload.label)), ("action", JSONText.string(request.action.description)),
+                    ("host", JSONText.string(request.host)), ("outcome", JSONText.string(outcome)),
+                    ("attempts", attemptsMade.map { "\($0)" } ?? "null"), ("reason", reason.map { JSONText.string($0) } ?? "null"),
+                ]))
             }
         }
         let total = results.reduce(0) { $0 + $1.count }
+        if format == .json {
+            let skipped = notTracked.map {
+                JSONText.compactObject([("payload", JSONText.string($0.payload)), ("reason", JSONText.string($0.reason))])
+            }
+            print(JSONText.object([
+                ("actions", "\(total)"), ("delivered", "\(delivered)"), ("alreadySent", "\(already)"),
+                ("notDelivered", "\(total - delivered - already)"), ("payloadsNotTracked", "\(notTracked.count)"),
+                ("results", JSONText.array(items).replacing("\n", with: "\n  ")),
+                ("notTracked", JSONText.array(skipped).replacing("\n", with: "\n  ")),
+            ]))
+            return failed == 0
+        }
         var summary = "Delivered \(delivered) of \(total) \(plural(total, "action"))"
         if already > 0 { summary += "; \(already) already sent" }
         if total - delivered - already > 0 { summary += "; \(total - delivered - already) not delivered" }
-        if notTracked > 0 { summary += "; \(notTracked) \(plural(notTracked, "payload")) not tracked" }
+        if !notTracked.isEmpty { summary += "; \(notTracked.count) \(plural(notTracked.count, "payload")) not tracked" }
         print(summary + ".")
         return failed == 0
     }

@@ -23,6 +23,8 @@ public struct OnceOutcome: Sendable {
     public var undelivered: [Undelivered]
     /// Every subscription by state, after the round.
     public var counts: SubscriptionCounts
+    /// The same by service.
+    public var countsByService: [String: [SubscriptionState: Int]] = [:]
     public var elapsed: Duration
     public var deadline: Duration
     /// False when the state could not be written: the outcomes are sent again next time.
@@ -59,6 +61,37 @@ public struct OnceOutcome: Sendable {
         if refused > 0 { parts.append("\(refused) refused") }
         first += "; " + (parts + notes).joined(separator: "; ") + ":"
         return ([first] + undeliveredLines).joined(separator: "\n")
+    }
+
+    /// The summary as one JSON object (`run --once --format json`, SPEC §7): whether the round
+    /// succeeded, how many reports it had and delivered, an integer for each state of SPEC §9.0,
+    /// the same per service, and each subscription not delivered.
+    public var json: String {
+        func states(_ count: (SubscriptionState) -> Int) -> [(String, String)] {
+            SubscriptionState.allCases.map { ($0.rawValue, "\(count($0))") }
+        }
+        let services = countsByService.keys.sorted().map { service in
+            JSONText.compactObject([("service", JSONText.string(service))] + states { countsByService[service]?[$0] ?? 0 })
+        }
+        let failures = undelivered.map { failure in
+            JSONText.compactObject([
+                ("account", JSONText.string(failure.key.account)), ("service", JSONText.string(failure.key.service)),
+                ("host", JSONText.string(failure.host)), ("state", JSONText.string(failure.state.rawValue)),
+                ("attempts", "\(failure.attempts)"), ("reason", JSONText.string(failure.reason)),
+            ])
+        }
+        return JSONText.object([
+            ("succeeded", "\(succeeded)"),
+            ("reports", "\(total)"),
+            ("reportsDelivered", "\(delivered)"),
+            ("elapsedSeconds", "\(Double(elapsed.milliseconds) / 1000)"),
+            ("deadlineSeconds", "\(Double(deadline.milliseconds) / 1000)"),
+            ("stateWritten", "\(stateWritten)"),
+            ("stoppedBy", stoppedBy.map { JSONText.string($0) } ?? "null"),
+        ] + states { counts[$0] } + [
+            ("services", JSONText.array(services).replacing("\n", with: "\n  ")),
+            ("undelivered", JSONText.array(failures).replacing("\n", with: "\n  ")),
+        ])
     }
 
     /// One line per subscription not delivered: who, what, where, the last failure and attempts.

@@ -31,7 +31,8 @@ struct RunOnce<C: Clock>: Sendable where C.Duration == Duration {
         let beginning = await core.begin()
         let jobs = beginning.jobs
         guard beginning.written else {
-            return OnceOutcome(total: jobs, delivered: 0, undelivered: [], counts: core.state.withLock { $0.book.counts },
+            let (counts, byService) = core.state.withLock { ($0.book.counts, $0.book.countsByService) }
+            return OnceOutcome(total: jobs, delivered: 0, undelivered: [], counts: counts, countsByService: byService,
                                elapsed: .zero, deadline: deadline, stateWritten: false)
         }
         let (settled, settledContinuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -167,7 +168,8 @@ struct RunOnce<C: Clock>: Sendable where C.Duration == Duration {
             }
             let total = state.book.startJobs + claimedOnly.count + refused.count
             return OnceOutcome(total: total, delivered: total - undelivered.count, undelivered: undelivered,
-                               counts: state.book.counts, elapsed: elapsed, deadline: deadline, stateWritten: stateWritten)
+                               counts: state.book.counts, countsByService: state.book.countsByService,
+                               elapsed: elapsed, deadline: deadline, stateWritten: stateWritten)
         }
     }
 

@@ -16,6 +16,16 @@ public enum Exit {
     public static let usage = ExitCode(64)
 }
 
+/// `--format` of the commands that say what they did (`run --once`, `migrate`, `remove`,
+/// `track`): sentences, or one JSON object on standard output for the pipelines that call them
+/// (SPEC §7).
+public enum SummaryFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
+    case text, json
+
+    public static let help = ArgumentHelp("What to print of what was done: text, or json (one object on standard output).",
+                                          valueName: "format")
+}
+
 /// `noun`, or its plural for a `count` other than one.
 public func plural(_ count: Int, _ noun: String) -> String {
     count == 1 ? noun : noun + "s"

@@ -20,6 +20,9 @@ struct Migrate: ParsableCommand {
     @Option(help: ArgumentHelp("The state: a directory, or a postgres:// URI (default: from the configuration).", valueName: "state"))
     var stateDir: String?
 
+    @Option(help: SummaryFormat.help)
+    var format: SummaryFormat = .text
+
     func run() throws {
         let loaded = LoadedConfiguration(options: config)
         let settings = loaded.result.configuration.agent
@@ -27,11 +30,11 @@ struct Migrate: ParsableCommand {
         do {
             if AgentRuntime.isDatabase(state) {
                 let database = try PostgresStateStore(uri: state, password: settings.statePassword)
-                print("The state database \(database.location) is at schema \(try database.storedSchemaVersion()).")
+                say(kind: "database", location: database.location, schema: try database.storedSchemaVersion())
             } else {
                 let directory = try StateDirectory(path: state)
                 let store = try SQLiteStateStore(directory: directory)
-                print("The state directory \(state) is at schema \(try store.schemaVersion()).")
+                say(kind: "directory", location: state, schema: Int(try store.schemaVersion()))
             }
         } catch let error as StateError {
             printError("migrate: \(error.description)")
@@ -39,6 +42,17 @@ struct Migrate: ParsableCommand {
         } catch {
             printError("migrate: \(error)")
             throw Exit.failure
+        }
+    }
+
+    /// Says where the state is and at which schema version.
+    private func say(kind: String, location: String, schema: Int) {
+        switch format {
+        case .text:
+            print("The state \(kind) \(location) is at schema \(schema).")
+        case .json:
+            print(JSONText.object([("state", JSONText.string(kind == "database" ? "postgresql" : "directory")),
+                                   ("location", JSONText.string(location)), ("schemaVersion", "\(schema)")]))
         }
     }
 }

@@ -27,6 +27,9 @@ struct Remove: AsyncParsableCommand {
 
     @OptionGroup var agent: AgentOptions
 
+    @Option(help: SummaryFormat.help)
+    var format: SummaryFormat = .text
+
     func run() async throws {
         let output = LogOutput(format: .text)
         let logger = agent.logger(output: output)
@@ -85,20 +88,45 @@ struct Remove: AsyncParsableCommand {
         if owed.isEmpty {
             let unreadable = records.contains { $0.cleanup != nil || !$0.pastCleanups.isEmpty }
             let why = unreadable ? "its stored removal request cannot be read" : "no accountRemovalReporterUrl"
-            print("\(id.displayEscaped) has no removal request to send (\(why)), so it was forgotten without one.")
+            say("\(id.displayEscaped) has no removal request to send (\(why)), so it was forgotten without one.",
+                removals: 0, delivered: 0, forgotten: outcome.stateWritten, hosts: [], outcome: outcome, note: "no removal request to send (\(why))")
             exitNow(outcome.stateWritten ? .success : Exit.failure)
         }
         guard outcome.succeeded else {
             // What is left owed is in the state: the rest was delivered, and recorded.
             let left = (try? runtime.records().filter { $0.key.account == id }).map { cleanups(of: $0, backends: runtime.backends).count }
                 ?? owed.count
-            print(notDelivered(outcome, delivered: owed.count - left, of: owed.count))
+            say(notDelivered(outcome, delivered: owed.count - left, of: owed.count),
+                removals: owed.count, delivered: owed.count - left, forgotten: false, hosts: [], outcome: outcome)
             exitNow(Exit.failure)
         }
         var hosts: [String] = []
         for request in owed where !hosts.contains(request.host) { hosts.append(request.host) }
-        print("Removal of \(id.displayEscaped) delivered to \(hosts.joined(separator: ", ")); the account is forgotten.")
+        say("Removal of \(id.displayEscaped) delivered to \(hosts.joined(separator: ", ")); the account is forgotten.",
+            removals: owed.count, delivered: owed.count, forgotten: true, hosts: hosts, outcome: outcome)
         exitNow(.success)
+    }
+
+    /// Prints `sentence`, or with `--format json` one object that says the same with counts.
+    private func say(_ sentence: String, removals: Int, delivered: Int, forgotten: Bool, hosts: [String], outcome: OnceOutcome,
+                     note: String? = nil) {
+        guard format == .json else { return print(sentence) }
+        let undelivered = outcome.undelivered.map { failure in
+            JSONText.compactObject([
+                ("service", JSONText.string(failure.key.service)), ("host", JSONText.string(failure.host)),
+                ("attempts", "\(failure.attempts)"), ("reason", JSONText.string(failure.reason)),
+            ])
+        }
+        print(JSONText.object([
+            ("account", JSONText.string(id)),
+            ("removals", "\(removals)"),
+            ("delivered", "\(delivered)"),
+            ("forgotten", "\(forgotten)"),
+            ("hosts", "[" + hosts.map { JSONText.string($0) }.joined(separator: ",") + "]"),
+            ("elapsedSeconds", "\(Double(outcome.elapsed.milliseconds) / 1000)"),
+            ("note", note.map { JSONText.string($0) } ?? "null"),
+            ("undelivered", JSONText.array(undelivered).replacing("\n", with: "\n  ")),
+        ]))
     }
 
     /// The cleanups `records` owe, in the order they are sent, as the agent reads them.

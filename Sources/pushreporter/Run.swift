@@ -45,10 +45,16 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Log line format: text (timestamped, or <N> prefixes under journald) or json.")
     var logFormat: LogOutput.Format = .text
 
+    @Option(help: SummaryFormat.help)
+    var format: SummaryFormat = .text
+
     func validate() throws {
         if watch && once { throw ValidationError("--watch applies to the long-running agent, not to --once") }
         if !services.isEmpty && !once {
             throw ValidationError("--service applies to --once; the long-running agent serves every service of its configuration")
+        }
+        if format == .json && !once {
+            throw ValidationError("--format applies to --once's summary; the long-running agent logs (--log-format json)")
         }
         if agent.deadline != nil && !once {
             throw ValidationError("--deadline applies to --once; the long-running agent retries for as long as it runs")
@@ -191,7 +197,7 @@ struct Run: AsyncParsableCommand {
             logger.error("the state could not be written; the outcomes are not recorded, so they are sent again next time")
         }
         outcome.stoppedBy = round.stoppedBy
-        print(outcome.summary)
+        print(format == .json ? outcome.json : outcome.summary)
         exitNow(outcome.succeeded ? .success : Exit.failure)
     }
 
