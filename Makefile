@@ -5,18 +5,26 @@ DESTDIR ?=
 SWIFT ?= swift
 CONFIG ?= examples
 DEB_PACKAGES := libyaml-dev libcurl4-openssl-dev libsqlite3-dev libpq-dev postgresql pkg-config
+# What make deb needs beyond the build: dpkg-deb and dpkg-shlibdeps, objcopy and strip.
+DEB_TOOLS := dpkg-dev binutils
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RELEASE_FLAGS := -c release --static-swift-stdlib
 BIN_DEBUG := .build/debug/pushreporter
 BIN_RELEASE := .build/release/pushreporter
 
-.PHONY: all deps build release run test bench fuzz fuzz-ci install clean
+.PHONY: all deps deb-tools build release run test bench fuzz fuzz-ci install deb deb-check clean
 
 all: build
 
 ## deps: install the Debian packages the build links against, when they are missing.
 deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+	@$(MAKE) --no-print-directory install-missing PACKAGES="$(DEB_PACKAGES)"
+
+deb-tools:
+	@$(MAKE) --no-print-directory install-missing PACKAGES="$(DEB_TOOLS)"
+
+install-missing:
+	@missing=""; for p in $(PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -59,7 +67,8 @@ fuzz-ci: deps
 	FUZZ_SECONDS=30 bash fuzz/run.sh
 
 ## install: the release binary, the templates, the systemd unit (paths rewritten to PREFIX),
-## the Type=notify-reload drop-in (to copy by hand on systemd 253+) and the man page.
+## the Type=notify-reload drop-in (to copy by hand on systemd 253+), the man page and the
+## bash, zsh and fish completions. The release build takes some minutes (docs/deploying.md).
 install: release
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/pushreporter/templates \
 	  $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/pushreporter/systemd \
@@ -70,6 +79,20 @@ install: release
 	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/pushreporter.service
 	install -m 0644 examples/pushreporter-notify-reload.conf $(DESTDIR)$(PREFIX)/share/pushreporter/systemd/notify-reload.conf
 	install -m 0644 docs/pushreporter.1 $(DESTDIR)$(PREFIX)/share/man/man1/pushreporter.1
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions \
+	  $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	$(BIN_RELEASE) --generate-completion-script bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/pushreporter
+	$(BIN_RELEASE) --generate-completion-script zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_pushreporter
+	$(BIN_RELEASE) --generate-completion-script fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/pushreporter.fish
+
+## deb: dist/pushreporter_VERSION_ARCH.deb (SPEC §13) and its debug symbols beside it (.ddeb).
+deb: release deb-tools
+	bash packaging/deb.sh $(BIN_RELEASE)
+
+## deb-check: build the package, then check its contents, install, upgrade, remove and purge
+## (in a scratch dpkg root; the machine's own is untouched).
+deb-check: deb
+	bash packaging/check-deb.sh
 
 clean:
-	rm -rf .build .build-fuzz .build-bench bench/out
+	rm -rf .build .build-fuzz .build-bench bench/out dist

@@ -81,6 +81,45 @@ import PushTestThreads
         #expect(limit == "0")
     }
 
+    /// The unit's restart settings against what `run` really does, started as the unit's
+    /// `ExecStart=` starts it: an invalid configuration exits with a status the unit does not
+    /// restart, and a state store that cannot be reached yet with one it does (SPEC §8).
+    @Test func theExitStatusesOfRunAreTheOnesTheUnitTellsApart() throws {
+        let settings = Self.settings(try String(contentsOfFile: Self.unit, encoding: .utf8))
+        let prevented = Set(settings.filter { $0.section == "Service" && $0.key == "RestartPreventExitStatus" }
+            .flatMap { $0.value.split(separator: " ").compactMap { Int32($0) } })
+        let start = try #require(settings.last { $0.section == "Service" && $0.key == "ExecStart" }?.value)
+        // The unit's own arguments, with the configuration of the test in place of /etc/pushreporter.
+        let arguments = start.split(separator: " ").dropFirst().map(String.init)
+        #expect(arguments.first == "run")
+        let files = TemporaryDirectory()
+        func run(_ name: String, _ config: String) throws -> ProcessOutput {
+            let directory = files.path + "/" + name
+            files.write(name + "/c.yaml", config)
+            return try ProcessRunner.pushreporter(arguments.map { $0 == "/etc/pushreporter" ? directory : $0 },
+                                                  environment: ["STATE_DIRECTORY": files.path + "/state"])
+        }
+        let invalid = try run("invalid", "agent:\n  timeout: soon\naccounts: []\n")
+        #expect(prevented.contains(invalid.status), "an invalid configuration exits \(invalid.status): \(invalid.stderr)")
+        #expect(invalid.stderr.contains("c.yaml:2:12: error:"), "\(invalid.stderr)")
+        // A PostgreSQL state on a port nothing listens on: not yet reachable, restarted.
+        let unreachable = try run("unreachable", "agent:\n  state: postgres://pushreporter@127.0.0.1:1/pushreporter\naccounts: []\n")
+        #expect(unreachable.status == 1, "\(unreachable.stderr)")
+        #expect(!prevented.contains(unreachable.status))
+    }
+
+    /// `systemd-analyze verify` reads the unit as systemd would load it, with its `ExecStart=`
+    /// on the binary under test.
+    @Test(.enabled(if: analyzer != nil, "systemd-analyze is not installed"))
+    func systemdVerifiesTheUnit() throws {
+        let files = TemporaryDirectory()
+        let text = try String(contentsOfFile: Self.unit, encoding: .utf8)
+            .replacingOccurrences(of: "/usr/local/bin/pushreporter", with: ProcessRunner.pushreporter as String)
+        let unit = files.write("pushreporter.service", text)
+        let result = try ProcessRunner.run(try #require(Self.analyzer), ["verify", "--man=no", unit])
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+    }
+
     @Test func theSettingsReaderReadsWhatSystemdReads() {
         let text = "# c\n[Unit]\nA=1\n[Service]\nExecStartPre=-/bin/true \\\n  x\n; note\nB = two words\n"
         let read = Self.settings(text).map { "\($0.section).\($0.key)=\($0.value)" }
