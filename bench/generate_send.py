@@ -38,10 +38,13 @@ def main() -> None:
     parser.add_argument("--backend", choices=["acrobits", "journeys", "fcm"], default="acrobits")
     parser.add_argument("--change", type=int)
     parser.add_argument("--unreachable", type=int)
+    parser.add_argument("--listen", help="agent.listen (HOST:PORT), for the agent's /metrics")
     args = parser.parse_args()
     base = args.base
     with open(f"{args.directory}/config.yaml", "w") as config:
         config.write("agent:\n  concurrency: 64\n  perHostConcurrency: 64\n  timeout: 30s\n")
+        if args.listen:
+            config.write(f"  listen: {args.listen}\n")
         if args.backend == "acrobits":
             config.write("defaults:\n  pushappid_other: com.example.app\n")
             config.write(f"  pushTokenReporterUrl: '{base}{ACROBITS_URL}'\n")

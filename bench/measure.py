@@ -407,6 +407,39 @@ class Agent:
             self.process.wait()
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Scraper:
+    """GET /metrics on the agent's endpoint ten times a second (a hundred times what Prometheus
+    asks), on a thread, until stop()."""
+
+    def __init__(self, port: int):
+        import threading
+        self.port, self.times, self.body, self.running = port, [], b"", True
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        import urllib.request
+        while self.running:
+            start = time.monotonic()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as answer:
+                    self.body = answer.read()
+                self.times.append(time.monotonic() - start)
+            except OSError:
+                pass
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.running = False
+        self.thread.join()
+
+
 def part_agent(bin_dir: str, out: str, results: Results) -> None:
     count = env_int("BENCH_AGENT_ACCOUNTS", 100000)
     idle_seconds = env_int("BENCH_IDLE_SECONDS", 20)
@@ -436,16 +469,29 @@ def part_agent(bin_dir: str, out: str, results: Results) -> None:
         state = os.path.join(directory, "state")
         os.makedirs(state)
         config = os.path.join(directory, "config.yaml")
-        subprocess.run([sys.executable, os.path.join(HERE, "generate_send.py"), directory, str(count), nginx.base], check=True)
+        metrics_port = free_port()
+        subprocess.run([sys.executable, os.path.join(HERE, "generate_send.py"), directory, str(count), nginx.base,
+                        "--listen", f"127.0.0.1:{metrics_port}"], check=True)
         offset = nginx.offset()
         agent = Agent(binary, config, state)
         try:
             ready = agent.wait_for(lambda line: line == "READY=1", "READY=1") - agent.start
+            # /metrics scraped ten times a second while the start's burst is sent: what a scrape
+            # costs then (the delivery time above is measured with them going on).
+            scrapes = Scraper(metrics_port)
             settled_line = f"STATUS={count} accounts: {count} reported, 0 retrying"
             delivered = agent.wait_for(lambda line: line == settled_line, "every account reported") - agent.start
+            scrapes.stop()
             seen = nginx.requests_since(offset, count)
             say(f"   exec to READY=1, {thousands(count)} accounts: {ready * 1000:6.0f} ms; all {len(seen)} delivered at {delivered:.1f} s")
             results.figure(f"agent/ready/{count}", value_ms=ready * 1000, delivered_s=delivered)
+            body = scrapes.body
+            size_ok = 0 < len(body) <= 16 * 1024 and b"account=" not in body
+            say(f"   /metrics during the burst: {len(scrapes.times)} scrapes, median {(median(scrapes.times) or 0) * 1000:.1f} ms, "
+                f"max {max(scrapes.times, default=0) * 1000:.1f} ms; {len(body):,} bytes at {thousands(count)} accounts   "
+                f"goal <= 16 KiB, no series per account: {verdict(size_ok)}")
+            results.figure("agent/metrics", accounts=count, scrapes=len(scrapes.times), median_ms=(median(scrapes.times) or 0) * 1000,
+                           max_ms=max(scrapes.times, default=0) * 1000, bytes=len(body))
             # Idle: the agent gives memory back once every account is reported and the state written.
             time.sleep(2)
             # The reloads' sizes below are read 2 s after each: growth is counted from this one,

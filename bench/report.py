@@ -128,6 +128,11 @@ def goals(f: dict) -> list[list[str]]:
         median = f" (median {rr['median']:,}/s)" if "median" in rr else ""
         rows.append(["render benchmark (Acrobits GET URL, 1 thread), best of its runs", "no regression; ≥ 1,000,000/s",
                      f"{rr['per_second']:,}/s{median}", "–", "–", ok(rr["per_second"] >= 1_000_000)])
+    m = get("agent/metrics")
+    if m:
+        rows.append([f"/metrics, {label(m['accounts'])} accounts, scraped 10×/s during the start's burst",
+                     "≤ 16 KiB, no series per account", f"{m['bytes']:,} bytes; median {m['median_ms']:.1f} ms, max {m['max_ms']:.0f} ms",
+                     "–", "–", ok(m["bytes"] <= 16 * 1024)])
     for key, text in (("agent/ready/1000", "start-up: exec → READY=1, 1k accounts"),):
         s = get(key)
         if s:
