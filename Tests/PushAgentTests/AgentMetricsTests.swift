@@ -111,15 +111,19 @@ import Foundation
         #expect(await agent.stop(), "\(agent.log.value)")
     }
 
-    @Test func livezAndReadyzAnswerAndSayWhy() async throws {
+    @Test func livezAndReadyzAnswerAndEachRequestIsADebugLine() async throws {
         let server = try LoopbackHTTPServer { _, _ in .status(204) }
         defer { server.stop() }
         let files = TemporaryDirectory()
         let config = files.write("accounts.yaml", SampleConfiguration.config([("a", "T")], base: server.baseURL,
                                                                             agent: "  listen: 127.0.0.1:0\n"))
-        let agent = try await AgentHarness.start(config: config, stateDir: files.path + "/state", backends: .standard)
+        let agent = try await AgentHarness.start(config: config, stateDir: files.path + "/state", backends: .standard, level: .debug)
         let port = try await Self.port(agent)
         #expect(await agent.log.waitFor("the 1 account is reported"), "\(agent.log.value)")
+        // At debug level each request says its service, status and time, its query left out.
+        let line = agent.log.value.split(separator: "\n").first { $0.contains(": acrobits: GET ") } ?? ""
+        #expect(line.contains("acrobits: GET \(server.baseURL)/report/a?… answered 204 in "), "\(agent.log.value)")
+        #expect(!line.contains("token=T"))
         #expect(try await Self.get(port, "/livez") == (200, "ok\n"))
         #expect(try await Self.get(port, "/readyz") == (200, "ok\n"))
         #expect(try await Self.get(port, "/health") == (200, "ok\n"))
