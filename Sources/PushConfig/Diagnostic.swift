@@ -17,6 +17,9 @@ public struct Diagnostic: Sendable, Hashable, Codable {
     public var message: String
     /// The account the problem belongs to, when it is about one account.
     public var account: String?
+    /// A warning no edit of the configuration can remove (a vendor's deprecation dates): said,
+    /// but not failed by `validate --strict` (SPEC §2).
+    public var isStanding = false
 
     public init(file: String, line: Int = 0, column: Int = 0, severity: Severity, message: String, account: String? = nil) {
         self.file = file
@@ -99,6 +102,8 @@ public struct DiagnosticList: Sendable {
     public var hasErrors: Bool { all.contains { $0.severity == .error } }
     public var errorCount: Int { all.count { $0.severity == .error } }
     public var warningCount: Int { all.count { $0.severity == .warning } }
+    /// The warnings an edit of the configuration can remove: what `validate --strict` fails on.
+    public var strictWarningCount: Int { all.count { $0.severity == .warning && !$0.isStanding } }
 
     public mutating func append(_ diagnostic: Diagnostic) {
         if seen.insert(diagnostic).inserted { all.append(diagnostic) }
@@ -120,6 +125,13 @@ public struct DiagnosticList: Sendable {
 
     public mutating func warning(_ message: String, file: String, at position: SourcePosition? = nil, account: String? = nil) {
         append(Diagnostic(file: file, at: position, severity: .warning, message: message, account: account))
+    }
+
+    /// A warning no edit of the configuration can remove (``Diagnostic/isStanding``).
+    public mutating func standingWarning(_ message: String, file: String, at position: SourcePosition? = nil) {
+        var diagnostic = Diagnostic(file: file, at: position, severity: .warning, message: message)
+        diagnostic.isStanding = true
+        append(diagnostic)
     }
 
     /// The errors, ordered as ``sorted(fileOrder:)`` orders them: what a command that stops on

@@ -28,6 +28,8 @@ extension LoadSession {
         var own: [(key: String, value: ConfigValue)] = []
         var uses: [(name: String, scalar: YAMLScalar)] = []
         var aliases = AliasFill()
+        // Keys that are a near miss of one pushreporter acts on: told once the layer is whole.
+        var misspelt: [(key: YAMLScalar, suggestion: String)] = []
         layer.values = base
         // One copy of `base` with room for this layer, instead of a copy and then a resize. An
         // alias pair `base` has both names of adds none: room for it stayed empty in every
@@ -50,7 +52,7 @@ extension LoadSession {
                                           file: file, at: entry.pointee.value.start, account: account)
                         continue
                     }
-                    warnIfMisspelt(entry.pointee.key, suggestion: facts.suggestion, file: file, account: account)
+                    if let suggestion = facts.suggestion { misspelt.append((entry.pointee.key, suggestion)) }
                     guard let resolved = resolve(scalar, key: facts.key.name, isSecret: facts.isSecret, file: file, account: account) else {
                         layer.unreadable.insert(facts.key.name)
                         continue
@@ -76,6 +78,9 @@ extension LoadSession {
             overlay(&layer.values, with: own, file: file, account: account)
         } else {
             fill(aliases, in: &layer.values, file: file, account: account)
+        }
+        for (key, suggestion) in misspelt {
+            reportMisspelt(key, suggestion: suggestion, in: layer, file: file, account: account)
         }
         return layer
     }

@@ -9,12 +9,26 @@ import Glibc
 /// key pushreporter acts on.
 extension LoadSession {
 
-    /// Accounts take any key, but a near-miss of a key the agent acts on is almost always a typo.
-    /// `suggestion` is the key's ``KeyFacts/suggestion``.
-    mutating func warnIfMisspelt(_ key: YAMLScalar, suggestion: String?, file: String, account: String?) {
-        guard let nearest = suggestion else { return }
-        diagnostics.warning("'\(key.value)' is not a key pushreporter acts on; did you mean '\(nearest)'?", file: file, at: key.start,
-                            account: account)
+    /// Accounts take any key, but a near miss of a key the agent acts on is almost always a typo,
+    /// and a typo must not go live (SPEC §2): in an account, it is an error unless a template of
+    /// the account uses it (`%account[KEY]%`: then it is the author's own key). In `defaults`,
+    /// whose keys the accounts' templates may use later, it is a warning.
+    mutating func reportMisspelt(_ key: YAMLScalar, suggestion: String, in layer: AccountLayer, file: String, account: String?) {
+        guard let account else {
+            diagnostics.warning("'\(key.value)' is not a key pushreporter acts on; did you mean '\(suggestion)'?", file: file, at: key.start)
+            return
+        }
+        guard !Self.templates(in: layer, use: key.value) else { return }
+        diagnostics.error("'\(key.value)' is not a key pushreporter acts on, and no template of the account uses it; did you mean '\(suggestion)'?",
+                          file: file, at: key.start, account: account)
+    }
+
+    /// Whether a value of `layer` (its own or a service's) names `key` as a placeholder.
+    static func templates(in layer: AccountLayer, use key: String) -> Bool {
+        let forms = ["%account[\(key)]%", "%\(key)%"]
+        func uses(_ text: String) -> Bool { text.utf8.contains(UInt8(ascii: "%")) && forms.contains { text.contains($0) } }
+        return layer.values.contains { uses($0.value.text) }
+            || layer.services.values.contains { service in service.values.values.contains { uses($0.text) } }
     }
 
     /// What is known of a key name, whatever holds it.

@@ -54,7 +54,7 @@ struct LoadSession {
     /// Where a template name beside a config folder was found, so accounts do not search again.
     var templatePaths: [String: String] = [:]
     var accountServiceReferences: [(service: String, file: String, position: SourcePosition, account: String)] = []
-    /// What `warnIfMisspelt` found for each key name that is not one we act on (nil: no warning).
+    /// What `suggestion(forKey:)` found for each key name that is not one we act on (nil: none).
     var keySuggestions: [String: String?] = [:]
     var lastPath: (file: String, path: SourcePath)?
 

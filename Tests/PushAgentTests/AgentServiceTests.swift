@@ -39,13 +39,19 @@ import Testing
         #expect(Set(Self.seen(server, from: 3)) == ["GET /report/bob?token=B2", "GET /report/dave?token=D1",
                                                      "DELETE /remove/carol?token=C1"])
 
-        // A reload's warnings are logged, as at start: a fix may itself be misspelt.
+        // A reload's warnings are logged, as at start; a fix that is itself misspelt is refused
+        // (a typo must not go live) and says where.
         files.write("accounts.yaml", SampleConfiguration.config([("alice", "A1"), ("bob", "B2"), ("dave", "D1")], base: server.baseURL)
                     + "    pushTokenIncommingCall: x\n")
         agent.reload()
-        #expect(await agent.log.waitFor("reloaded: 0 new, 0 changed, 3 unchanged, 0 removed"), "\(agent.log.value)")
+        #expect(await agent.log.waitFor("the new configuration is invalid, so the previous one keeps running"), "\(agent.log.value)")
         #expect(await agent.log.waitFor(
-            "'pushTokenIncommingCall' is not a key pushreporter acts on; did you mean 'pushTokenIncomingCall'? [account dave]"),
+            "'pushTokenIncommingCall' is not a key pushreporter acts on, and no template of the account uses it; did you mean 'pushTokenIncomingCall'? [account dave]"),
+                "\(agent.log.value)")
+        files.write("accounts.yaml", "defaults:\n  pushTokenIncommingCall: x\n" + SampleConfiguration.config([("alice", "A1"), ("bob", "B2"), ("dave", "D1")], base: server.baseURL))
+        agent.reload()
+        #expect(await agent.log.waitFor("reloaded: 0 new, 0 changed, 3 unchanged, 0 removed"), "\(agent.log.value)")
+        #expect(await agent.log.waitFor("'pushTokenIncommingCall' is not a key pushreporter acts on; did you mean 'pushTokenIncomingCall'?"),
                 "\(agent.log.value)")
 
         // A broken file leaves the agent running on the previous configuration.

@@ -295,16 +295,23 @@ struct RequestBuildingTests {
         #expect(l.lines.contains { $0.contains("error: unknown variable 'pushTokenOthr'; did you mean 'pushTokenOther'?") }, "\(l.lines)")
     }
 
-    @Test("a near miss of a device value is warned about; a key of the user's own is not")
+    @Test("a near miss of a device value is an error unless a template uses it; a key of the user's own is not")
     func misspeltDeviceValue() {
         let l = loaded("pushTokenReporterUrl: https://h.example/t\nselctor: ABC\nextension: 1001")
-        #expect(l.lines.contains { $0.hasSuffix("warning: 'selctor' is not a key pushreporter acts on; did you mean 'selector'? [account a]") },
+        #expect(l.lines.contains { $0.hasSuffix("error: 'selctor' is not a key pushreporter acts on, and no template of the account uses it; did you mean 'selector'? [account a]") },
                 "\(l.lines)")
         #expect(!l.lines.contains { $0.contains("'extension'") }, "\(l.lines)")
         // The same for the account's own keys of five letters or more, not for short keys.
         let own = loaded("pushTokenReporterUrl: https://h.example/t\nusernme: bob\nuser: x\nip: 10.0.0.1")
-        #expect(own.lines.contains { $0.hasSuffix("warning: 'usernme' is not a key pushreporter acts on; did you mean 'username'? [account a]") },
+        #expect(own.lines.contains { $0.hasSuffix("error: 'usernme' is not a key pushreporter acts on, and no template of the account uses it; did you mean 'username'? [account a]") },
                 "\(own.lines)")
+        // A template of the account that uses it makes it the author's own key: nothing to say.
+        let used = loaded("pushTokenReporterUrl: https://h.example/t?s=%account[selctor]%\nselctor: ABC")
+        #expect(!used.lines.contains { $0.contains("'selctor'") }, "\(used.lines)")
+        // In defaults, which the accounts' templates may use, it stays a warning.
+        let defaults = Loaded("defaults:\n  selctor: ABC\naccounts:\n  - id: a\n    pushTokenReporterUrl: https://h.example/t\n").lines
+        #expect(defaults.contains { $0.hasSuffix("config.yaml:2:3: warning: 'selctor' is not a key pushreporter acts on; did you mean 'selector'?") },
+                "\(defaults)")
         #expect(!own.lines.contains { $0.contains("'user'") || $0.contains("'ip'") }, "\(own.lines)")
     }
 

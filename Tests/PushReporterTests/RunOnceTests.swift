@@ -266,12 +266,13 @@ import PushTestThreads
         let server = try LoopbackHTTPServer { _, _ in .status(204) }
         let directory = TemporaryDirectory()
         let config = directory.write("c.yaml", """
+            defaults:
+              pushTokenOthr: abc
             accounts:
               - username: alice
-                pushTokenOthr: abc
                 pushTokenReporterUrl: \(server.baseURL)/r?tok=%pushTokenOther%
             """)
-        let warning = "c.yaml:3:5: warning: 'pushTokenOthr' is not a key pushreporter acts on; did you mean 'pushTokenOther'? [account alice]"
+        let warning = "c.yaml:2:3: warning: 'pushTokenOthr' is not a key pushreporter acts on; did you mean 'pushTokenOther'?"
         // On a terminal or in a file: as validate prints it, for editors.
         let text = try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", directory.path + "/s1"])
         #expect(text.status == 0, "\(text.stderr)")
@@ -286,7 +287,7 @@ import PushTestThreads
         #expect(first?["level"] as? String == "warning")
         #expect(first?["file"] as? String == config)
         // Numbers, as in validate --format json.
-        #expect(first?["line"] as? Int == 3 && first?["column"] as? Int == 5 && first?["account"] as? String == "alice",
+        #expect(first?["line"] as? Int == 2 && first?["column"] as? Int == 3 && first?["account"] == nil,
                 "\(json.stderr)")
         // Under journald: with the priority of a warning, as every line has its own.
         let journal = try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", directory.path + "/s3"],
