@@ -25,6 +25,9 @@ port=$(cat "$work/port")
 cp -rL examples "$work/config"
 sed -i -E "s#https://(example\.com|push\.example\.com|pbx\.example\.net|public-eur\.mkt\.dynamics\.com|fcm\.googleapis\.com|oauth2\.googleapis\.com)#http://127.0.0.1:$port#g" \
     "$work/config"/*.yaml "$work/config"/secrets/*.json
+echo "== pushreporter plan: what a start would send (nothing is sent, no state yet)"
+"$BIN/pushreporter" plan --config "$work/config" --state-dir "$work/state" 2>/dev/null || [ $? = 2 ]
+echo
 echo "== pushreporter run --once: examples/ with their hosts replaced by the receiver at 127.0.0.1:$port"
 echo "   (the receiver prints each request it gets; the agent's summary comes last)"
 echo

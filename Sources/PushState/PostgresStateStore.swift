@@ -387,6 +387,13 @@ public final class PostgresStateStore: SharedStateStore {
         }
     }
 
+    /// The installation id, if an agent made one; read only (`pushreporter plan`).
+    public func storedInstallID() throws(StateError) -> String? {
+        try withConnection { connection throws(StateError) in
+            try connection.query("SELECT value FROM pushreporter_installation WHERE key = 'installid'").first?.first.flatMap { $0 }
+        }
+    }
+
     /// The schema version of the database, for `pushreporter migrate`.
     public func storedSchemaVersion() throws(StateError) -> Int {
         try withConnection { connection throws(StateError) in try Self.version(of: connection) }

@@ -27,7 +27,7 @@ public struct StateDirectory: Sendable {
             }
         } else if !create {
             guard errno == ENOENT else { throw Self.unreadable(path, errno) }
-            throw Problem(description: "there is no state directory \(path): the agent has not run with it; give --state-dir DIR")
+            throw Problem(description: "there is no state directory \(path) (no agent has run with it yet)")
         } else {
             if let failure = Self.makeDirectories(path) {
                 throw Problem(description: "cannot create the state directory \(path) (\(failure)); "

@@ -237,6 +237,8 @@ import PushTestThreads
         let missing = try ProcessRunner.pushreporter(["status", "--state-dir", files.path + "/absent"])
         #expect(missing.status == 1)
         #expect(missing.stderr.hasPrefix("status: there is no state directory \(files.path)/absent"))
+        // It was given: no "give --state-dir DIR".
+        #expect(!missing.stderr.contains("give --state-dir"), "\(missing.stderr)")
     }
 }
 

@@ -1,0 +1,118 @@
+import PushBackend
+import PushConfig
+import PushState
+
+/// What a start or a reload would do now (SPEC §14, `pushreporter plan`): the configuration's
+/// subscriptions against what the state says was delivered, per service. It compares as a reload
+/// does, by the fingerprint of what was delivered (a start re-reports the unchanged ones too).
+public struct ChangePlan: Sendable {
+    public enum Action: String, Sendable, CaseIterable {
+        /// Never delivered: it would be sent.
+        case new
+        /// Delivered, but what would be sent now differs: sent again.
+        case changed
+        /// Delivered as it would be sent now: left alone by a reload.
+        case unchanged
+        /// In the state, no longer configured: its cleanup (removal report) would be sent, or it
+        /// would be forgotten.
+        case removed
+    }
+
+    public struct Item: Sendable, Equatable {
+        public var key: SubscriptionKey
+        public var action: Action
+    }
+
+    /// Every subscription that is not unchanged, by service then account.
+    public private(set) var items: [Item] = []
+    /// How many of each action each service has.
+    public private(set) var counts: [String: [Action: Int]] = [:]
+    /// Subscriptions that have nothing to send yet (a device value missing), or that are refused as
+    /// they stand: neither sent nor compared.
+    public private(set) var notSendable = 0
+
+    /// `plans` (the configuration's) against `records` (the state's); with `services`, only those.
+    public init(plans: [SubscriptionPlan], records: [SubscriptionRecord], services: Set<String> = []) {
+        func shown(_ service: String) -> Bool { services.isEmpty || services.contains(service) }
+        var stored: [SubscriptionKey: SubscriptionRecord] = [:]
+        stored.reserveCapacity(records.count)
+        for record in records where shown(record.key.service) { stored[record.key] = record }
+        for plan in plans where shown(plan.service) {
+            let key = SubscriptionKey(account: plan.account, service: plan.service)
+            let record = stored.removeValue(forKey: key)
+            // A service is listed even when none of its subscriptions has anything to send.
+            if counts[plan.service] == nil { counts[plan.service] = [:] }
+            guard plan.delivery != nil else {
+                notSendable += 1
+                continue
+            }
+            let action: Action
+            if let delivered = record?.deliveredFingerprint, record?.isRemoving == false {
+                action = delivered == plan.fingerprint ? .unchanged : .changed
+            } else {
+                action = .new
+            }
+            note(key, action)
+        }
+        // What is left of the state is no longer configured.
+        for key in stored.keys { note(key, .removed) }
+        items.sort { ($0.key.service, $0.key.account) < ($1.key.service, $1.key.account) }
+    }
+
+    private mutating func note(_ key: SubscriptionKey, _ action: Action) {
+        counts[key.service, default: [:]][action, default: 0] += 1
+        if action != .unchanged { items.append(Item(key: key, action: action)) }
+    }
+
+    /// Whether a reload now would send anything (new, changed or removed): `plan` exits 2 then.
+    public var sendsSomething: Bool { !items.isEmpty }
+
+    /// `count` of `action` in `service`.
+    public func count(_ action: Action, of service: String) -> Int { counts[service]?[action] ?? 0 }
+
+    /// Per service a line of counts, then what would be sent, at most `shown` lines of each
+    /// action (the rest counted; `--format json` lists every one).
+    public func text(shown limit: Int = 20) -> String {
+        var lines: [String] = []
+        for service in counts.keys.sorted() {
+            let parts = Action.allCases.map { "\(count($0, of: service)) \($0.rawValue)" }
+            lines.append("\(service.displayEscaped): " + parts.joined(separator: ", "))
+            for action in [Action.new, .changed, .removed] {
+                let keys = items.filter { $0.key.service == service && $0.action == action }.map(\.key.account)
+                for account in keys.prefix(limit) { lines.append("  \(action.rawValue.padding(to: 8)) \(account.displayEscaped)") }
+                if keys.count > limit {
+                    lines.append("  \(action.rawValue.padding(to: 8)) … and \(keys.count - limit) more (--format json lists every one)")
+                }
+            }
+        }
+        if lines.isEmpty { lines.append("no subscription is configured or in the state") }
+        if notSendable > 0 {
+            lines.append("\(notSendable) \(notSendable == 1 ? "subscription has" : "subscriptions have") nothing to send yet or "
+                         + "\(notSendable == 1 ? "is" : "are") refused as \(notSendable == 1 ? "it stands" : "they stand") (pushreporter validate says why)")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// SPEC §14's JSON: `{"services": [{"service", "new", "changed", "unchanged", "removed",
+    /// "held"}], "items": [{"account", "service", "action", "changes"}]}`. `changes` is null:
+    /// the state keeps a fingerprint of what was delivered, not the values, so what changed in
+    /// a changed subscription cannot be named.
+    public var json: String {
+        let services = counts.keys.sorted().map { service in
+            JSONText.compactObject([("service", JSONText.string(service))]
+                                   + Action.allCases.map { ($0.rawValue, "\(count($0, of: service))") } + [("held", "0")])
+        }
+        let listed = items.map { item in
+            JSONText.compactObject([("account", JSONText.string(item.key.account)), ("service", JSONText.string(item.key.service)),
+                                    ("action", JSONText.string(item.action.rawValue)), ("changes", "null")])
+        }
+        return JSONText.object([
+            ("services", JSONText.array(services).replacing("\n", with: "\n  ")),
+            ("items", JSONText.array(listed).replacing("\n", with: "\n  ")),
+        ])
+    }
+}
+
+private extension String {
+    func padding(to width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
+}
