@@ -30,6 +30,8 @@ public struct AssembledAgent: Sendable {
         defer { ownTransport?.shutdown() }
         do {
             try await group.run()
+            // Stopped: the last writes are done (the recorder stops last).
+            recorder.compactStoreOnClose()
         } catch {
             recorder.flush()
             throw AgentRuntime.Failure(description: "the agent stopped: \(String(describing: error))")

@@ -158,7 +158,9 @@ public struct AgentRuntime: Sendable {
         let recorder = StateRecorder(store: store, logger: logger, clock: clock)
         let agent = Agent(start: consume start, settings: settings, backends: backends, transport: transport, recorder: recorder,
                           shared: shared, logger: logger, clock: clock, gracePeriod: gracePeriod)
-        return await agent.runOnce(deadline: deadline, output: output, stop: stop)
+        let outcome = await agent.runOnce(deadline: deadline, output: output, stop: stop)
+        store.compactOnClose()
+        return outcome
     }
 
     /// How long the requests in flight may finish once the agent or a round stops: the

@@ -85,6 +85,11 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
         if isFull { fullBatchContinuation.yield() }
     }
 
+    /// Once the last write is done: the store's files made as small as they can be.
+    public func compactStoreOnClose() {
+        store.compactOnClose()
+    }
+
     /// Writes everything recorded so far in one transaction, and returns whether it was
     /// written. On failure the changes stay pending for the next flush.
     @discardableResult

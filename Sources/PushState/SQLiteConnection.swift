@@ -28,6 +28,12 @@ final class SQLiteConnection {
         sqlite3_close_v2(handle)
     }
 
+    /// Copies the write-ahead log into the database and truncates it to nothing (best effort:
+    /// a reader that holds the log, such as `status`, leaves it as it is).
+    func checkpointTruncating() {
+        _ = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil)
+    }
+
     /// Frees the page cache's unused pages (they are read back from the file when needed).
     func releaseMemory() {
         _ = sqlite3_db_release_memory(handle)

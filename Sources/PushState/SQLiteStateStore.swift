@@ -18,6 +18,7 @@ public final class SQLiteStateStore: StateStore {
     public let path: String
     public var location: String { path }
     private let connection: Mutex<Statements>
+    private let readOnly: Bool
 
     /// Opens the database of `directory`, creating it (0600) and its schema when missing, and
     /// migrating an older layout.
@@ -26,6 +27,7 @@ public final class SQLiteStateStore: StateStore {
     /// error whose ``StateError/isMissing`` is true, and an older layout is read as it is.
     public init(directory: StateDirectory, readOnly: Bool = false) throws(StateError) {
         path = directory.path + "/" + Self.fileName
+        self.readOnly = readOnly
         if readOnly {
             guard access(path, F_OK) == 0 else {
                 throw StateError(.missing, "there is no state in \(directory.path) yet: the agent has not run with this state directory")
@@ -274,6 +276,13 @@ public final class SQLiteStateStore: StateStore {
     /// Gives back the memory of the connection's page cache; an idle agent calls it.
     public func releaseMemory() {
         connection.withLock { statements in statements.database.releaseMemory() }
+    }
+
+    /// The write-ahead log folded into the database and truncated: a round left megabytes of
+    /// `state.sqlite-wal` behind, which the next opening would fold in anyway.
+    public func compactOnClose() {
+        guard !readOnly else { return }
+        connection.withLock { statements in statements.database.checkpointTruncating() }
     }
 
     /// SQLite's `PRAGMA integrity_check`: `ok`, or the problems it found.

@@ -106,4 +106,11 @@ public protocol StateStore: Sendable {
     func save(_ records: [SubscriptionRecord], deleting keys: [SubscriptionKey]) throws(StateError)
     /// Gives back memory the store holds for speed; an idle agent calls it.
     func releaseMemory()
+    /// Leaves the store's files as small as they can be once nothing more is written (a
+    /// round's end, the agent's): SQLite's write-ahead log folded in and truncated.
+    func compactOnClose()
+}
+
+extension StateStore {
+    public func compactOnClose() {}
 }

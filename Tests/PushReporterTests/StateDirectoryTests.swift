@@ -118,4 +118,19 @@ import PushTestThreads
         return try ProcessRunner.run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups",
                                                           ProcessRunner.pushreporter] + arguments)
     }
+
+    @Test func aRoundLeavesNoWriteAheadLogBehind() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(204) }
+        let files = TemporaryDirectory()
+        let accounts = (0..<300).map { ("a\($0)", "T\($0)") }
+        let config = files.write("c.yaml", SampleConfiguration.config(accounts, base: server.baseURL))
+        let result = try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", files.path + "/state"])
+        #expect(result.status == 0, "\(result.stderr)")
+        // The log is folded into the database when the round ends: no megabytes left beside it.
+        var info = stat()
+        let wal = files.path + "/state/state.sqlite-wal"
+        #expect(stat(wal, &info) != 0 || info.st_size == 0, "\(wal) is \(info.st_size) bytes")
+        let status = try ProcessRunner.pushreporter(["status", "--state-dir", files.path + "/state"])
+        #expect(status.stdout.hasPrefix("300 accounts: 300 reported, 0 retrying"), "\(status.stdout.prefix(200))")
+    }
 }
