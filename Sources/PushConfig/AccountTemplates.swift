@@ -169,11 +169,24 @@ public struct AccountTemplates: Sendable {
             for issue in compilation.issues {
                 let position = position(of: issue.offset + baseOffset, length: issue.length, in: value)
                 diagnostics.append(Diagnostic(file: value.origin.file, at: position,
-                                              severity: issue.severity == .error ? .error : .warning, message: issue.message))
+                                              severity: issue.severity == .error ? .error : .warning,
+                                              message: withAccountKeySuggestion(issue.message)))
             }
         }
         requestReferences.append(RequestReferences(references: compilation.references, origin: value, baseOffset: baseOffset))
         return compilation.template
+    }
+
+    /// `message` with a suggestion of `%account[KEY]%` when it says a variable is unknown with no
+    /// name near it and an account key is near (`%usrname%`: did you mean `%account[username]%`?).
+    private func withAccountKeySuggestion(_ message: String) -> String {
+        let prefix = "unknown variable '"
+        guard message.hasPrefix(prefix), !message.contains("did you mean") else { return message }
+        let rest = message.dropFirst(prefix.count)
+        guard let end = rest.firstIndex(of: "'") else { return message }
+        let name = String(rest[..<end])
+        guard let nearest = withAccountKeys({ keys in NameSuggester.nearest(to: name, among: keys) }) else { return message }
+        return "unknown variable '\(name)'; did you mean '%account[\(nearest)]%'?" + rest[rest.index(after: end)...]
     }
 
     /// `%account[KEY]%` naming a key no account has is an error; one this account lacks, a

@@ -5,6 +5,7 @@ import PushBackend
 import PushConfig
 import PushRegistry
 import PushSystem
+import PushTemplates
 
 /// `pushreporter`: reports mobile push tokens from YAML account configurations.
 @main
@@ -38,6 +39,12 @@ struct PushReporter: AsyncParsableCommand {
         do {
             command = try parseAsRoot()
         } catch {
+            // A misspelt command (`validat`) gets its suggestion, as a misspelt key does.
+            if let suggestion = commandSuggestion(CommandLine.arguments.dropFirst()) {
+                printError("Error: unknown command '\(suggestion.given.displayEscaped)'; did you mean '\(suggestion.nearest)'?")
+                printError("Usage: pushreporter <subcommand>\n  See 'pushreporter --help' for more information.")
+                exitNow(Exit.usage)
+            }
             exit(withError: error)
         }
         // `run` reads them itself (the agent, and `run --once` to end its round cleanly).
@@ -48,6 +55,14 @@ struct PushReporter: AsyncParsableCommand {
             finished.signal()
         }
         finished.wait()
+    }
+
+    /// The command the first argument probably meant, when it names none (`validat`).
+    static func commandSuggestion(_ arguments: ArraySlice<String>) -> (given: String, nearest: String)? {
+        guard let first = arguments.first, !first.hasPrefix("-") else { return nil }
+        let names = configuration.subcommands.map { $0._commandName }
+        guard !names.contains(first), let nearest = NameSuggester.nearest(to: first, among: Set(names)) else { return nil }
+        return (first, nearest)
     }
 
     /// Runs `command` as ArgumentParser's `main` does; exits with its error when it throws.

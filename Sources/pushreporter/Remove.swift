@@ -5,6 +5,7 @@ import PushAgent
 import PushBackend
 import PushConfig
 import PushState
+import PushTemplates
 
 /// `pushreporter remove ID`: send an account's cleanups (its removal report) now, then forget it.
 struct Remove: AsyncParsableCommand {
@@ -73,7 +74,10 @@ struct Remove: AsyncParsableCommand {
                 exitNow(Exit.failure)
             }
         } else if records.isEmpty {
-            printError("remove: no account '\(id.displayEscaped)' in \(runtime.describedLocation) or in the configuration")
+            // A near name, from the state and the configuration, as preview --account suggests one.
+            let known = Set(((try? runtime.records()) ?? []).map(\.key.account) + setup.configuration.accounts.map(\.id))
+            let nearest = NameSuggester.nearest(to: id, among: known).map { "; did you mean '\($0.displayEscaped)'?" } ?? ""
+            printError("remove: no account '\(id.displayEscaped)' in \(runtime.describedLocation) or in the configuration\(nearest)")
             exitNow(Exit.failure)
         }
         let owed = cleanups(of: records, backends: runtime.backends)

@@ -295,6 +295,15 @@ struct RequestBuildingTests {
         #expect(l.lines.contains { $0.contains("error: unknown variable 'pushTokenOthr'; did you mean 'pushTokenOther'?") }, "\(l.lines)")
     }
 
+    @Test("an unknown variable near an account key suggests %account[KEY]%")
+    func anUnknownVariableNearAnAccountKey() {
+        let l = loaded("username: bob\npushTokenReporterUrl: https://h.example/t?u=%usrname%")
+        #expect(l.lines.contains { $0.hasSuffix("error: unknown variable 'usrname'; did you mean '%account[username]%'?") }, "\(l.lines)")
+        // A variable that is near one of the variables keeps that suggestion.
+        let near = loaded("pushTokenReporterUrl: https://h.example/t?u=%pushTokenOthr%")
+        #expect(near.lines.contains { $0.contains("error: unknown variable 'pushTokenOthr'; did you mean 'pushTokenOther'?") }, "\(near.lines)")
+    }
+
     @Test("a near miss of a device value is an error unless a template uses it; a key of the user's own is not")
     func misspeltDeviceValue() {
         let l = loaded("pushTokenReporterUrl: https://h.example/t\nselctor: ABC\nextension: 1001")

@@ -176,6 +176,11 @@ import PushTestThreads
         let unknown = try ProcessRunner.pushreporter(["remove", "zed", "--config", config, "--state-dir", state])
         #expect(unknown.status == 1)
         #expect(unknown.stderr == "remove: no account 'zed' in the state directory \(state) or in the configuration\n")
+        // A near name is suggested, as preview --account and track --account do.
+        let near = try ProcessRunner.pushreporter(["remove", "alic", "--config", config, "--state-dir", state])
+        #expect(near.status == 1)
+        #expect(near.stderr == "remove: no account 'alic' in the state directory \(state) or in the configuration; did you mean 'alice'?\n",
+                "\(near.stderr)")
 
         // Configured, but with no removal URL and nothing stored: nothing to send, said once.
         let bare = files.write("bare.yaml", "accounts:\n  - id: carol\n    pushTokenReporterUrl: \(server.baseURL)/r\n")

@@ -97,6 +97,16 @@ struct CommandLineTests {
                 "\(fcm.stderr)")
     }
 
+    @Test("a misspelt command gets its suggestion and exit 64")
+    func aMisspeltCommand() throws {
+        let output = try ProcessRunner.pushreporter(["validat", "--config", "examples"], directory: RepositoryPaths.root)
+        #expect(output.status == 64)
+        #expect(output.stderr.hasPrefix("Error: unknown command 'validat'; did you mean 'validate'?\n"), "\(output.stderr)")
+        let unlike = try ProcessRunner.pushreporter(["xyzzy"])
+        #expect(unlike.status == 64)
+        #expect(!unlike.stderr.contains("did you mean"), "\(unlike.stderr)")
+    }
+
     @Test("a misspelt account key no template uses is an error: a typo must not go live")
     func aTypoIsAnError() throws {
         let directory = TemporaryDirectory()
