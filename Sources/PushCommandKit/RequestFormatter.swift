@@ -4,7 +4,10 @@ import PushConfig
 
 /// Renders requests as `preview` prints them.
 public enum RequestFormatter {
-    /// `{account, reporter, method, url, headers, body}` (SPEC §7).
+    /// `{account, service, reporter, kind, cleanup, method, url, headers, body}` (SPEC §7, and
+    /// what the http format's titles say: `kind` names what the request is in its service,
+    /// `registration` or `group removal`, null for an account's own web services; `cleanup`
+    /// tells a removal from a delivery).
     /// `indent` starts each line but the first (for an object inside an array).
     public static func json(_ request: RenderedRequest, indent: String = "") -> String {
         let headers = JSONText.object(request.headers.map { ($0.name, JSONText.string($0.value)) }, indent: indent + "  ")
@@ -12,6 +15,8 @@ public enum RequestFormatter {
             ("account", JSONText.string(request.account)),
             ("service", JSONText.string(request.service)),
             ("reporter", JSONText.string(request.reporter)),
+            ("kind", request.kind.map { JSONText.string($0) } ?? "null"),
+            ("cleanup", "\(request.isCleanup)"),
             ("method", JSONText.string(request.method)),
             ("url", JSONText.string(request.url)),
             ("headers", headers),

@@ -130,6 +130,8 @@ struct CommandLineTests {
                 "account": "johndow",
                 "service": "acrobits",
                 "reporter": "pushTokenReporter",
+                "kind": null,
+                "cleanup": false,
                 "method": "GET",
                 "url": "https://example.com/token/?username=johndow&password=********&selector=12869E0E6E553673C54F29105A0647204C416A2A:7C3A0D14&token_msgs=QVBBOTFiRzlhcVd2bW54bllCWldHOWh4dnRrZ3pUWFNvcGZpdWZ6bWM2dFAzS2J&appid_msgs=com.cloudsoftphone.app&token_calls=Udl99X2JFP1bWwS5gR%2FwGeLE1hmAB2CMpr1Ej0wxkrY%3D&appid_calls=com.cloudsoftphone.app.pushkit",
                 "headers": {

@@ -125,6 +125,16 @@ import PushTestThreads
         ])
     }
 
+    @Test func thePlatformIsReadInAnyCaseAsTheDocsSay() throws {
+        // CRM fields often hold iOS and Android: read as ios and android (docs/journeys.md).
+        let files = TemporaryDirectory()
+        let path = files.write("journeys.yaml", Self.yaml(account: "journeys: {userId: u1, platform: iOS}"))
+        let preview = try ProcessRunner.pushreporter(["preview", "--config", path, "--format", "json"])
+        #expect(preview.status == 0, "\(preview.stderr)")
+        #expect(preview.stdout.contains("ApnsDeviceToken"), "\(preview.stdout)")
+        #expect(!preview.stdout.contains("FcmDeviceToken"))
+    }
+
     @Test func aMissingOrgIdIsAnError() throws {
         try expectErrors(Self.yaml(Self.settings("orgId", nil)), [
             "2:3: error: service 'journeys' needs 'orgId' (customer-insights-journeys: publicEndpoint, orgId, mobileAppId and apiToken)",
