@@ -113,17 +113,19 @@ public struct RequestBuilder: Sendable {
 
     mutating func check(_ account: Account, into diagnostics: inout DiagnosticList) {
         guard account.isEnabled else { return }
+        // Its template's error says it all: what the template would have given is not known.
+        let missesATemplate = account.missesATemplate
         var hasPushURL = false
         for reporter in Reporter.allCases where account.values.contains(reporter.tableKey(.url)) {
             if reporter == .pushTokenReporter { hasPushURL = true }
             checkRequest(for: account, reporter: reporter, diagnostics: &diagnostics)
         }
         // A value written but unreadable (an unset !env) was reported where it is written.
-        if !hasPushURL && account.services.isEmpty && !account.writes(Reporter.pushTokenReporter.tableKey(.url)) {
+        if !hasPushURL && account.services.isEmpty && !account.writes(Reporter.pushTokenReporter.tableKey(.url)) && !missesATemplate {
             diagnostics.warning("the account has no pushTokenReporterUrl and no services, so nothing is reported for it",
                                 file: account.file, at: account.position, account: account.id)
         }
-        if hasPushURL, !account.writes(Self.selectorKey),
+        if hasPushURL, !missesATemplate, !account.writes(Self.selectorKey),
            !account.writes(Self.pushTokenOtherKey), !account.writes(Self.pushTokenIncomingCallKey) {
             diagnostics.warning("the account has no device values (selector, pushTokenOther, pushTokenIncomingCall); its report carries no token",
                                 file: account.file, at: account.position, account: account.id)

@@ -196,6 +196,14 @@ public struct Account: Sendable {
     /// Whether the account (or `defaults`) gives `key`, under either name of an alias pair,
     /// even with a value that could not be read: that was reported where it is written, so
     /// nothing is reported again as missing.
+    /// In ``unreadableKeys``: a `use:` template of the account could not be read (said where it
+    /// is named), so what the account would hold is not known: no further check says it lacks
+    /// what the template may have given.
+    public static let templateNotReadKey = "use"
+
+    /// Whether a `use:` template of the account could not be read.
+    public var missesATemplate: Bool { unreadableKeys.contains(Self.templateNotReadKey) }
+
     public func writes(_ key: String) -> Bool {
         writes(AccountValueTable.PreparedKey(key))
     }
@@ -276,6 +284,9 @@ public struct Configuration: Sendable {
     public var services: [String: ServiceDefinition] = [:]
     /// The files read, in load order.
     public var files: [String] = []
+    /// Of those, the files that could not be read or parsed (said where): their accounts are
+    /// not known, so counts of accounts leave them out.
+    public var filesNotRead: [String] = []
 
     public init() {}
 

@@ -68,7 +68,11 @@ extension LoadSession {
         }
         if hasUses {
             for use in uses {
-                guard let keys = template(named: use.name, file: file, at: use.scalar.start, account: account) else { continue }
+                guard let keys = template(named: use.name, file: file, at: use.scalar.start, account: account) else {
+                    // Said where `use:` names it; what the template would have given is not known.
+                    layer.unreadable.insert(Account.templateNotReadKey)
+                    continue
+                }
                 if let path = templatePaths[templateLookup(use.name, file: file)], let services = templateServiceCache[path] {
                     // A template's services come before the layer's own, which win.
                     layer.services.merge(services) { own, _ in own }

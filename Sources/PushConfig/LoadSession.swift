@@ -132,7 +132,10 @@ struct LoadSession {
 
     mutating func loadFile(_ path: String, parsed: ParsedFile) {
         configuration.files.append(path)
-        guard let root = take(parsed, path: path, what: "configuration file") else { return }
+        guard let root = take(parsed, path: path, what: "configuration file") else {
+            configuration.filesNotRead.append(path)
+            return
+        }
         var defaults = AccountLayer()
         if let accountsNode = loadRootEntries(root.entries[...], file: path, defaults: &defaults) {
             loadAccounts(accountsNode, file: path, defaults: defaults)

@@ -42,8 +42,11 @@ struct Validate: ParsableCommand {
             for diagnostic in diagnostics.collapsingRepeats() { printError(diagnostic.formatted) }
             let configuration = loaded.result.configuration
             let enabled = configuration.accounts.count { $0.isEnabled } + configuration.accountsLeftOut.enabled
+            // A file that could not be parsed may hold accounts: "0 enabled accounts" would say it has none.
+            let notRead = configuration.filesNotRead.count
+            let uncounted = notRead == 0 ? "" : " (not counting \(notRead == 1 ? "the file" : "the \(notRead) files") that could not be read)"
             printError("\(configuration.files.count) \(plural(configuration.files.count, "file")), "
-                       + "\(enabled) \(plural(enabled, "enabled account")): "
+                       + "\(enabled) \(plural(enabled, "enabled account"))\(uncounted): "
                        + "\(errors) \(plural(errors, "error")), \(warnings) \(plural(warnings, "warning"))"
                        // The exit says so, but a person reads this line.
                        + (strict && errors == 0 && failingWarnings > 0 ? " (they fail the check: --strict)" : "")

@@ -295,6 +295,14 @@ struct RequestBuildingTests {
         #expect(l.lines.contains { $0.contains("error: unknown variable 'pushTokenOthr'; did you mean 'pushTokenOther'?") }, "\(l.lines)")
     }
 
+    @Test("a use: template that cannot be read is said once, not again as what the account lacks")
+    func aMissingTemplateIsSaidOnce() {
+        let l = Loaded("accounts:\n" + (0..<3).map { "  - id: a\($0)\n    use: acrobits-jsn\n    pushTokenOther: T\n" }.joined())
+        #expect(l.lines.count == 3, "\(l.lines)")
+        #expect(l.lines.allSatisfy { $0.contains("error: no template named 'acrobits-jsn'") }, "\(l.lines)")
+        #expect(!l.lines.contains { $0.contains("warning:") }, "\(l.lines)")
+    }
+
     @Test("an unknown variable near an account key suggests %account[KEY]%")
     func anUnknownVariableNearAnAccountKey() {
         let l = loaded("username: bob\npushTokenReporterUrl: https://h.example/t?u=%usrname%")

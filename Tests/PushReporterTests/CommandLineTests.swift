@@ -97,6 +97,17 @@ struct CommandLineTests {
                 "\(fcm.stderr)")
     }
 
+    @Test("a file that cannot be parsed is not counted as holding no account")
+    func anUnparsedFileIsNotCountedEmpty() throws {
+        let directory = TemporaryDirectory()
+        directory.write("a.yaml", "accounts:\n  - id: a\n    pushToken: T\n    pushTokenReporterUrl: https://h.example/t?t=%pushToken%\n")
+        directory.write("b.yaml", "accounts:\n  - id: b\n    pushTokenReporterUrl: \"https://h.example/\n  - id: c\n")
+        let output = try ProcessRunner.pushreporter(["validate", "--config", directory.path])
+        #expect(output.status == 78)
+        #expect(output.stderrLines.last == "2 files, 1 enabled account (not counting the file that could not be read): 1 error, 0 warnings",
+                "\(output.stderr)")
+    }
+
     @Test("a misspelt command gets its suggestion and exit 64")
     func aMisspeltCommand() throws {
         let output = try ProcessRunner.pushreporter(["validat", "--config", "examples"], directory: RepositoryPaths.root)
