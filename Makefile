@@ -4,7 +4,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 SWIFT ?= swift
 CONFIG ?= examples
-DEB_PACKAGES := libyaml-dev libcurl4-openssl-dev libsqlite3-dev libpq-dev postgresql pkg-config
+DEB_PACKAGES := libyaml-dev libcurl4-openssl-dev libsqlite3-dev libpq-dev postgresql pkg-config python3-yaml python3-jsonschema
 # What make deb needs beyond the build: dpkg-deb and dpkg-shlibdeps, objcopy and strip.
 DEB_TOOLS := dpkg-dev binutils
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -67,8 +67,8 @@ fuzz-ci: deps
 	FUZZ_SECONDS=30 bash fuzz/run.sh
 
 ## install: the release binary, the templates, the systemd unit (paths rewritten to PREFIX),
-## the Type=notify-reload drop-in (to copy by hand on systemd 253+), the man page and the
-## bash, zsh and fish completions. The release build takes some minutes (docs/deploying.md).
+## the Type=notify-reload drop-in (to copy by hand on systemd 253+), the man page, the
+## configuration's JSON Schema and the bash, zsh and fish completions. The release build takes some minutes (docs/deploying.md).
 install: release
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/pushreporter/templates \
 	  $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/pushreporter/systemd \
@@ -79,6 +79,8 @@ install: release
 	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/pushreporter.service
 	install -m 0644 examples/pushreporter-notify-reload.conf $(DESTDIR)$(PREFIX)/share/pushreporter/systemd/notify-reload.conf
 	install -m 0644 docs/pushreporter.1 $(DESTDIR)$(PREFIX)/share/man/man1/pushreporter.1
+	$(BIN_RELEASE) schema --output $(DESTDIR)$(PREFIX)/share/pushreporter/schema.json
+	chmod 0644 $(DESTDIR)$(PREFIX)/share/pushreporter/schema.json
 	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions \
 	  $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 	$(BIN_RELEASE) --generate-completion-script bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/pushreporter

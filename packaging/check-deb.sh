@@ -16,7 +16,8 @@ echo "check-deb: $deb"
 contents=$(dpkg-deb -c "$deb" | awk '{ print $6 }' | sed 's#^\./#/#')
 for path in /usr/bin/pushreporter /usr/lib/systemd/system/pushreporter.service \
     /usr/share/pushreporter/systemd/notify-reload.conf /usr/share/man/man1/pushreporter.1.gz \
-    /usr/share/pushreporter/templates/acrobits-json.yaml /usr/share/bash-completion/completions/pushreporter \
+    /usr/share/pushreporter/templates/acrobits-json.yaml /usr/share/pushreporter/schema.json \
+    /usr/share/bash-completion/completions/pushreporter \
     /usr/share/zsh/vendor-completions/_pushreporter /usr/share/fish/vendor_completions.d/pushreporter.fish; do
   grep -qx "$path" <<<"$contents" || fail "$path is not in the package"
 done

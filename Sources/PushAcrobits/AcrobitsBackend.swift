@@ -15,6 +15,33 @@ import PushTransport
 public struct AcrobitsBackend: Backend {
     public static let type = "acrobits"
     public var type: String { Self.type }
+
+    /// A `type: acrobits` service is a shared receiver: its settings are account keys, the
+    /// defaults of the accounts that name it.
+    public var settingsSchema: SettingsSchema? {
+        SettingsSchema(doc: "A shared Acrobits-style web service: its settings are account keys, defaults for the accounts that name it.",
+                       keys: ["type"] + accountKeys, described: accountKeyDocs, acceptsOtherSettings: true)
+    }
+
+    /// The web-service keys, with what they are (SPEC §2, docs/configuration.md).
+    public var accountKeyDocs: [SettingsSchema.Setting] {
+        Reporter.allCases.flatMap { reporter in
+            WebServiceKey.allCases.map { key -> SettingsSchema.Setting in
+                let name = reporter.key(key)
+                let what = reporter == .pushTokenReporter ? "the token report" : "the removal report"
+                return switch key {
+                case .url: .init(name, .text, "The URL of \(what): a template over the account's values (%pushTokenOther%, %account[KEY]%).")
+                case .postData: .init(name, .text, "The body of \(what), a template; sent with POST or PUT.")
+                case .contentType: .init(name, .text, "The Content-Type of \(what)'s body, which decides how values are encoded in it.")
+                case .method: .init(name, .oneOf(["GET", "POST", "PUT", "DELETE", "HEAD"]), "The method of \(what) (default GET, or POST with a body).")
+                case .customHeaders: .init(name, .text, "Header lines of \(what), one per line, templates.")
+                case .authUsername: .init(name, .text, "The HTTP Digest (or Basic over https) user of \(what).")
+                case .authPassword: .init(name, .text, "The HTTP Digest (or Basic over https) password of \(what); a secret.")
+                case .timeout: .init(name, .duration, "How long \(what) may take, instead of agent.timeout.")
+                }
+            }
+        }
+    }
     public var plansWithoutServices: Bool { true }
 
     public init() {}

@@ -18,6 +18,14 @@ import PushSystem
 public struct AdobeBackend: Backend, CommandContributor {
     public static let type = "adobe-campaign"
     public var type: String { Self.type }
+
+    public var settingsSchema: SettingsSchema? {
+        SettingsSchema(doc: "Adobe Campaign Standard push tracking (docs/adobe.md).",
+                       keys: AdobeSettings.keys, required: ["trackingServer"], described: [
+            .init("trackingServer", .url, "The Campaign instance's tracking server, https://…"),
+            .init("timeout", .duration, "How long a tracking request may take (default 5s)."),
+        ])
+    }
     /// What the tracking spool resolves payloads with: the configuration loaded last
     /// (``configure(_:)``), at start and on every reload.
     public let targets = TrackingTargets.Current()

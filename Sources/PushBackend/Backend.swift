@@ -73,6 +73,10 @@ public protocol Backend: Sendable {
     /// What it sends, when not subscriptions on start (Adobe's tracking of received payloads): a
     /// clause the agent adds when nothing is reported on start.
     var sendsInstead: String? { get }
+
+    /// What its `services:` entries may hold, for `pushreporter schema`; nil for a backend
+    /// that has no `type:` of its own.
+    var settingsSchema: SettingsSchema? { get }
 }
 
 extension Backend {
@@ -87,6 +91,7 @@ extension Backend {
     public func hasServices(_ settings: AgentSettings) -> Bool { false }
     public func earlyChecker(hostname: String) -> (@Sendable (Configuration) -> any EarlyAccountChecker)? { nil }
     public var sendsInstead: String? { nil }
+    public var settingsSchema: SettingsSchema? { nil }
 }
 
 /// What the state keeps of one subscription for its backend: ``Outcome/deliveredKeeping(_:)``'s text.

@@ -369,3 +369,10 @@ public enum DeviceValues {
     /// Alias pairs: giving either name fills both.
     public static let aliases: [(String, String)] = [("pushToken", "pushTokenOther"), ("pushappid", "pushappid_other")]
 }
+
+/// The account keys pushreporter itself acts on (SPEC §2), whatever the backends: the device
+/// values, the account's identity, `enabled`, `use:` and `services:`. The loader checks near
+/// misses against them, and `pushreporter schema` describes them.
+public enum AccountKeys {
+    public static let own = DeviceValues.names + ["id", "username", "password", "enabled", "use", "services"]
+}

@@ -91,3 +91,38 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }
+
+extension AgentSettings {
+    /// The `agent:` keys with what each holds, for `pushreporter schema`: exactly the keys the
+    /// loader takes (a test holds the two lists equal).
+    public static let schemaKeys: [SettingsSchema.Setting] = [
+        .init("stateDirectory", .text, "Where the state (SQLite) and installid live (default $STATE_DIRECTORY, else /var/lib/pushreporter)."),
+        .init("state", .text, "A postgres:// URI of the database several agents share (no password in it)."),
+        .init("statePassword", .text, "The database's password: only as !credential NAME, !file PATH or !env NAME."),
+        .init("leaseTimeout", .duration, "With PostgreSQL: how long a subscription stays with an agent that stopped renewing (at least 3s; default 30s)."),
+        .init("timeout", .duration, "Per request, unless an account's <prefix>Timeout says otherwise (default 30s)."),
+        .init("concurrency", .integer(minimum: 1, maximum: 100_000), "Requests in flight, all hosts together (default 32)."),
+        .init("perHostConcurrency", .integer(minimum: 1, maximum: 100_000), "Requests in flight to one host (default 8)."),
+        .init("retry", .object([
+            .init("initial", .duration, "The first retry's nominal delay (default 5s)."),
+            .init("multiplier", .text, "Growth per attempt, 1-100 (default 2)."),
+            .init("max", .duration, "The longest nominal delay (default 30m)."),
+            .init("maxRetryAfter", .duration, "The longest a server's Retry-After is honoured (default 1h)."),
+        ]), "The backoff of failed reports."),
+        .init("reportInterval", .durationOrOff, "Report again although nothing changed, e.g. 24h (default off)."),
+        .init("tls", .object([.init("caFile", .text, "A PEM file of private CAs, trusted besides the system store (relative to the file).")]),
+              "TLS settings."),
+        .init("listen", .text, "The agent's HTTP endpoint, HOST:PORT (127.0.0.1:9180): /metrics, /livez, /readyz, webhooks (default off)."),
+        .init("trackingSpool", .text, "A directory the agent drains of Adobe Campaign tracking payloads (*.json)."),
+        .init("metrics", .object([.init("perAccount", .boolean, "Each subscription's series on /metrics too (default false).")]),
+              "What /metrics writes."),
+    ]
+
+    /// The `agent:` keys the loader takes.
+    public static var loaderKeys: [String] { AgentKey.allCases.map(\.rawValue) }
+}
+
+/// The keys the loader takes at the top of a file.
+public enum ConfigurationKeys {
+    public static var topLevel: [String] { TopLevelKey.allCases.map(\.rawValue) }
+}

@@ -275,7 +275,7 @@ extension LoadSession {
     }
 
     /// The keys of an account any configuration has: the device values and its own.
-    static let accountOwnKeys = DeviceValues.names + ["id", "username", "password", "enabled", "use", "services"]
+    static let accountOwnKeys = AccountKeys.own
     /// The keys a near miss of which is warned about whatever it starts with.
     static let nearMissKeys = DeviceValues.names + ["username", "password", "enabled", "services"]
 }

@@ -22,6 +22,11 @@ public struct ExampleWebhookBackend: Backend {
     public static let type = "example-webhook"
     public var type: String { Self.type }
 
+    public var settingsSchema: SettingsSchema? {
+        SettingsSchema(doc: "The example backend of docs/adding-a-backend.md.", keys: ExampleWebhookSettings.keys,
+                       required: ["url"], described: [.init("url", .url, "Where each device is POSTed.")])
+    }
+
     public init() {}
 
     public func check(_ context: BackendContext, skipping passedEarly: [Bool]?, diagnostics: inout DiagnosticList) {

@@ -17,6 +17,17 @@ import PushScheduler
 public struct FCMBackend: Backend {
     public static let type = "fcm-device-group"
     public var type: String { Self.type }
+
+    public var settingsSchema: SettingsSchema? {
+        SettingsSchema(doc: "Firebase Cloud Messaging device groups (docs/fcm.md); Google deprecates them.",
+                       keys: FCMSettings.keys, described: [
+            .init("endpoint", .url, "Where device groups are managed (default https://fcm.googleapis.com/fcm/notification)."),
+            .init("projectId", .text, "The Firebase project's number, sent as project_id."),
+            .init("serviceAccount", .text, "The service account's JSON key (!file PATH or !credential NAME), for OAuth 2.0."),
+            .init("serverKey", .text, "A legacy server key, instead of serviceAccount; a secret."),
+            .init("tokenUri", .url, "Where OAuth 2.0 tokens are asked for, with serviceAccount (default: the key's token_uri)."),
+        ])
+    }
     /// The device groups: which accounts share one is known only from all of them.
     public var plannerReadsEveryAccount: Bool { true }
 

@@ -16,6 +16,22 @@ public struct JourneysBackend: Backend {
     public static let type = "customer-insights-journeys"
     public var type: String { Self.type }
 
+    public var settingsSchema: SettingsSchema? {
+        SettingsSchema(doc: "Microsoft Customer Insights - Journeys device registration (docs/journeys.md).",
+                       keys: JourneysSettings.keys, required: ["publicEndpoint", "orgId", "mobileAppId", "apiToken"], described: [
+            .init("publicEndpoint", .url, "The organization's public endpoint, https://public-eur.mkt.dynamics.com or the like."),
+            .init("orgId", .text, "The organization's id."),
+            .init("mobileAppId", .text, "The mobile app's id in Customer Insights - Journeys."),
+            .init("apiToken", .text, "The app's API token; a secret: !credential NAME, !file PATH or !env NAME."),
+            .init("trackRegistration", .boolean, "Whether registrations are tracked and their status polled (default true)."),
+            .init("callbackUrl", .url, "Where Journeys calls back with a registration's status (the agent's webhook)."),
+            .init("callbackHeaders", .mapping, "Headers Journeys sends with its callback."),
+            .init("batchSize", .integer(minimum: 1, maximum: JourneysSettings.batchLimit), "Registrations per request, 1-100 (default 100)."),
+            .init("statusInterval", .durationOrOff, "How often pending registrations are asked about (default 1m), or off."),
+            .init("statusTimeout", .duration, "How long a registration may stay pending before it is unconfirmed (default 24h)."),
+        ])
+    }
+
     public init() {}
 
     /// The services of this type in `context` whose settings can be used; problems go to `diagnostics`.

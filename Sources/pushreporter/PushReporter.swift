@@ -19,7 +19,7 @@ struct PushReporter: AsyncParsableCommand {
             """,
         version: PushReporterVersion.current,
         // Ours, then the backends' own (`track` and `payload`).
-        subcommands: [Run.self, Validate.self, Preview.self, Plan.self, Status.self, Remove.self] + Backends.standard.commands + [Migrate.self]
+        subcommands: [Run.self, Validate.self, Preview.self, Plan.self, Status.self, Remove.self] + Backends.standard.commands + [Migrate.self, Schema.self]
     ) }
 
     /// The entry point, synchronous on purpose: it blocks SIGHUP, SIGTERM and SIGINT on the
