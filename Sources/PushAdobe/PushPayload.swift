@@ -163,6 +163,13 @@ extension PushPayload {
                 continue
             }
             let start = index, startLine = line
+            guard bytes[index] == UInt8(ascii: "{") || bytes[index] == UInt8(ascii: "[") || bytes[index] == UInt8(ascii: "\"") else {
+                // Not a JSON object: the rest of its line is one document, said once as not JSON
+                // (word by word, `not json` was two).
+                while index < bytes.endIndex, bytes[index] != 0x0A { index += 1 }
+                documents.append((startLine, bytes[start..<index]))
+                continue
+            }
             var depth = 0, inString = false, escaped = false
             scan: while index < bytes.endIndex {
                 let byte = bytes[index]

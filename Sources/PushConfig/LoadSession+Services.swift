@@ -88,7 +88,7 @@ extension LoadSession {
                 }
             }
             guard let typeName else {
-                diagnostics.error("service '\(name)' needs a type", file: file, at: entry.start)
+                diagnostics.error("service '\(name)' needs a type", file: file, at: key.start)
                 continue
             }
             configuration.services[name] = ServiceDefinition(name: name, type: typeName, settings: settings, mappings: mappings,

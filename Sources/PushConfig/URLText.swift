@@ -134,6 +134,8 @@ public enum URLText {
     public enum LiteralProblem: Equatable, Sendable {
         /// A space, a tab or another control character: which one.
         case unsendable(String)
+        /// The same in the host, where no escape helps.
+        case unsendableInHost(String)
         /// The text where the port goes, not a number.
         case portNotANumber(String)
         /// A port outside 1–65535.
@@ -143,6 +145,7 @@ public enum URLText {
         public var message: String {
             switch self {
             case .unsendable(let what): "has \(what) here, which no URL may hold; write it percent-encoded (a space is %20)"
+            case .unsendableInHost(let what): "has \(what) in its host name, which no host name may hold"
             case .portNotANumber(let written): "has '\(written)' where the port goes, which is not a number"
             case .portOutOfRange(let written): "has port \(written), outside 1–65535"
             }
@@ -158,6 +161,11 @@ public enum URLText {
         let bytes = Array(text.utf8)
         var spans = placeholders[...]
         var index = 0
+        // Where the host (and port) are written: a percent-escape cannot help there.
+        let separator = Array("://".utf8)
+        let hostStart = (0..<max(0, bytes.count - 2)).first { bytes[$0...].starts(with: separator) }.map { $0 + 3 } ?? 0
+        let hostEnd = bytes[hostStart...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
+            ?? bytes.count
         while index < bytes.count {
             if let span = spans.first, index >= span.lowerBound {
                 index = max(index, span.upperBound)
@@ -172,7 +180,7 @@ public enum URLText {
                 case 0x0A, 0x0D: "a line break"
                 default: "a control character"
                 }
-                return (index, .unsendable(what))
+                return (index, hostStart > 0 && (hostStart..<hostEnd).contains(index) ? .unsendableInHost(what) : .unsendable(what))
             }
             index += 1
         }
@@ -198,7 +206,7 @@ public enum URLText {
             return "must be a base URL without a query or fragment"
         }
         switch literalProblem(in: url)?.problem {
-        case .unsendable(let what)?: return "must be a URL without \(what)"
+        case .unsendable(let what)?, .unsendableInHost(let what)?: return "must be a URL without \(what)"
         case .portNotANumber?, .portOutOfRange?: return "must have a port from 1 to 65535"
         case nil: return nil
         }

@@ -65,4 +65,11 @@ import PushTestThreads
         #expect(documents.map { String(decoding: $0.bytes, as: UTF8.self) }
             == [#"{"a":"}{"}"#, "{\n  \"b\": [1, {\"c\": \"\\\"\"}]\n}", #"{"d":1}"#, #"{"e":2}"#, "42"])
     }
+
+    @Test func aLineThatIsNotJSONIsOneDocument() {
+        // `not json` was two documents, each said to be not JSON.
+        let documents = PushPayload.documents(in: Array("not json at all\n{\"a\":1}\n".utf8))
+        #expect(documents.map(\.line) == [1, 2])
+        #expect(documents.map { String(decoding: $0.bytes, as: UTF8.self) } == ["not json at all", #"{"a":1}"#])
+    }
 }

@@ -295,6 +295,16 @@ struct RequestBuildingTests {
         #expect(l.lines.contains { $0.contains("error: unknown variable 'pushTokenOthr'; did you mean 'pushTokenOther'?") }, "\(l.lines)")
     }
 
+    @Test("a service without a type is told so at its name; a space in a URL's host is not told to be %20")
+    func aServiceWithoutATypeAndASpaceInAHost() {
+        let l = Loaded("services:\n  j:\n    orgId: x\naccounts:\n  - id: a\n    pushTokenOther: T\n    pushTokenReporterUrl: 'https://my host.example/x'\n")
+        #expect(l.lines.contains("config.yaml:2:3: error: service 'j' needs a type"), "\(l.lines)")
+        #expect(l.lines.contains { $0.hasSuffix("error: pushTokenReporterUrl has a space in its host name, which no host name may hold") },
+                "\(l.lines)")
+        let path = Loaded("accounts:\n  - id: a\n    pushTokenOther: T\n    pushTokenReporterUrl: 'https://h.example/my path'\n")
+        #expect(path.lines.contains { $0.hasSuffix("write it percent-encoded (a space is %20)") }, "\(path.lines)")
+    }
+
     @Test("a use: template that cannot be read is said once, not again as what the account lacks")
     func aMissingTemplateIsSaidOnce() {
         let l = Loaded("accounts:\n" + (0..<3).map { "  - id: a\($0)\n    use: acrobits-jsn\n    pushTokenOther: T\n" }.joined())

@@ -19,7 +19,7 @@ import PushTestThreads
     @Test("what libcurl refuses in any URL rendered from a template's text, and where",
           arguments: [
               ("http://h/a b", 10, URLText.LiteralProblem.unsendable("a space")),
-              ("http://h /x", 8, .unsendable("a space")),
+              ("http://h /x", 8, .unsendableInHost("a space")),
               ("http://h/x?a=\tb", 13, .unsendable("a tab")),
               ("http://h/\u{7F}", 9, .unsendable("a control character")),
               ("http://h:99999/x", 9, .portOutOfRange("99999")),
