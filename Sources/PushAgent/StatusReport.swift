@@ -66,7 +66,10 @@ public struct StatusReport: Sendable {
 
     private static func row(_ record: SubscriptionRecord) -> [String] {
         let next = record.nextDueAt.map { time($0) } ?? (record.state == .pending && record.lastOutcome == nil ? "now" : "-")
-        return [record.key.account.displayEscaped, record.key.service.displayEscaped, record.state.rawValue, "\(record.attempts)",
+        // Attempts count those of the delivery or cleanup under way: a delivered row has none
+        // (0 read as "never tried").
+        let attempts = record.state == .delivered && record.attempts == 0 ? "-" : "\(record.attempts)"
+        return [record.key.account.displayEscaped, record.key.service.displayEscaped, record.state.rawValue, attempts,
                 time(record.lastAttemptAt), next, time(record.lastSuccessAt), (record.lastOutcome ?? "-").displayEscaped]
     }
 

@@ -739,7 +739,7 @@ extension SubscriptionRequest {
             2 accounts: 1 reported, 1 retrying
 
             ACCOUNT  SERVICE   STATE      ATTEMPTS  LAST ATTEMPT          NEXT ATTEMPT          LAST SUCCESS          DETAIL
-            alice    acrobits  delivered  0         2025-11-21T18:33:20Z  -                     2025-11-21T18:33:20Z  delivered
+            alice    acrobits  delivered  -         2025-11-21T18:33:20Z  -                     2025-11-21T18:33:20Z  delivered
             bo"b     acrobits  retrying   4         2025-11-21T18:33:21Z  2025-11-21T18:34:01Z  -                     HTTP 503
             """)
     }
