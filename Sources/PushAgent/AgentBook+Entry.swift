@@ -137,6 +137,8 @@ extension AgentBook {
         var changed = 0
         var unchanged = 0
         var removed = 0
+        /// Removals the guard held (SPEC §14), not sent.
+        var held = 0
         /// The first few subscriptions of each kind, for the log to name.
         var named: [Kind: [SubscriptionKey]] = [:]
 

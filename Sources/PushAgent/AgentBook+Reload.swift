@@ -94,6 +94,20 @@ extension AgentBook {
                 held[key] = reloads
                 continue
             }
+            if entry.record.state == .held, plan.delivery != nil, plan.refusal == nil,
+               SubscriptionRecord.sameBytes(entry.record.deliveredFingerprint, plan.fingerprint) {
+                // Its account is back as it was delivered: no longer held, and nothing is sent.
+                summary.unchanged += 1
+                plan.apply(to: &entry.record)
+                entry.record.lastOutcome = "delivered"
+                entry.plan = Booking(plan)
+                entry.job = nil
+                entry.cleanups = []
+                actions.append(.save(entry.record))
+                keepRequestLean(&entry)
+                entries.set(entry, for: key)
+                continue
+            }
             let wasRemoving = entry.record.isRemoving
             if Self.keepsDelivery(entry, plan, serviceWasStopped: wereStopped[key.service] != nil) {
                 summary.unchanged += 1
@@ -173,6 +187,20 @@ extension AgentBook {
         // Taken out first: changing `entries` while iterating it would copy the whole book.
         let leaving = entries.compactMapBorrowing { key, entry in
             !planned.contains(key) && !entry.pointee.record.isRemoving ? (key, entry.pointee) : nil
+        }
+        if holdsRemovals(leaving.map(\.0), accountsInState: entries.accountCount) {
+            // Held, not removed: the record stays, its job cancelled; nothing is sent.
+            let accounts = Set(leaving.lazy.map(\.0.account)).count
+            heldThisTime = accounts
+            for (key, entry) in leaving {
+                summary.held += 1
+                guard isOwned(key) else { continue }
+                if entry.job != nil { actions.append(.cancel(key)) }
+                let record = heldRecord(entry.record, accounts: accounts)
+                entries[key] = Entry(record: record, plan: nil, job: nil)
+                if record != entry.record { actions.append(.save(record)) }
+            }
+            return (Self.savesFirst(actions), summary)
         }
         for (key, entry) in leaving {
             summary.count(.removed, key)

@@ -34,12 +34,29 @@ extension AgentBook {
         // Room for every subscription once: the stored ones are mostly the planned ones again.
         entries.reserveCapacity(plans.count + records.lazy.filter { !planned.contains($0.key) }.count)
         start.actions.reserveCapacity(min(firstRun, plans.count) * 2 + records.count)
+        var leaving: [SubscriptionRecord] = []
         for record in records {
             if planned.contains(record.key) {
                 stored[record.key] = record
             } else {
-                bookCleanup(of: record, into: &start)
+                leaving.append(record)
             }
+        }
+        // Removals decided before (already removing) go on; the others are the guard's to hold.
+        let undecided = leaving.filter { !$0.isRemoving }
+        if holdsRemovals(undecided.map(\.key), accountsInState: Set(records.lazy.map(\.key.account)).count) {
+            let accounts = Set(undecided.lazy.map(\.key.account)).count
+            heldThisTime = accounts
+            for record in leaving {
+                guard !record.isRemoving else {
+                    bookCleanup(of: record, into: &start)
+                    continue
+                }
+                let held = heldRecord(record, accounts: accounts)
+                book(Entry(record: held, plan: nil, job: nil), written: held != record, into: &start)
+            }
+        } else {
+            for record in leaving { bookCleanup(of: record, into: &start) }
         }
         var next = plans.startIndex
         while next < plans.endIndex {

@@ -49,6 +49,11 @@ struct AgentBook {
     var lastGeneration: UInt64 = 0
     /// `agent.reportInterval`: a delivered subscription is delivered again this long after.
     var reportInterval: Duration?
+    /// `agent.removalGuard` of the configuration loaded last (``AgentBook+Guard``); nil: off.
+    var removalGuard: RemovalGuard? = RemovalGuard()
+    /// How many accounts' removals the last start or reload held, until the agent has said so
+    /// (``takeHeldNotice()``).
+    var heldThisTime: Int?
     /// How many deliveries a receiver has accepted, to confirm later: `run --once` asks about
     /// them once more if one came while it was asking.
     var acceptances: UInt64 = 0

@@ -79,6 +79,7 @@ extension AgentCore {
         } else {
             logger.debug("started: cleaning up \(subscriptions) \(subscriptions == 1 ? "subscription" : "subscriptions")")
         }
+        sayHeldRemovals()
         return Beginning(written: true, jobs: jobs)
     }
 

@@ -77,9 +77,11 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
         if case .removal = start { claims = false } else { claims = true }
         outsiders = LogSummary(interval: .seconds(60), clock: clock, logger: logger)
         metrics = AgentMetrics(loadedAt: Double(wallClock()) / 1000)
-        state = Mutex(AgentState(book: AgentBook(reportInterval: settings.reportInterval, decodeCleanup: { key, text in
+        var book = AgentBook(reportInterval: settings.reportInterval, decodeCleanup: { key, text in
             backends.cleanupRequest(account: key.account, service: key.service, stored: text)
-        }), start: start, defaultTimeout: settings.timeout, metricsPerAccount: settings.metricsPerAccount))
+        })
+        book.removalGuard = settings.removalGuard
+        state = Mutex(AgentState(book: book, start: start, defaultTimeout: settings.timeout, metricsPerAccount: settings.metricsPerAccount))
         // The attempts need the core they are sent by; it is handed to them once made.
         let link = Link()
         scheduler = ReportScheduler<SubscriptionKey, C>(
@@ -253,6 +255,17 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
     func changed() {
         statusChanges.yield()
         state.withLock { $0.progress }?.yield()
+    }
+
+    /// Says once that a start or reload held its removals (SPEC §14), and how to release them.
+    func sayHeldRemovals() {
+        guard let (accounts, guardSettings) = state.withLock({ state in state.book.takeHeldNotice().map { ($0, state.book.removalGuard) } })
+        else { return }
+        let limit = guardSettings.map { "\($0.count) accounts and \($0.shareText) of those in the state" } ?? "none"
+        let message = "holding the removal of \(accounts) accounts that left the configuration at once, more than agent.removalGuard allows "
+            + "(\(limit)): nothing is sent for them until their accounts come back, pushreporter remove --held is run, "
+            + "or agent.removalGuard is set off and the agent reloaded"
+        logger.warning("\(message)")
     }
 
     /// Says in `STATUS=` which services are stopped.

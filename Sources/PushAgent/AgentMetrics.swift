@@ -30,6 +30,10 @@ final class AgentMetrics: Sendable {
         var stateUp: Bool
         /// With shared state: the subscriptions whose leases this agent holds; nil without.
         var leasesHeld: Int?
+        /// Removals the removal guard holds (SPEC §14).
+        var removalsHeld: Int {
+            subscriptions.values.reduce(0) { $0 + ($1[.held] ?? 0) }
+        }
     }
 
     private let registry = PrometheusCollectorRegistry()
@@ -54,6 +58,9 @@ final class AgentMetrics: Sendable {
     private static var stateUp: MetricNameDescriptor { MetricNameDescriptor(
         namespace: "pushreporter", subsystem: "state", metricName: "up", unitName: "",
         helpText: "Whether the state store answers (1) or its last write failed (0).") }
+    private static var removalsHeld: MetricNameDescriptor { MetricNameDescriptor(
+        namespace: "pushreporter", metricName: "removals_held", unitName: "",
+        helpText: "Removals agent.removalGuard holds: sent once released (pushreporter remove --held), dropped when their accounts come back.") }
     private static var leasesHeld: MetricNameDescriptor { MetricNameDescriptor(
         namespace: "pushreporter", metricName: "leases_held", unitName: "",
         helpText: "Subscriptions whose leases this agent holds (state shared in PostgreSQL).") }
@@ -113,6 +120,7 @@ final class AgentMetrics: Sendable {
         }
         registry.makeGauge(descriptor: Self.stateUp).set(Int64(reading.stateUp ? 1 : 0))
         if let held = reading.leasesHeld { registry.makeGauge(descriptor: Self.leasesHeld).set(Int64(held)) }
+        registry.makeGauge(descriptor: Self.removalsHeld).set(Int64(reading.removalsHeld))
         return registry.emitToBuffer()
     }
 

@@ -2,7 +2,7 @@ import PushConfig
 
 extension AgentSettings {
     /// The `agent:` keys whose values differ in `new` and take effect only when the agent
-    /// restarts (all but `reportInterval`, `timeout` and `metrics`, which a reload applies; `stateDirectory`
+    /// restarts (all but `reportInterval`, `timeout`, `metrics` and `removalGuard`, which a reload applies; `stateDirectory`
     /// is the agent's place, never changed while it runs).
     func waitingForRestart(_ new: AgentSettings) -> [String] {
         var names: [String] = []
@@ -20,6 +20,7 @@ extension AgentSettings {
         rest.reportInterval = reportInterval
         rest.timeout = timeout
         rest.metricsPerAccount = metricsPerAccount
+        rest.removalGuard = removalGuard
         rest.stateDirectory = stateDirectory
         if names.isEmpty && rest != self { names.append("an agent setting") }
         return names

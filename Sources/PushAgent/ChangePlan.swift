@@ -16,6 +16,8 @@ public struct ChangePlan: Sendable {
         /// In the state, no longer configured: its cleanup (removal report) would be sent, or it
         /// would be forgotten.
         case removed
+        /// No longer configured, but the removal guard would hold it: nothing sent (SPEC §14).
+        case held
     }
 
     public struct Item: Sendable, Equatable {
@@ -32,7 +34,9 @@ public struct ChangePlan: Sendable {
     public private(set) var notSendable = 0
 
     /// `plans` (the configuration's) against `records` (the state's); with `services`, only those.
-    public init(plans: [SubscriptionPlan], records: [SubscriptionRecord], services: Set<String> = []) {
+    /// `removalGuard` decides, as a reload would, whether the removals are held.
+    public init(plans: [SubscriptionPlan], records: [SubscriptionRecord], services: Set<String> = [],
+                removalGuard: RemovalGuard? = nil) {
         func shown(_ service: String) -> Bool { services.isEmpty || services.contains(service) }
         var stored: [SubscriptionKey: SubscriptionRecord] = [:]
         stored.reserveCapacity(records.count)
@@ -54,8 +58,13 @@ public struct ChangePlan: Sendable {
             }
             note(key, action)
         }
-        // What is left of the state is no longer configured.
-        for key in stored.keys { note(key, .removed) }
+        // What is left of the state is no longer configured: removed, unless the guard holds
+        // them as a reload would (counted over every service, as the agent counts them).
+        let leaving = stored.values.filter { !$0.isRemoving }.map(\.key)
+        let accountsInState = Set(records.lazy.map(\.key.account)).count
+        let removingAccounts = Set(leaving.lazy.map(\.account)).count
+        let holds = removalGuard?.holds(removing: removingAccounts, of: accountsInState) ?? false
+        for (key, record) in stored { note(key, holds && !record.isRemoving ? .held : .removed) }
         items.sort { ($0.key.service, $0.key.account) < ($1.key.service, $1.key.account) }
     }
 
@@ -65,7 +74,7 @@ public struct ChangePlan: Sendable {
     }
 
     /// Whether a reload now would send anything (new, changed or removed): `plan` exits 2 then.
-    public var sendsSomething: Bool { !items.isEmpty }
+    public var sendsSomething: Bool { items.contains { $0.action != .held } }
 
     /// `count` of `action` in `service`.
     public func count(_ action: Action, of service: String) -> Int { counts[service]?[action] ?? 0 }
@@ -77,7 +86,7 @@ public struct ChangePlan: Sendable {
         for service in counts.keys.sorted() {
             let parts = Action.allCases.map { "\(count($0, of: service)) \($0.rawValue)" }
             lines.append("\(service.displayEscaped): " + parts.joined(separator: ", "))
-            for action in [Action.new, .changed, .removed] {
+            for action in [Action.new, .changed, .removed, .held] {
                 let keys = items.filter { $0.key.service == service && $0.action == action }.map(\.key.account)
                 for account in keys.prefix(limit) { lines.append("  \(action.rawValue.padding(to: 8)) \(account.displayEscaped)") }
                 if keys.count > limit {
@@ -100,7 +109,7 @@ public struct ChangePlan: Sendable {
     public var json: String {
         let services = counts.keys.sorted().map { service in
             JSONText.compactObject([("service", JSONText.string(service))]
-                                   + Action.allCases.map { ($0.rawValue, "\(count($0, of: service))") } + [("held", "0")])
+                                   + Action.allCases.map { ($0.rawValue, "\(count($0, of: service))") })
         }
         let listed = items.map { item in
             JSONText.compactObject([("account", JSONText.string(item.key.account)), ("service", JSONText.string(item.key.service)),

@@ -60,6 +60,7 @@ struct ReloadService<C: Clock>: Service where C.Duration == Duration {
             let summary = core.state.withLock { state in
                 state.defaultTimeout = newSettings.timeout
                 state.metricsPerAccount = newSettings.metricsPerAccount
+                state.book.removalGuard = newSettings.removalGuard
                 let (actions, summary) = state.book.reload(plans: plans, reportInterval: newSettings.reportInterval, now: now)
                 core.apply(actions, in: &state)
                 if core.shared != nil {
@@ -78,7 +79,9 @@ struct ReloadService<C: Clock>: Service where C.Duration == Duration {
             core.replacePollers(newPollers)
             core.heldChanges.yield()
             for key in core.state.withLock({ $0.book.takeUnreadableCleanups() }) { logger.unreadableCleanup(of: key) }
-            logger.info("reloaded: \(summary.added) new, \(summary.changed) changed, \(summary.unchanged) unchanged, \(summary.removed) removed")
+            let held = summary.held > 0 ? ", \(summary.held) removals held" : ""
+            logger.info("reloaded: \(summary.added) new, \(summary.changed) changed, \(summary.unchanged) unchanged, \(summary.removed) removed\(held)")
+            core.sayHeldRemovals()
             // As at start: the fix an operator reloaded may itself be misspelt.
             for warning in warnings { logger.warning("\(warning.formatted)", metadata: warning.logFields) }
             for kind in AgentBook.ReloadSummary.Kind.allCases {

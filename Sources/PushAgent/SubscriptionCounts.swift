@@ -43,6 +43,7 @@ public struct SubscriptionCounts: Sendable, Equatable {
         if self[.stopped] > 0 { text += ", \(self[.stopped]) stopped" }
         let removing = self[.removing]
         if removing > 0 { text += ", \(removing) \(removing == 1 ? "removal" : "removals") pending" }
+        if self[.held] > 0 { text += ", \(self[.held]) \(self[.held] == 1 ? "removal" : "removals") held" }
         return text
     }
 }

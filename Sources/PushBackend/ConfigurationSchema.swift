@@ -153,6 +153,10 @@ public enum ConfigurationSchema {
         case .object(let keys):
             [("type", .string("object")), ("additionalProperties", .bool(false)),
              ("properties", .object(keys.map { ($0.name, value($0.kind, doc: $0.doc)) }))]
+        case .guarded(let keys):
+            [("anyOf", .array([.object([("const", .string("off"))]),
+                               .object([("type", .string("object")), ("additionalProperties", .bool(false)),
+                                        ("properties", .object(keys.map { ($0.name, value($0.kind, doc: $0.doc)) }))])]))]
         }
         return .object((doc.isEmpty ? [] : [("description", .string(doc))]) + body)
     }

@@ -34,6 +34,9 @@ public struct AgentSettings: Sendable, Hashable {
     /// per subscription: 300,000 lines a scrape at 100,000 accounts). Off by default: the
     /// endpoint's metrics are then the same size whatever the number of accounts.
     public var metricsPerAccount = false
+    /// `removalGuard`: how many removals one start or reload may send before they are held
+    /// (SPEC §14); nil (`off`) never holds any.
+    public var removalGuard: RemovalGuard? = RemovalGuard()
 
     public init() {}
 
@@ -116,6 +119,10 @@ extension AgentSettings {
         .init("trackingSpool", .text, "A directory the agent drains of Adobe Campaign tracking payloads (*.json)."),
         .init("metrics", .object([.init("perAccount", .boolean, "Each subscription's series on /metrics too (default false).")]),
               "What /metrics writes."),
+        .init("removalGuard", .guarded([
+            .init("count", .integer(minimum: 0, maximum: 10_000_000), "More removed accounts than this in one start or reload are held (default 100)."),
+            .init("share", .text, "And more than this share of the accounts in the state, a percentage such as 10% (default 10%)."),
+        ]), "Holds a start's or reload's removals past a count and a share (SPEC §14), or off."),
     ]
 
     /// The `agent:` keys the loader takes.
@@ -125,4 +132,29 @@ extension AgentSettings {
 /// The keys the loader takes at the top of a file.
 public enum ConfigurationKeys {
     public static var topLevel: [String] { TopLevelKey.allCases.map(\.rawValue) }
+}
+
+/// `agent.removalGuard` (SPEC §14): a start or reload that would remove more than `count`
+/// accounts and more than `share` of the accounts in the state holds those removals.
+public struct RemovalGuard: Sendable, Hashable {
+    /// More removed accounts than this may be held (default 100).
+    public var count = 100
+    /// And more than this share of the accounts in the state, from 0 to 1 (default 10 %).
+    public var share = 0.10
+
+    public init(count: Int = 100, share: Double = 0.10) {
+        self.count = count
+        self.share = share
+    }
+
+    /// Whether removing `removing` accounts of the `total` in the state is held.
+    public func holds(removing: Int, of total: Int) -> Bool {
+        removing > count && Double(removing) > share * Double(total)
+    }
+
+    /// `10%` as `10 %`, for messages.
+    public var shareText: String {
+        let percent = share * 100
+        return percent == percent.rounded() ? "\(Int(percent))%" : "\(percent)%"
+    }
 }

@@ -173,7 +173,7 @@ enum TopLevelKey: String, CaseIterable {
 /// The keys of the `agent:` block.
 enum AgentKey: String, CaseIterable {
     case stateDirectory, timeout, concurrency, perHostConcurrency, retry, reportInterval, tls, listen, trackingSpool
-    case state, statePassword, leaseTimeout, metrics
+    case state, statePassword, leaseTimeout, metrics, removalGuard
 }
 
 extension YAMLNode {

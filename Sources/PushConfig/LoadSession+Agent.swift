@@ -88,6 +88,8 @@ extension LoadSession {
                 }
                 // Relative to the file that names it, as agent.tls.caFile is.
                 configuration.agent.trackingSpool = text.hasPrefix("/") ? text : FileSystem.join(FileSystem.directory(of: file), text)
+            case .removalGuard:
+                loadRemovalGuard(value, file: file)
             case .metrics:
                 guard let metrics = self.mapping(value, file: file, what: "agent.metrics") else { continue }
                 for pair in metrics.entries {
@@ -129,6 +131,44 @@ extension LoadSession {
                 }
             }
         }
+    }
+
+    /// `removalGuard: off`, or `{count: 100, share: 10%}` (either may be left out).
+    mutating func loadRemovalGuard(_ node: YAMLNode, file: String) {
+        if case .scalar(let scalar) = node {
+            if scalar.value == "off" {
+                configuration.agent.removalGuard = nil
+            } else {
+                diagnostics.error("agent.removalGuard must be off, or a mapping with count and share (count: 100, share: 10%), not '\(scalar.value)'",
+                                  file: file, at: node.start)
+            }
+            return
+        }
+        guard let mapping = mapping(node, file: file, what: "agent.removalGuard") else { return }
+        var guardSettings = RemovalGuard()
+        for pair in mapping.entries {
+            guard let text = scalarText(pair.value, file: file, what: "agent.removalGuard.\(pair.key.value)") else { continue }
+            switch pair.key.value {
+            case "count":
+                if let count = Int(text), count >= 0 {
+                    guardSettings.count = count
+                } else {
+                    diagnostics.error("agent.removalGuard.count must be a whole number of accounts, not '\(text)'", file: file, at: pair.value.start)
+                }
+            case "share":
+                let number = text.hasSuffix("%") ? Double(text.dropLast().trimmingPrefix(while: { $0 == " " })) : nil
+                if let number, number >= 0, number <= 100 {
+                    guardSettings.share = number / 100
+                } else {
+                    diagnostics.error("agent.removalGuard.share must be a percentage from 0% to 100%, such as 10%, not '\(text)'",
+                                      file: file, at: pair.value.start)
+                }
+            default:
+                diagnostics.error(unknownKey(pair.key.value, among: ["count", "share"], context: "under agent.removalGuard"),
+                                  file: file, at: pair.key.start)
+            }
+        }
+        configuration.agent.removalGuard = guardSettings
     }
 
     mutating func loadRetry(_ node: YAMLNode, file: String) {

@@ -23,6 +23,8 @@ public struct SettingsSchema: Sendable {
         case oneOf([String])
         /// A mapping of these settings only.
         case object([Setting])
+        /// `off`, or a mapping of these settings only.
+        case guarded([Setting])
     }
 
     public struct Setting: Sendable {

@@ -38,6 +38,10 @@ public enum SubscriptionState: String, Sendable, CaseIterable {
     case stopped
     /// The subscription left the configuration; its cleanup is owed.
     case removing
+    /// It left the configuration in a start or reload that removed more accounts than
+    /// `agent.removalGuard` allows (SPEC §14): its cleanup is held, not sent, until it is
+    /// released (`remove --held`, or the guard off and a reload) or its account comes back.
+    case held
 }
 
 /// What the state remembers about one subscription (SPEC §6).

@@ -67,7 +67,7 @@ struct Plan: ParsableCommand {
             for diagnostic in problems.errors(fileOrder: files) { printError(diagnostic.formatted) }
             throw Exit.configuration
         }
-        let plan = ChangePlan(plans: planned.plans, records: records, services: Set(services))
+        let plan = ChangePlan(plans: planned.plans, records: records, services: Set(services), removalGuard: settings.removalGuard)
         switch format {
         case .text: print(plan.text())
         case .json: print(plan.json)

@@ -22,7 +22,18 @@ struct Remove: AsyncParsableCommand {
     )
 
     @Argument(help: "The account's id.")
-    var id: String
+    var account: String?
+
+    @Flag(help: "Instead of one account: send the removals agent.removalGuard holds (status shows them as held).")
+    var held = false
+
+    /// The account's id (``validate()`` makes sure there is one, or --held).
+    private var id: String { account ?? "" }
+
+    func validate() throws {
+        if held && account != nil { throw ValidationError("give an account's id, or --held, not both") }
+        if !held && account == nil { throw ValidationError("give the id of the account to remove, or --held for the removals held") }
+    }
 
     @OptionGroup var config: ConfigOptions
 
@@ -42,6 +53,7 @@ struct Remove: AsyncParsableCommand {
             exitNow(error.code)
         }
         let runtime = setup.runtime
+        if held { await releaseHeld(runtime, output: output, logger: logger) }
         let stored: [SubscriptionRecord]
         do {
             stored = try runtime.records().filter { $0.key.account == id }
@@ -111,23 +123,61 @@ struct Remove: AsyncParsableCommand {
         exitNow(.success)
     }
 
+    /// `remove --held`: every removal the guard holds, sent as any removal (SPEC §14).
+    private func releaseHeld(_ runtime: AgentRuntime, output: LogOutput, logger: Logger) async -> Never {
+        let records: [SubscriptionRecord]
+        do {
+            records = try runtime.records().filter { $0.state == .held }
+        } catch {
+            logger.error("\(error.description)")
+            exitNow(Exit.failure)
+        }
+        guard !records.isEmpty else {
+            say("No removal is held in \(runtime.describedLocation).", removals: 0, delivered: 0, forgotten: false, hosts: [],
+                outcome: nil)
+            exitNow(.success)
+        }
+        let accounts = Set(records.map(\.key.account)).count
+        let owed = cleanups(of: records, backends: runtime.backends)
+        let outcome: OnceOutcome
+        do {
+            try runtime.takeForRemoval(records.map(\.key))
+            outcome = try await runtime.runOnce(.removal(records: records), deadline: agent.deadlineDuration, output: output)
+        } catch {
+            logger.error("\(error.description)")
+            exitNow(Exit.failure)
+        }
+        let left = ((try? runtime.records()) ?? []).filter { record in records.contains { $0.key == record.key } }
+        let delivered = owed.count - cleanups(of: left, backends: runtime.backends).count
+        var hosts: [String] = []
+        for request in owed where !hosts.contains(request.host) { hosts.append(request.host) }
+        let sentence = outcome.succeeded
+            ? "Released the held removals of \(accounts) \(plural(accounts, "account")): \(delivered) \(plural(delivered, "removal")) delivered"
+                + (hosts.isEmpty ? "" : " to \(hosts.joined(separator: ", "))") + "; the accounts are forgotten."
+            : "Released the held removals of \(accounts) \(plural(accounts, "account")): delivered \(delivered) of \(owed.count) within the deadline "
+                + "(\(DurationText(agent.deadlineDuration))); the rest stay owed and are sent when the agent next starts:\n"
+                + outcome.undeliveredLines.joined(separator: "\n")
+        say(sentence, removals: owed.count, delivered: delivered, forgotten: outcome.succeeded, hosts: hosts, outcome: outcome)
+        exitNow(outcome.succeeded ? .success : Exit.failure)
+    }
+
     /// Prints `sentence`, or with `--format json` one object that says the same with counts.
-    private func say(_ sentence: String, removals: Int, delivered: Int, forgotten: Bool, hosts: [String], outcome: OnceOutcome,
+    private func say(_ sentence: String, removals: Int, delivered: Int, forgotten: Bool, hosts: [String], outcome: OnceOutcome?,
                      note: String? = nil) {
         guard format == .json else { return print(sentence) }
-        let undelivered = outcome.undelivered.map { failure in
+        let undelivered = (outcome?.undelivered ?? []).map { failure in
             JSONText.compactObject([
                 ("service", JSONText.string(failure.key.service)), ("host", JSONText.string(failure.host)),
                 ("attempts", "\(failure.attempts)"), ("reason", JSONText.string(failure.reason)),
             ])
         }
         print(JSONText.object([
-            ("account", JSONText.string(id)),
+            ("account", held ? "null" : JSONText.string(id)),
             ("removals", "\(removals)"),
             ("delivered", "\(delivered)"),
             ("forgotten", "\(forgotten)"),
             ("hosts", "[" + hosts.map { JSONText.string($0) }.joined(separator: ",") + "]"),
-            ("elapsedSeconds", "\(Double(outcome.elapsed.milliseconds) / 1000)"),
+            ("elapsedSeconds", "\(Double((outcome?.elapsed ?? .zero).milliseconds) / 1000)"),
             ("note", note.map { JSONText.string($0) } ?? "null"),
             ("undelivered", JSONText.array(undelivered).replacing("\n", with: "\n  ")),
         ]))

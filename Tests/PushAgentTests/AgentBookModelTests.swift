@@ -300,7 +300,8 @@ import PushTestThreads
                         problems.append("\(key) is \(entry.record.state) with nothing scheduled")
                     case .pending where entry.plan?.delivery != nil:
                         problems.append("\(key) is pending with a request and nothing scheduled")
-                    case .pending, .rejected, .stopped, .unconfirmed:
+                    case .pending, .rejected, .stopped, .unconfirmed, .held:
+                        // A held removal waits for its release, with its reason.
                         if entry.record.lastOutcome == nil { problems.append("\(key) is \(entry.record.state) without a reason") }
                     case .delivered, .accepted:
                         break

@@ -177,4 +177,12 @@ import Foundation
         #expect(ObservedTransport.shown("http://h.example/a/b#frag") == "http://h.example/a/b")
         #expect(ObservedTransport.shown("http://h.example/p@th") == "http://h.example/p@th")
     }
+
+    @Test func heldRemovalsAreAGauge() {
+        let metrics = AgentMetrics(loadedAt: 0)
+        let text = String(decoding: metrics.text(AgentMetrics.Reading(
+            subscriptions: ["acrobits": [.delivered: 1, .held: 149], "hook": [.held: 2]], stateUp: true, leasesHeld: nil)), as: UTF8.self)
+        #expect(Self.sample("pushreporter_removals_held", in: text) == 151, "\(text)")
+        #expect(Self.sample(#"pushreporter_subscriptions{service="acrobits",state="held"}"#, in: text) == 149)
+    }
 }

@@ -127,16 +127,59 @@ import Testing
         #expect(try Self.records(state).map(\.key.account) == ["alice"])
     }
 
+    /// SPEC §14: a reload that would remove more than agent.removalGuard allows holds those
+    /// removals, sends the rest, and lets them go when the guard is set off; an account that
+    /// comes back is no longer held and nothing is sent for it.
+    @Test func aReloadThatRemovesMostAccountsIsHeldUntilReleased() async throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(204) }
+        defer { server.stop() }
+        let files = TemporaryDirectory()
+        let state = files.path + "/state"
+        let accounts = (0..<150).map { ("a\($0)", "T\($0)") }
+        let config = files.write("accounts.yaml", SampleConfiguration.config(accounts, base: server.baseURL))
+        let agent = try await AgentHarness.start(config: config, stateDir: state, backends: .standard)
+        #expect(await agent.log.waitFor("all 150 accounts are reported"), "\(agent.log.value)")
+        #expect(await Polling.until { server.requests.count == 150 })
+
+        // An emptied file, but for one account: 149 removals, held.
+        files.write("accounts.yaml", SampleConfiguration.config(Array(accounts.prefix(1)), base: server.baseURL))
+        agent.reload()
+        #expect(await agent.log.waitFor("reloaded: 0 new, 0 changed, 1 unchanged, 0 removed, 149 removals held"), "\(agent.log.value)")
+        #expect(await agent.log.waitFor("warning: holding the removal of 149 accounts that left the configuration at once"),
+                "\(agent.log.value)")
+        #expect(await Polling.until { (try? Self.records(state).filter { $0.state == .held }.count) == 149 })
+        #expect(server.requests.count == 150, "nothing is sent for a held removal")
+
+        // They come back: no longer held, and nothing is sent for them.
+        files.write("accounts.yaml", SampleConfiguration.config(accounts, base: server.baseURL))
+        agent.reload()
+        #expect(await agent.log.waitFor("reloaded: 0 new, 0 changed, 150 unchanged, 0 removed"), "\(agent.log.value)")
+        #expect(await Polling.until { (try? Self.records(state).allSatisfy { $0.state == .delivered }) == true })
+        #expect(server.requests.count == 150)
+
+        // Gone again, then the guard set off: held, then sent.
+        files.write("accounts.yaml", SampleConfiguration.config(Array(accounts.prefix(1)), base: server.baseURL))
+        agent.reload()
+        #expect(await agent.log.waitFor("149 removals held", count: 2), "\(agent.log.value)")
+        files.write("accounts.yaml", SampleConfiguration.config(Array(accounts.prefix(1)), base: server.baseURL, agent: "  removalGuard: off"))
+        agent.reload()
+        #expect(await agent.log.waitFor("reloaded: 0 new, 0 changed, 1 unchanged, 149 removed"), "\(agent.log.value)")
+        #expect(await Polling.until { server.requests.count == 150 + 149 }, "\(server.requests.count)")
+        #expect(server.requests.suffix(149).allSatisfy { $0.method == "DELETE" })
+        #expect(await agent.stop(), "\(agent.log.value)")
+    }
+
     @Test func removingTwoHundredAccountsIsSaidInAFewLinesNotTwoPerAccount() async throws {
         let server = try LoopbackHTTPServer { _, _ in .status(204) }
         defer { server.stop() }
         let files = TemporaryDirectory()
         let accounts = (0..<201).map { ("a\($0)", "T\($0)") }
-        let config = files.write("accounts.yaml", SampleConfiguration.config(accounts, base: server.baseURL))
+        // The guard off: removing 200 of 201 at once would be held (see the test below).
+        let config = files.write("accounts.yaml", SampleConfiguration.config(accounts, base: server.baseURL, agent: "  removalGuard: off"))
         let agent = try await AgentHarness.start(config: config, stateDir: files.path + "/state", backends: .standard)
         #expect(await agent.log.waitFor("all 201 accounts are reported"), "\(agent.log.value)")
         let before = agent.log.value.split(separator: "\n").count
-        files.write("accounts.yaml", SampleConfiguration.config(Array(accounts.prefix(1)), base: server.baseURL))
+        files.write("accounts.yaml", SampleConfiguration.config(Array(accounts.prefix(1)), base: server.baseURL, agent: "  removalGuard: off"))
         agent.reload()
         #expect(await agent.log.waitFor("200 subscriptions that left the configuration are cleaned up and forgotten"),
                 "\(agent.log.value)")

@@ -1,5 +1,6 @@
 import PushAgent
 import PushBackend
+import PushConfig
 import PushState
 import PushTestThreads
 import Testing
@@ -31,12 +32,12 @@ import Testing
         #expect(plan.count(.unchanged, of: "acrobits") == 1)
         #expect(plan.notSendable == 1)
         #expect(plan.sendsSomething)
-        #expect(plan.text().hasPrefix("acrobits: 2 new, 1 changed, 1 unchanged, 1 removed\n"))
+        #expect(plan.text().hasPrefix("acrobits: 2 new, 1 changed, 1 unchanged, 1 removed, 0 held\n"))
 
         let onlyHook = ChangePlan(plans: [Self.plan("a", fingerprint: "1"), Self.plan("h", "hook", fingerprint: "6")],
                                   records: [Self.record("h", "hook", delivered: "6"), Self.record("gone", delivered: "9")], services: ["hook"])
         #expect(!onlyHook.sendsSomething)
-        #expect(onlyHook.text() == "hook: 0 new, 0 changed, 1 unchanged, 0 removed")
+        #expect(onlyHook.text() == "hook: 0 new, 0 changed, 1 unchanged, 0 removed, 0 held")
     }
 
     @Test func theTextListsAFewOfEachAndCountsTheRest() {
@@ -44,5 +45,20 @@ import Testing
         let text = ChangePlan(plans: plans, records: []).text(shown: 20)
         #expect(text.split(separator: "\n").count { $0.hasPrefix("  new ") } == 21)
         #expect(text.contains("  new      … and 5 more (--format json lists every one)"), "\(text)")
+    }
+
+    @Test func removalsPastTheGuardAreHeldNotRemoved() {
+        let records = (0..<150).map { Self.record("a\($0)", delivered: "\($0)") }
+        let plans = [Self.plan("a0", fingerprint: "0")]
+        let guarded = ChangePlan(plans: plans, records: records, removalGuard: RemovalGuard())
+        #expect(guarded.count(.held, of: "acrobits") == 149)
+        #expect(guarded.count(.removed, of: "acrobits") == 0)
+        #expect(!guarded.sendsSomething, "a held removal sends nothing")
+        let unguarded = ChangePlan(plans: plans, records: records, removalGuard: nil)
+        #expect(unguarded.count(.removed, of: "acrobits") == 149)
+        #expect(unguarded.sendsSomething)
+        // Under the count (or the share) the guard lets them go.
+        let few = ChangePlan(plans: plans, records: Array(records.prefix(50)), removalGuard: RemovalGuard())
+        #expect(few.count(.removed, of: "acrobits") == 49)
     }
 }

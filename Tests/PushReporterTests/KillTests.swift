@@ -52,7 +52,8 @@ import PushTestThreads
         func writeConfig() {
             let accounts = (0..<count).filter { present[$0] }.map { ("a\($0)", tokens[$0]) }
             files.write("accounts.yaml", AgentTests.config(accounts, base: server.baseURL,
-                                                          agent: "  concurrency: 64\n  perHostConcurrency: 64"))
+                                                          // Removing many at once is the point here, not the guard's.
+                                                          agent: "  concurrency: 64\n  perHostConcurrency: 64\n  removalGuard: off"))
         }
         writeConfig()
 

@@ -34,21 +34,21 @@ import PushTestThreads
         // No state yet: everything is new, and plan writes none.
         let first = try Self.plan(server, ["--config", config, "--state-dir", state])
         #expect(first.status == 2, "\(first.stderr)")
-        #expect(first.stdout.hasPrefix("acrobits: 3 new, 0 changed, 0 unchanged, 0 removed\n"), "\(first.stdout)")
+        #expect(first.stdout.hasPrefix("acrobits: 3 new, 0 changed, 0 unchanged, 0 removed, 0 held\n"), "\(first.stdout)")
         #expect(first.stderr == "plan: there is no state directory \(state) (no agent has run with it yet); comparing with an empty state\n")
         #expect(!FileManager.default.fileExists(atPath: state), "plan made the state directory")
 
         #expect(try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", state]).status == 0)
         let settled = try Self.plan(server, ["--config", config, "--state-dir", state])
         #expect(settled.status == 0, "\(settled.stdout)\(settled.stderr)")
-        #expect(settled.stdout == "acrobits: 0 new, 0 changed, 3 unchanged, 0 removed\n")
+        #expect(settled.stdout == "acrobits: 0 new, 0 changed, 3 unchanged, 0 removed, 0 held\n")
 
         // bob's token changes, carol leaves, dave comes.
         files.write("c.yaml", Self.accounts([("alice", "A1"), ("bob", "B2"), ("dave", "D1")], base: server.baseURL))
         let text = try Self.plan(server, ["--config", config, "--state-dir", state])
         #expect(text.status == 2)
         #expect(text.stdout == """
-            acrobits: 1 new, 1 changed, 1 unchanged, 1 removed
+            acrobits: 1 new, 1 changed, 1 unchanged, 1 removed, 0 held
               new      dave
               changed  bob
               removed  carol
@@ -102,5 +102,40 @@ import PushTestThreads
         #expect(plan.status == 2, "\(plan.stderr)")
         let items = try #require(try Self.json(plan.stdout)["items"] as? [[String: Any]])
         #expect(items.map { "\($0["account"] ?? "")/\($0["action"] ?? "")" } == ["alice/changed", "bob/removed"])
+    }
+
+    /// SPEC §14: a start that would remove more than the guard allows holds those removals,
+    /// says so in plan and status, and `remove --held` sends them.
+    @Test func aStartThatRemovesMostAccountsHoldsThemUntilRemoveHeld() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(204) }
+        let files = TemporaryDirectory()
+        let state = files.path + "/state"
+        let all = (0..<150).map { ("a\($0)", "T\($0)") }
+        let config = files.write("c.yaml", Self.accounts(all, base: server.baseURL))
+        #expect(try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", state]).status == 0)
+        files.write("c.yaml", Self.accounts([("a0", "T0")], base: server.baseURL))
+
+        let plan = try Self.plan(server, ["--config", config, "--state-dir", state])
+        #expect(plan.status == 0, "a held removal sends nothing: \(plan.stdout)")
+        #expect(plan.stdout.hasPrefix("acrobits: 0 new, 0 changed, 1 unchanged, 0 removed, 149 held\n"), "\(plan.stdout)")
+
+        let before = server.requests.count
+        let run = try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", state])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("warning: holding the removal of 149 accounts that left the configuration at once"), "\(run.stderr)")
+        #expect(server.requests.count == before + 1, "only a0 is reported")
+        let status = try ProcessRunner.pushreporter(["status", "--state-dir", state])
+        #expect(status.stdout.hasPrefix("150 accounts: 1 reported, 0 retrying, 149 removals held\n"), "\(status.stdout.prefix(300))")
+        #expect(status.stdout.contains("a1       acrobits  held"), "\(status.stdout.prefix(600))")
+
+        let released = try ProcessRunner.pushreporter(["remove", "--held", "--config", config, "--state-dir", state])
+        #expect(released.status == 0, "\(released.stderr)")
+        #expect(released.stdout.hasPrefix("Released the held removals of 149 accounts: 149 removals delivered"), "\(released.stdout)")
+        #expect(server.requests.suffix(149).allSatisfy { $0.path.hasPrefix("/gone/") })
+        let after = try ProcessRunner.pushreporter(["status", "--state-dir", state])
+        #expect(after.stdout.hasPrefix("1 account: 1 reported, 0 retrying\n"), "\(after.stdout.prefix(200))")
+        let none = try ProcessRunner.pushreporter(["remove", "--held", "--config", config, "--state-dir", state])
+        #expect(none.status == 0)
+        #expect(none.stdout == "No removal is held in the state directory \(state).\n", "\(none.stdout)")
     }
 }
