@@ -72,10 +72,11 @@ public final class Agent<C: Clock>: Sendable where C.Duration == Duration {
                 load: @escaping @Sendable () -> ConfigurationLoad = { .invalid(reason: "no reload") },
                 reloadSources: [ReloadSource] = [],
                 gracePeriod: Duration = .seconds(10), statusInterval: Duration = .seconds(1), startRunSize: Int = 1_000,
-                feedWait: Duration = .seconds(1)) {
+                feedWait: Duration = .seconds(1), releaseRequested: @escaping @Sendable () -> Bool = { false }) {
         core = AgentCore(start: start, settings: settings, backends: backends, transport: transport, recorder: recorder,
                          shared: shared, notifier: notifier, logger: logger, clock: clock, wallClock: wallClock,
                          gracePeriod: gracePeriod, statusInterval: statusInterval, startRunSize: startRunSize, feedWait: feedWait)
+        core.releaseRequested = releaseRequested
         self.load = load
         self.reloadSources = reloadSources
     }

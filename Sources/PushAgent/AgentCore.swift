@@ -41,6 +41,9 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
     let outsiders: LogSummary<C>
     /// What `/metrics` says: counters the attempts add to, gauges read at each scrape.
     let metrics: AgentMetrics
+    /// Whether `remove --held` asked, since the last reload, for the held removals to be sent
+    /// (a file in the state directory it takes); set once, before the agent runs.
+    nonisolated(unsafe) var releaseRequested: @Sendable () -> Bool = { false }
     /// When the ``Heartbeat`` last turned (`/livez`).
     let heartbeat = Mutex(ContinuousClock.now)
 

@@ -81,7 +81,9 @@ extension AgentRuntime {
         let recorder = StateRecorder(store: store, logger: logger, clock: ContinuousClock())
         let agent = Agent(start: consume start, settings: settings, backends: backends, transport: transport,
                           recorder: recorder, shared: shared, notifier: notifier, logger: logger, clock: ContinuousClock(),
-                          load: load, reloadSources: reloadSources, gracePeriod: gracePeriod)
+                          load: load, reloadSources: reloadSources, gracePeriod: gracePeriod,
+                          // `remove --held` while the agent runs: its reload sends them.
+                          releaseRequested: { [directory] in directory?.takeReleaseRequest() ?? false })
         do {
             try await agent.begin()
         } catch {

@@ -53,6 +53,9 @@ struct ReloadService<C: Clock>: Service where C.Duration == Duration {
             core.metrics.reloaded(successfully: false, at: Double(core.wallClock()) / 1000)
         case .loaded(let plans, let newPollers, let newSettings, let warnings):
             let now = core.wallClock()
+            // `remove --held` asked for the held removals: this reload sends them, as without the guard.
+            let releasing = core.releaseRequested()
+            if releasing { logger.notice("pushreporter remove --held asked for the held removals: this reload sends them") }
             // Cancels and state changes now; what the reload submits is held in the book (no
             // attempt of a changed subscription starts) until the state is written, which
             // ``releaseHeld()`` waits for: a state that cannot be written holds those
@@ -60,8 +63,9 @@ struct ReloadService<C: Clock>: Service where C.Duration == Duration {
             let summary = core.state.withLock { state in
                 state.defaultTimeout = newSettings.timeout
                 state.metricsPerAccount = newSettings.metricsPerAccount
-                state.book.removalGuard = newSettings.removalGuard
+                state.book.removalGuard = releasing ? nil : newSettings.removalGuard
                 let (actions, summary) = state.book.reload(plans: plans, reportInterval: newSettings.reportInterval, now: now)
+                state.book.removalGuard = newSettings.removalGuard
                 core.apply(actions, in: &state)
                 if core.shared != nil {
                     // This configuration counts now: new subscriptions for whichever agent claims

@@ -38,6 +38,27 @@ extension StateDirectory {
         _ = text.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
     }
 
+    /// The process that holds the directory's lock (a running agent), if one does.
+    public func lockHolder() -> pid_t? {
+        let file = path + "/" + Self.lockFileName
+        let fd = open(file, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var holder = Self.wholeFile(F_WRLCK)
+        guard fcntl(fd, F_GETLK, &holder) == 0, holder.l_type != F_UNLCK else { return nil }
+        if holder.l_pid > 0 { return holder.l_pid }
+        return Self.recordedPID(fd).flatMap { pid_t($0) }
+    }
+
+    /// The file `remove --held` leaves for a running agent: its next reload sends the held
+    /// removals (``takeReleaseRequest()``).
+    public static let releaseRequestFileName = "release-held"
+
+    /// Whether `remove --held` asked for the held removals to be sent; the request is taken.
+    public func takeReleaseRequest() -> Bool {
+        unlink(path + "/" + Self.releaseRequestFileName) == 0
+    }
+
     private static func wholeFile(_ type: Int32) -> flock {
         var lock = flock()
         lock.l_type = Int16(type)

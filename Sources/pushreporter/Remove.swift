@@ -6,6 +6,9 @@ import PushBackend
 import PushConfig
 import PushState
 import PushTemplates
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `pushreporter remove ID`: send an account's cleanups (its removal report) now, then forget it.
 struct Remove: AsyncParsableCommand {
@@ -45,6 +48,7 @@ struct Remove: AsyncParsableCommand {
     func run() async throws {
         let output = LogOutput(format: .text)
         let logger = agent.logger(output: output)
+        if held { askTheRunningAgent(logger: logger) }
         let setup: AgentSetup
         do {
             setup = try AgentSetup(options: config, stateDir: agent.stateDir, logger: logger, forRemove: true)
@@ -120,6 +124,30 @@ struct Remove: AsyncParsableCommand {
         for request in owed where !hosts.contains(request.host) { hosts.append(request.host) }
         say("Removal of \(id.displayEscaped) delivered to \(hosts.joined(separator: ", ")); the account is forgotten.",
             removals: owed.count, delivered: owed.count, forgotten: true, hosts: hosts, outcome: outcome)
+        exitNow(.success)
+    }
+
+    /// `remove --held` while an agent runs on the state directory: the request is left in the
+    /// directory and the agent told with SIGHUP; its reload sends the held removals, as any
+    /// removal, without a further step (SPEC §14). Returns when no agent holds the directory.
+    private func askTheRunningAgent(logger: Logger) {
+        let loaded = LoadedConfiguration(options: config)
+        let state = agent.stateDir ?? loaded.result.configuration.agent.resolvedState(environment: loaded.environment.variables)
+        guard !AgentRuntime.isDatabase(state), let directory = try? StateDirectory(path: state, create: false),
+              let pid = directory.lockHolder(), pid != getpid() else { return }
+        do {
+            try directory.writeFile(StateDirectory.releaseRequestFileName, "\(getpid())\n")
+        } catch {
+            logger.error("remove: cannot ask the running agent (process \(pid)) to send the held removals: \(error.description)")
+            exitNow(Exit.failure)
+        }
+        guard kill(pid, SIGHUP) == 0 else {
+            let why = String(cString: strerror(errno))
+            logger.error("remove: cannot signal the running agent (process \(pid)): \(why); systemctl reload pushreporter sends them too")
+            exitNow(Exit.failure)
+        }
+        say("Asked the running agent (process \(pid)) to send the held removals: it reloads and sends them as any removal (its journal and status say when).",
+            removals: 0, delivered: 0, forgotten: false, hosts: [], outcome: nil, note: "asked the running agent (process \(pid))")
         exitNow(.success)
     }
 

@@ -138,4 +138,27 @@ import PushTestThreads
         #expect(none.status == 0)
         #expect(none.stdout == "No removal is held in the state directory \(state).\n", "\(none.stdout)")
     }
+
+    /// SPEC §14: `remove --held` also while the agent runs: the agent's next reload sends them.
+    @Test func removeHeldAsksTheRunningAgentToSendThem() throws {
+        let server = try LoopbackHTTPServer { _, _ in .status(204) }
+        let files = TemporaryDirectory()
+        let state = files.path + "/state"
+        let all = (0..<150).map { ("a\($0)", "T\($0)") }
+        let config = files.write("c.yaml", Self.accounts(all, base: server.baseURL))
+        let agent = try RunningProcess(pushreporter: ["run", "--config", config, "--state-dir", state])
+        defer { agent.signal(SIGKILL) }
+        #expect(agent.waitForStderr("all 150 accounts are reported"), "\(agent.stderr)")
+        #expect(agent.waitUntilBlocking(SIGHUP))
+        files.write("c.yaml", Self.accounts([("a0", "T0")], base: server.baseURL))
+        agent.signal(SIGHUP)
+        #expect(agent.waitForStderr("149 removals held"), "\(agent.stderr)")
+        let asked = try ProcessRunner.pushreporter(["remove", "--held", "--config", config, "--state-dir", state])
+        #expect(asked.status == 0, "\(asked.stderr)")
+        #expect(asked.stdout.hasPrefix("Asked the running agent (process \(agent.pid)) to send the held removals"), "\(asked.stdout)")
+        #expect(agent.waitForStderr("reloaded: 0 new, 0 changed, 1 unchanged, 149 removed"), "\(agent.stderr)")
+        #expect(Polling.until { server.requests.count { $0.path.hasPrefix("/gone/") } == 149 })
+        agent.signal(SIGTERM)
+        #expect(agent.waitForExit() == 0)
+    }
 }
