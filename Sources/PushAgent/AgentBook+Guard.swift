@@ -9,7 +9,9 @@ extension AgentBook {
     /// Whether the subscriptions `leaving` (not configured any more) are held: more of their
     /// accounts than the guard's count, and than its share of the `accountsInState`.
     func holdsRemovals(_ leaving: [SubscriptionKey], accountsInState: Int) -> Bool {
-        guard let removalGuard, !leaving.isEmpty else { return false }
+        // With shared state the agents that claim a dropped subscription clean it up: not
+        // guarded as yet (docs/deploying.md says so), and not half-guarded by one agent here.
+        guard let removalGuard, owned == nil, !leaving.isEmpty else { return false }
         let accounts = Set(leaving.lazy.map(\.account)).count
         return removalGuard.holds(removing: accounts, of: accountsInState)
     }
