@@ -97,14 +97,7 @@ struct Remove: AsyncParsableCommand {
             exitNow(Exit.failure)
         }
         let owed = cleanups(of: records, backends: runtime.backends)
-        let outcome: OnceOutcome
-        do {
-            try runtime.takeForRemoval(records.map(\.key))
-            outcome = try await runtime.runOnce(.removal(records: records), deadline: agent.deadlineDuration, output: output)
-        } catch {
-            logger.error("\(error.description)")
-            exitNow(Exit.failure)
-        }
+        let outcome = await sendRemovals(of: records, runtime: runtime, output: output, logger: logger)
         if owed.isEmpty {
             let unreadable = records.contains { $0.cleanup != nil || !$0.pastCleanups.isEmpty }
             let why = unreadable ? "its stored removal request cannot be read" : "no accountRemovalReporterUrl"
@@ -120,11 +113,30 @@ struct Remove: AsyncParsableCommand {
                 removals: owed.count, delivered: owed.count - left, forgotten: false, hosts: [], outcome: outcome)
             exitNow(Exit.failure)
         }
-        var hosts: [String] = []
-        for request in owed where !hosts.contains(request.host) { hosts.append(request.host) }
+        let hosts = Self.hosts(of: owed)
         say("Removal of \(id.displayEscaped) delivered to \(hosts.joined(separator: ", ")); the account is forgotten.",
             removals: owed.count, delivered: owed.count, forgotten: true, hosts: hosts, outcome: outcome)
         exitNow(.success)
+    }
+
+    /// Sends the cleanups `records` owe, retrying until the deadline (a round of the agent's,
+    /// after taking them from a shared state); exits when it cannot.
+    private func sendRemovals(of records: [SubscriptionRecord], runtime: AgentRuntime, output: LogOutput,
+                              logger: Logger) async -> OnceOutcome {
+        do {
+            try runtime.takeForRemoval(records.map(\.key))
+            return try await runtime.runOnce(.removal(records: records), deadline: agent.deadlineDuration, output: output)
+        } catch {
+            logger.error("\(error.description)")
+            exitNow(Exit.failure)
+        }
+    }
+
+    /// The hosts `requests` go to, each once, in order.
+    private static func hosts(of requests: [SubscriptionRequest]) -> [String] {
+        var hosts: [String] = []
+        for request in requests where !hosts.contains(request.host) { hosts.append(request.host) }
+        return hosts
     }
 
     /// `remove --held` while an agent runs on the state directory: the request is left in the
@@ -167,18 +179,10 @@ struct Remove: AsyncParsableCommand {
         }
         let accounts = Set(records.map(\.key.account)).count
         let owed = cleanups(of: records, backends: runtime.backends)
-        let outcome: OnceOutcome
-        do {
-            try runtime.takeForRemoval(records.map(\.key))
-            outcome = try await runtime.runOnce(.removal(records: records), deadline: agent.deadlineDuration, output: output)
-        } catch {
-            logger.error("\(error.description)")
-            exitNow(Exit.failure)
-        }
+        let outcome = await sendRemovals(of: records, runtime: runtime, output: output, logger: logger)
         let left = ((try? runtime.records()) ?? []).filter { record in records.contains { $0.key == record.key } }
         let delivered = owed.count - cleanups(of: left, backends: runtime.backends).count
-        var hosts: [String] = []
-        for request in owed where !hosts.contains(request.host) { hosts.append(request.host) }
+        let hosts = Self.hosts(of: owed)
         let sentence = outcome.succeeded
             ? "Released the held removals of \(accounts) \(plural(accounts, "account")): \(delivered) \(plural(delivered, "removal")) delivered"
                 + (hosts.isEmpty ? "" : " to \(hosts.joined(separator: ", "))") + "; the accounts are forgotten."
