@@ -13,7 +13,7 @@ import Synchronization
 /// can be bootstrapped once per process, and tests run many agents in one.
 final class AgentMetrics: Sendable {
     /// How an attempt that reached its receiver ended, for `pushreporter_attempts_total`.
-    enum AttemptOutcome: String {
+    enum AttemptOutcome: String, CaseIterable {
         /// Delivered, or accepted to be confirmed later.
         case delivered
         /// A failure the agent tries again.
@@ -39,6 +39,14 @@ final class AgentMetrics: Sendable {
     private let registry = PrometheusCollectorRegistry()
     /// The services whose gauges the last scrape set: one that is gone since is unregistered.
     private let servicesShown = Mutex<Set<String>>([])
+    /// Each service's counters and histogram, made once: the registry checks names and labels
+    /// and looks them up under its lock on every `make…`, which the sending path need not.
+    private let perService = Mutex<[String: ServiceSeries]>([:])
+
+    private struct ServiceSeries: Sendable {
+        let attempts: [AttemptOutcome: Counter]
+        let duration: DurationHistogram
+    }
 
     private static var attempts: MetricNameDescriptor { MetricNameDescriptor(
         namespace: "pushreporter", metricName: "attempts", unitName: "total",
@@ -88,14 +96,25 @@ final class AgentMetrics: Sendable {
     /// An attempt of `service` that reached its receiver ended so.
     func attempted(_ service: String, _ outcome: AttemptOutcome, count: Int = 1) {
         guard count > 0 else { return }
-        registry.makeCounter(descriptor: Self.attempts, labels: [("service", service), ("outcome", outcome.rawValue)])
-            .increment(by: Int64(count))
+        series(of: service).attempts[outcome]?.increment(by: Int64(count))
     }
 
     /// A request of `service` took `duration`, from its start to its answer (or to the error).
     func requestTook(_ duration: Duration, service: String) {
-        registry.makeDurationHistogram(descriptor: Self.requestDuration, labels: [("service", service)], buckets: Self.buckets)
-            .record(duration)
+        series(of: service).duration.record(duration)
+    }
+
+    private func series(of service: String) -> ServiceSeries {
+        perService.withLock { known in
+            if let series = known[service] { return series }
+            let attempts = Dictionary(uniqueKeysWithValues: AttemptOutcome.allCases.map { outcome in
+                (outcome, registry.makeCounter(descriptor: Self.attempts, labels: [("service", service), ("outcome", outcome.rawValue)]))
+            })
+            let series = ServiceSeries(attempts: attempts, duration: registry.makeDurationHistogram(
+                descriptor: Self.requestDuration, labels: [("service", service)], buckets: Self.buckets))
+            known[service] = series
+            return series
+        }
     }
 
     /// A reload (or the start) loaded its configuration, or kept the previous one; `at` in Unix seconds.
