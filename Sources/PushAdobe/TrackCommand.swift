@@ -199,8 +199,8 @@ public struct TrackCommand: AsyncParsableCommand {
             print(JSONText.object([
                 ("actions", "\(total)"), ("delivered", "\(delivered)"), ("alreadySent", "\(already)"),
                 ("notDelivered", "\(total - delivered - already)"), ("payloadsNotTracked", "\(notTracked.count)"),
-                ("results", JSONText.array(items).replacing("\n", with: "\n  ")),
-                ("notTracked", JSONText.array(skipped).replacing("\n", with: "\n  ")),
+                ("results", JSONText.array(items, indent: "  ")),
+                ("notTracked", JSONText.array(skipped, indent: "  ")),
             ]))
             return failed == 0
         }

@@ -116,8 +116,8 @@ public struct ChangePlan: Sendable {
                                     ("action", JSONText.string(item.action.rawValue)), ("changes", "null")])
         }
         return JSONText.object([
-            ("services", JSONText.array(services).replacing("\n", with: "\n  ")),
-            ("items", JSONText.array(listed).replacing("\n", with: "\n  ")),
+            ("services", JSONText.array(services, indent: "  ")),
+            ("items", JSONText.array(listed, indent: "  ")),
         ])
     }
 }

@@ -14,6 +14,15 @@ public struct OnceOutcome: Sendable {
         public var attempts: Int
         /// The last failure, or why it was refused, in words.
         public var reason: String
+
+        /// One line of JSON: `account`, `service`, `host`, `state`, `attempts`, `reason`.
+        public var json: String {
+            JSONText.compactObject([
+                ("account", JSONText.string(key.account)), ("service", JSONText.string(key.service)),
+                ("host", JSONText.string(host)), ("state", JSONText.string(state.rawValue)),
+                ("attempts", "\(attempts)"), ("reason", JSONText.string(reason)),
+            ])
+        }
     }
 
     /// Subscriptions that had something to send.
@@ -73,13 +82,7 @@ public struct OnceOutcome: Sendable {
         let services = countsByService.keys.sorted().map { service in
             JSONText.compactObject([("service", JSONText.string(service))] + states { countsByService[service]?[$0] ?? 0 })
         }
-        let failures = undelivered.map { failure in
-            JSONText.compactObject([
-                ("account", JSONText.string(failure.key.account)), ("service", JSONText.string(failure.key.service)),
-                ("host", JSONText.string(failure.host)), ("state", JSONText.string(failure.state.rawValue)),
-                ("attempts", "\(failure.attempts)"), ("reason", JSONText.string(failure.reason)),
-            ])
-        }
+        let failures = undelivered.map(\.json)
         return JSONText.object([
             ("succeeded", "\(succeeded)"),
             ("reports", "\(total)"),
@@ -89,8 +92,8 @@ public struct OnceOutcome: Sendable {
             ("stateWritten", "\(stateWritten)"),
             ("stoppedBy", stoppedBy.map { JSONText.string($0) } ?? "null"),
         ] + states { counts[$0] } + [
-            ("services", JSONText.array(services).replacing("\n", with: "\n  ")),
-            ("undelivered", JSONText.array(failures).replacing("\n", with: "\n  ")),
+            ("services", JSONText.array(services, indent: "  ")),
+            ("undelivered", JSONText.array(failures, indent: "  ")),
         ])
     }
 

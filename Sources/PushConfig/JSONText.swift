@@ -81,8 +81,11 @@ public enum JSONText {
         "{" + fields.map { string($0.0, keepingMarkers: keepingMarkers) + ":" + $0.1 }.joined(separator: ",") + "}"
     }
 
-    public static func array(_ items: [String]) -> String {
+    /// `[…]` with an item a line; `indent` starts each line but the first (for an array
+    /// inside an object), as ``object(_:indent:)``'s does.
+    public static func array(_ items: [String], indent: String = "") -> String {
         guard !items.isEmpty else { return "[]" }
-        return "[\n" + items.map { "  " + $0.replacing("\n", with: "\n  ") }.joined(separator: ",\n") + "\n]"
+        let inner = indent + "  "
+        return "[\n" + items.map { inner + $0.replacing("\n", with: "\n" + inner) }.joined(separator: ",\n") + "\n" + indent + "]"
     }
 }

@@ -197,12 +197,7 @@ struct Remove: AsyncParsableCommand {
     private func say(_ sentence: String, removals: Int, delivered: Int, forgotten: Bool, hosts: [String], outcome: OnceOutcome?,
                      note: String? = nil) {
         guard format == .json else { return print(sentence) }
-        let undelivered = (outcome?.undelivered ?? []).map { failure in
-            JSONText.compactObject([
-                ("service", JSONText.string(failure.key.service)), ("host", JSONText.string(failure.host)),
-                ("attempts", "\(failure.attempts)"), ("reason", JSONText.string(failure.reason)),
-            ])
-        }
+        let undelivered = (outcome?.undelivered ?? []).map(\.json)
         print(JSONText.object([
             ("account", held ? "null" : JSONText.string(id)),
             ("removals", "\(removals)"),
@@ -211,7 +206,7 @@ struct Remove: AsyncParsableCommand {
             ("hosts", "[" + hosts.map { JSONText.string($0) }.joined(separator: ",") + "]"),
             ("elapsedSeconds", "\(Double((outcome?.elapsed ?? .zero).milliseconds) / 1000)"),
             ("note", note.map { JSONText.string($0) } ?? "null"),
-            ("undelivered", JSONText.array(undelivered).replacing("\n", with: "\n  ")),
+            ("undelivered", JSONText.array(undelivered, indent: "  ")),
         ]))
     }
 
