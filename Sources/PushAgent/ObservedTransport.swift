@@ -20,33 +20,14 @@ struct ObservedTransport: HTTPTransport {
             let response = try await base.send(request)
             let took = start.duration(to: clock.now)
             metrics.requestTook(took, service: service)
-            logger.debug("\(service.displayEscaped): \(request.method) \(Self.shown(request.url)) answered \(response.status) in \(DurationText(took))")
+            logger.debug("\(service.displayEscaped): \(request.method) \(URLText.withoutCredentialsOrQuery(request.url)) answered \(response.status) in \(DurationText(took))")
             return response
         } catch {
             let took = start.duration(to: clock.now)
             // A request cancelled at shutdown was not answered slowly: it is not timed.
             if !(error is CancellationError) { metrics.requestTook(took, service: service) }
-            logger.debug("\(service.displayEscaped): \(request.method) \(Self.shown(request.url)) got no answer after \(DurationText(took)): \(error)")
+            logger.debug("\(service.displayEscaped): \(request.method) \(URLText.withoutCredentialsOrQuery(request.url)) got no answer after \(DurationText(took)): \(error)")
             throw error
         }
-    }
-
-    /// `url` without its user information and query (`?…` where there was one).
-    static func shown(_ url: String) -> String {
-        var bytes = Array(url.utf8)
-        var query = ""
-        if let mark = bytes.firstIndex(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) {
-            query = bytes[mark] == UInt8(ascii: "?") ? "?…" : ""
-            bytes.removeSubrange(mark...)
-        }
-        let separator = Array("://".utf8)
-        if let scheme = bytes.indices.first(where: { bytes[$0...].starts(with: separator) }) {
-            let authority = scheme + separator.count
-            let authorityEnd = bytes[authority...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
-            if let at = bytes[authority..<authorityEnd].lastIndex(of: UInt8(ascii: "@")) {
-                bytes.removeSubrange(authority...at)
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self).displayEscaped + query
     }
 }

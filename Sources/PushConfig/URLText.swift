@@ -53,6 +53,25 @@ public enum URLText {
         return (colon, hostRange, port)
     }
 
+    /// `url` as a log line may show it: without its user information (`user:password@`) and its
+    /// query (`?…` where there was one) or fragment, where templates put secrets.
+    public static func withoutCredentialsOrQuery(_ url: String) -> String {
+        var bytes = Array(url.utf8)
+        var query = ""
+        let end = bytes.withUnsafeBufferPointer { buffer in
+            authority(of: buffer).map { authorityEnd(of: buffer, afterScheme: $0.schemeColon) } ?? 0
+        }
+        if let mark = bytes[end...].firstIndex(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) {
+            query = bytes[mark] == UInt8(ascii: "?") ? "?…" : ""
+            bytes.removeSubrange(mark...)
+        }
+        if let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon + 3 <= end,
+           let at = bytes[(colon + 3)..<end].lastIndex(of: UInt8(ascii: "@")) {
+            bytes.removeSubrange((colon + 3)...at)
+        }
+        return String(decoding: bytes, as: UTF8.self).displayEscaped + query
+    }
+
     /// Where the authority of a URL whose scheme is `schemeLength` bytes long ends: at the first
     /// `/`, `?` or `#` after `://`, or at the end.
     static func authorityEnd(of bytes: UnsafeBufferPointer<UInt8>, afterScheme schemeLength: Int) -> Int {
@@ -161,11 +180,12 @@ public enum URLText {
         let bytes = Array(text.utf8)
         var spans = placeholders[...]
         var index = 0
-        // Where the host (and port) are written: a percent-escape cannot help there.
-        let separator = Array("://".utf8)
-        let hostStart = (0..<max(0, bytes.count - 2)).first { bytes[$0...].starts(with: separator) }.map { $0 + 3 } ?? 0
-        let hostEnd = bytes[hostStart...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
-            ?? bytes.count
+        // Where the host (and port) are written, after `scheme://`: a percent-escape cannot help there.
+        let (hostStart, hostEnd) = bytes.withUnsafeBufferPointer { buffer -> (Int, Int) in
+            guard let colon = buffer.firstIndex(of: UInt8(ascii: ":")), colon + 2 < buffer.count,
+                  buffer[colon + 1] == UInt8(ascii: "/"), buffer[colon + 2] == UInt8(ascii: "/") else { return (0, 0) }
+            return (colon + 3, authorityEnd(of: buffer, afterScheme: colon))
+        }
         while index < bytes.count {
             if let span = spans.first, index >= span.lowerBound {
                 index = max(index, span.upperBound)

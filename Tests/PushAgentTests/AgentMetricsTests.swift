@@ -172,10 +172,10 @@ import Foundation
     }
 
     @Test func theDebugLineOfARequestHidesItsQueryAndUserInformation() {
-        #expect(ObservedTransport.shown("https://user:secret@push.example.com/register?token=abc&key=s3cr3t")
+        #expect(URLText.withoutCredentialsOrQuery("https://user:secret@push.example.com/register?token=abc&key=s3cr3t")
                 == "https://push.example.com/register?…")
-        #expect(ObservedTransport.shown("http://h.example/a/b#frag") == "http://h.example/a/b")
-        #expect(ObservedTransport.shown("http://h.example/p@th") == "http://h.example/p@th")
+        #expect(URLText.withoutCredentialsOrQuery("http://h.example/a/b#frag") == "http://h.example/a/b")
+        #expect(URLText.withoutCredentialsOrQuery("http://h.example/p@th") == "http://h.example/p@th")
     }
 
     @Test func heldRemovalsAreAGauge() {
