@@ -45,11 +45,12 @@ extension AgentCore {
     /// `agent.metrics.perAccount: true`. Only counts are taken under the lock (a few per service
     /// and state), unless each subscription is asked for.
     func metricsText() -> [UInt8] {
-        let (counts, leases, perAccount) = state.withLock { state in
+        let (counts, leases, perAccount, silent) = state.withLock { state in
             bookWholeStart(&state)
-            return (state.book.countsByService, shared != nil ? state.book.owned?.count ?? 0 : nil, state.metricsPerAccount)
+            return (state.book.countsByService, shared != nil ? state.book.owned?.count ?? 0 : nil, state.metricsPerAccount,
+                    state.sharedStateSilent)
         }
-        let stateUp = recorder.lastWriteSucceeded && !state.withLock { $0.sharedStateSilent }
+        let stateUp = recorder.lastWriteSucceeded && !silent
         var text = metrics.text(AgentMetrics.Reading(subscriptions: counts, stateUp: stateUp, leasesHeld: leases))
         if perAccount {
             text += StatusReport(records: snapshot(), backends: backends).perSubscriptionPrometheus.utf8

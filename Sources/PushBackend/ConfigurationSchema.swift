@@ -51,7 +51,7 @@ public enum ConfigurationSchema {
             ("description", .string("A pushreporter configuration file (docs/configuration.md). Every top-level key is optional.")),
             ("type", .string("object")),
             ("additionalProperties", .bool(false)),
-            ("properties", .object(TopLevel.keys.map { key in (key, topLevel(key)) })),
+            ("properties", .object(ConfigurationKeys.topLevel.map { key in (key, topLevel(key)) })),
             ("$defs", .object(defs)),
         ])
     }
@@ -160,11 +160,6 @@ public enum ConfigurationSchema {
         }
         return .object((doc.isEmpty ? [] : [("description", .string(doc))]) + body)
     }
-}
-
-/// The top-level keys, as the loader checks them.
-enum TopLevel {
-    static let keys = ConfigurationKeys.topLevel
 }
 
 /// A JSON value, written with two-space indentation and keys in the order given.

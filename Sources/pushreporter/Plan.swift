@@ -86,12 +86,8 @@ struct Plan: ParsableCommand {
             return ([], fallbackInstallID)
         }
         do {
-            if AgentRuntime.isDatabase(state) {
-                let database = try PostgresStateStore(uri: state, password: settings.statePassword, readOnly: true)
-                return (try database.records(), try database.storedInstallID())
-            }
-            let directory = try StateDirectory(path: state, create: false)
-            return (try SQLiteStateStore(directory: directory, readOnly: true).records(), StateDirectory.storedInstallID(in: state))
+            let stored = try StoredState.read(state, password: settings.statePassword)
+            return (stored.records, stored.installID)
         } catch let error as StateError where error.isMissing {
             printError("plan: \(error.description); comparing with an empty state")
             return ([], fallbackInstallID)

@@ -54,14 +54,8 @@ struct Status: ParsableCommand {
         var records: [SubscriptionRecord] = []
         var holders: [SubscriptionKey: String]?
         do {
-            if AgentRuntime.isDatabase(path) {
-                let database = try PostgresStateStore(uri: path, password: settings.statePassword, readOnly: true)
-                records = try database.records()
-                holders = try database.holders()
-            } else {
-                let directory = try StateDirectory(path: path, create: false)
-                records = try SQLiteStateStore(directory: directory, readOnly: true).records()
-            }
+            let stored = try StoredState.read(path, password: settings.statePassword, holders: true)
+            (records, holders) = (stored.records, stored.holders)
         } catch let error as StateError where error.isMissing {
             printError("status: \(error.description)")
         } catch {
