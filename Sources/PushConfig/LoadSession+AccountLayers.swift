@@ -84,7 +84,7 @@ extension LoadSession {
             fill(aliases, in: &layer.values, file: file, account: account)
         }
         for (key, suggestion) in misspelt {
-            reportMisspelt(key, suggestion: suggestion, in: layer, file: file, account: account)
+            reportMisspelt(key, suggestion: suggestion, in: &layer, file: file, account: account)
         }
         return layer
     }

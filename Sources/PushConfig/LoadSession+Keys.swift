@@ -13,7 +13,9 @@ extension LoadSession {
     /// and a typo must not go live (SPEC §2): in an account, it is an error unless a template of
     /// the account uses it (`%account[KEY]%`: then it is the author's own key). In `defaults`,
     /// whose keys the accounts' templates may use later, it is a warning.
-    mutating func reportMisspelt(_ key: YAMLScalar, suggestion: String, in layer: AccountLayer, file: String, account: String?) {
+    /// The key it meant counts as written but unreadable, as an unset `!env` value does: checks
+    /// that the account lacks it (no pushTokenReporterUrl) would only repeat the error.
+    mutating func reportMisspelt(_ key: YAMLScalar, suggestion: String, in layer: inout AccountLayer, file: String, account: String?) {
         guard let account else {
             diagnostics.warning("'\(key.value)' is not a key pushreporter acts on; did you mean '\(suggestion)'?", file: file, at: key.start)
             return
@@ -21,6 +23,7 @@ extension LoadSession {
         guard !Self.templates(in: layer, use: key.value) else { return }
         diagnostics.error("'\(key.value)' is not a key pushreporter acts on, and no template of the account uses it; did you mean '\(suggestion)'?",
                           file: file, at: key.start, account: account)
+        if !layer.values.contains(suggestion) { layer.unreadable.insert(suggestion) }
     }
 
     /// Whether a value of `layer` (its own or a service's) names `key` as a placeholder.

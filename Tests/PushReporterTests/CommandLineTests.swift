@@ -126,6 +126,8 @@ struct CommandLineTests {
         #expect(checked.status == 78)
         #expect(checked.stderr.contains("c.yaml:3:5: error: 'pushTokenReporterURL' is not a key pushreporter acts on, and no template of the account uses it; did you mean 'pushTokenReporterUrl'? [account a]"),
                 "\(checked.stderr)")
+        // The typo's error says why there is no URL: not a warning that there is none too.
+        #expect(!checked.stderr.contains("no pushTokenReporterUrl"), "\(checked.stderr)")
         let sent = try ProcessRunner.pushreporter(["run", "--once", "--config", path, "--state-dir", directory.path + "/state"])
         #expect(sent.status == 78, "run --once no longer says 'Delivered 0 of 0 reports' and exits 0: \(sent.stdout)\(sent.stderr)")
     }
