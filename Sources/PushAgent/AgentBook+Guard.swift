@@ -9,9 +9,7 @@ extension AgentBook {
     /// Whether the subscriptions `leaving` (not configured any more) are held: more of their
     /// accounts than the guard's count, and than its share of the `accountsInState`.
     func holdsRemovals(_ leaving: [SubscriptionKey], accountsInState: Int) -> Bool {
-        // With shared state the agents that claim a dropped subscription clean it up: not
-        // guarded as yet (docs/deploying.md says so), and not half-guarded by one agent here.
-        guard let removalGuard, owned == nil, !leaving.isEmpty else { return false }
+        guard let removalGuard, !leaving.isEmpty else { return false }
         let accounts = Set(leaving.lazy.map(\.account)).count
         return removalGuard.holds(removing: accounts, of: accountsInState)
     }
@@ -32,6 +30,19 @@ extension AgentBook {
         return heldThisTime
     }
 
-    /// How many subscriptions are held now.
-    var heldRemovals: Int { entries.stateCounts[.held] ?? 0 }
+    /// How many subscriptions are held now (with shared state: in the whole group, as the
+    /// database said last).
+    var heldRemovals: Int { owned == nil ? entries.stateCounts[.held] ?? 0 : sharedHeld }
+
+    /// With shared state, what publishing a configuration did: the held removals of the group,
+    /// and the accounts it held newly, which the log says once. `handedBack` (of
+    /// ``releaseAfterPublish``, taken before publishing) are given up in the database next.
+    mutating func published(_ removals: PublishedRemovals, handedBack: [SubscriptionKey]) {
+        sharedHeld = removals.held
+        if removals.newlyHeldAccounts > 0 { heldThisTime = removals.newlyHeldAccounts }
+        if !handedBack.isEmpty {
+            let given = Set(handedBack)
+            releaseAfterPublish.removeAll { given.contains($0) }
+        }
+    }
 }

@@ -189,12 +189,27 @@ extension AgentBook {
             !planned.contains(key) && !entry.pointee.record.isRemoving ? (key, entry.pointee) : nil
         }
         if holdsRemovals(leaving.map(\.0), accountsInState: entries.accountCount) {
+            guard owned == nil else {
+                // Shared state: the database decides for the group when this configuration is
+                // published (``PostgresStateStore/publish(_:holdingRemovals:)``). Meanwhile
+                // nothing of them is sent here: those this agent holds are handed back once it
+                // is published, held there or claimed for their cleanup.
+                for (key, entry) in leaving {
+                    summary.held += 1
+                    if isOwned(key) {
+                        if entry.job != nil { actions.append(.cancel(key)) }
+                        owned!.remove(key)
+                        releaseAfterPublish.append(key)
+                    }
+                    entries[key] = nil
+                }
+                return (Self.savesFirst(actions), summary)
+            }
             // Held, not removed: the record stays, its job cancelled; nothing is sent.
             let accounts = Set(leaving.lazy.map(\.0.account)).count
             heldThisTime = accounts
             for (key, entry) in leaving {
                 summary.held += 1
-                guard isOwned(key) else { continue }
                 if entry.job != nil { actions.append(.cancel(key)) }
                 let record = heldRecord(entry.record, accounts: accounts)
                 entries[key] = Entry(record: record, plan: nil, job: nil)

@@ -54,6 +54,11 @@ struct AgentBook {
     /// How many accounts' removals the last start or reload held, until the agent has said so
     /// (``takeHeldNotice()``).
     var heldThisTime: Int?
+    /// With shared state: the removals the guard holds for the group, as the database said last.
+    var sharedHeld = 0
+    /// With shared state: subscriptions this agent held whose removal a reload would hold, handed
+    /// back in the book; given up in the database once the configuration is published.
+    var releaseAfterPublish: [SubscriptionKey] = []
     /// How many deliveries a receiver has accepted, to confirm later: `run --once` asks about
     /// them once more if one came while it was asking.
     var acceptances: UInt64 = 0
@@ -98,7 +103,9 @@ struct AgentBook {
         guard let owned else {
             return SubscriptionCounts(accounts: entries.accountCount, subscriptions: entries.count, byState: entries.stateCounts)
         }
-        return SubscriptionCounts(owned.lazy.compactMap { self.entries[$0]?.record })
+        var counts = SubscriptionCounts(owned.lazy.compactMap { self.entries[$0]?.record })
+        if sharedHeld > 0 { counts.byState[.held] = sharedHeld }
+        return counts
     }
 
     /// How many subscriptions of each service stand in each state (with shared state: those this

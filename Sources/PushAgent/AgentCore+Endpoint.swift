@@ -45,13 +45,14 @@ extension AgentCore {
     /// `agent.metrics.perAccount: true`. Only counts are taken under the lock (a few per service
     /// and state), unless each subscription is asked for.
     func metricsText() -> [UInt8] {
-        let (counts, leases, perAccount, silent) = state.withLock { state in
+        let (counts, leases, groupHeld, perAccount, silent) = state.withLock { state in
             bookWholeStart(&state)
-            return (state.book.countsByService, shared != nil ? state.book.owned?.count ?? 0 : nil, state.metricsPerAccount,
-                    state.sharedStateSilent)
+            return (state.book.countsByService, shared != nil ? state.book.owned?.count ?? 0 : nil,
+                    shared != nil ? state.book.sharedHeld : nil, state.metricsPerAccount, state.sharedStateSilent)
         }
         let stateUp = recorder.lastWriteSucceeded && !silent
-        var text = metrics.text(AgentMetrics.Reading(subscriptions: counts, stateUp: stateUp, leasesHeld: leases))
+        var text = metrics.text(AgentMetrics.Reading(subscriptions: counts, stateUp: stateUp, leasesHeld: leases,
+                                                     groupRemovalsHeld: groupHeld))
         if perAccount {
             text += StatusReport(records: snapshot(), backends: backends).perSubscriptionPrometheus.utf8
         }

@@ -25,13 +25,13 @@ extension AgentCore {
         // With shared state, the agent joins the others first, and adds the subscriptions the
         // state does not know yet, for whichever agent claims them.
         var membership: SharedStateMembership?
+        var published: PublishedRemovals?
         if let shared, case .configuration(let plans, _, _) = start {
-            let (leaseTimeout, keys) = (settings.leaseTimeout, plans.map(\.key))
+            let (leaseTimeout, keys, rule) = (settings.leaseTimeout, plans.map(\.key), Self.rule(settings.removalGuard))
             do {
-                membership = try await offPool { () throws(StateError) in
+                (membership, published) = try await offPool { () throws(StateError) in
                     let membership = try shared.join(leaseTimeout: leaseTimeout, startsGroups: true)
-                    try shared.publish(keys)
-                    return membership
+                    return (membership, try shared.publish(keys, holdingRemovals: rule))
                 }
             } catch {
                 logger.error("\(error.description)")
@@ -48,6 +48,7 @@ extension AgentCore {
                 if membership != nil {
                     // Nothing is this agent's before it claims it (see LeaseKeeper).
                     state.book.startShared(plans: plans)
+                    if let published { state.book.published(published, handedBack: []) }
                     started = AgentBook.Start(firstRun: 0)
                 } else {
                     started = state.book.start(plans: plans, records: records, firstRun: startRunSize)

@@ -30,9 +30,12 @@ final class AgentMetrics: Sendable {
         var stateUp: Bool
         /// With shared state: the subscriptions whose leases this agent holds; nil without.
         var leasesHeld: Int?
+        /// With shared state: the removals the guard holds for the group (nobody holds their
+        /// leases, so they are in no agent's `subscriptions`); nil without.
+        var groupRemovalsHeld: Int? = nil
         /// Removals the removal guard holds (SPEC §14).
         var removalsHeld: Int {
-            subscriptions.values.reduce(0) { $0 + ($1[.held] ?? 0) }
+            groupRemovalsHeld ?? subscriptions.values.reduce(0) { $0 + ($1[.held] ?? 0) }
         }
     }
 

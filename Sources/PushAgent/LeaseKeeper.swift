@@ -42,17 +42,14 @@ struct LeaseKeeper<C: Clock>: Service where C.Duration == Duration {
             var moreToClaim = false
             let stopping = core.isStopping
             do {
-                if let keys = core.state.withLock({ $0.pendingPublish }) {
-                    try await offPool { () throws(StateError) in try shared.publish(keys) }
-                    // A reload may have given newer ones meanwhile.
-                    core.state.withLock { state in if state.pendingPublish == keys { state.pendingPublish = nil } }
-                }
+                try await core.publishConfiguration()
                 try await releaseWritten(&toRelease)
                 let excluding = Array(core.state.withLock { $0.disagreed })
                 let maxClaim = claiming && !stopping ? Self.claimChunk : 0
                 let round = try await sharedStateCall(patience: renewEvery, failures: failures) { () throws(StateError) in
                     try shared.renewAndClaim(leaseTimeout: timeout, maxClaim: maxClaim, excluding: excluding)
                 }
+                core.state.withLock { $0.book.sharedHeld = round.heldRemovals }
                 let now = core.wallClock()
                 let idleUntil = now + timeout.milliseconds
                 let (lost, disagreeing, handedBack) = core.state.withLock { state -> (Int, [SubscriptionKey], [SubscriptionKey]) in

@@ -113,10 +113,8 @@ struct ReloadService<C: Clock>: Service where C.Duration == Duration {
             guard await core.flushUntilWritten() else { return }
             core.state.withLock { state in core.apply(state.book.releaseHeld(through: through), in: &state) }
             core.changed()
-            guard let shared = core.shared, let keys = core.state.withLock({ $0.pendingPublish }) else { continue }
             do {
-                try await offPool { () throws(StateError) in try shared.publish(keys) }
-                core.state.withLock { state in if state.pendingPublish == keys { state.pendingPublish = nil } }
+                try await core.publishConfiguration()
             } catch {
                 // The leases' next round writes it.
                 core.logger.error("\(error.description); the configuration is written to it once it is back")

@@ -27,7 +27,9 @@ public final class PostgresStateStore: SharedStateStore {
     private let generation = Mutex<Int64>(0)
 
     /// The layout this code reads and writes, kept in `pushreporter_schema`.
-    static let schemaVersion = 1
+    /// 1: the first layout; 2: `removal_held` (the removal guard, decided for the group, SPEC
+    /// §14) and `delivered_parts` (what `plan` names as changed).
+    static let schemaVersion = 2
     /// The advisory lock that serialises migrations (any number unique to pushreporter).
     static let migrationLock: Int64 = 0x7075_7368_7265_7070
 
@@ -110,6 +112,12 @@ public final class PostgresStateStore: SharedStateStore {
                     );
                     """)
             }
+            if version < 2 {
+                try connection.execute("""
+                    ALTER TABLE pushreporter_subscriptions ADD COLUMN IF NOT EXISTS removal_held boolean NOT NULL DEFAULT false;
+                    ALTER TABLE pushreporter_subscriptions ADD COLUMN IF NOT EXISTS delivered_parts text;
+                    """)
+            }
             try connection.query("DELETE FROM pushreporter_schema")
             try connection.query("INSERT INTO pushreporter_schema VALUES ($1)", [String(schemaVersion)])
             try connection.query("COMMIT")
@@ -125,9 +133,23 @@ public final class PostgresStateStore: SharedStateStore {
 
     public func records() throws(StateError) -> [SubscriptionRecord] {
         try withConnection { connection throws(StateError) in
-            try connection.query("SELECT \(Self.columns) FROM pushreporter_subscriptions ORDER BY account, service").map(Self.record)
+            try connection.query("SELECT \(Self.columns), removal_held FROM pushreporter_subscriptions ORDER BY account, service")
+                .map { row in
+                    var record = Self.record(row)
+                    if row[13] == "t" {
+                        // Held for the group (``publish(_:holdingRemovals:)``), whatever its holder last wrote.
+                        record.state = .held
+                        record.nextDueAt = nil
+                        record.lastOutcome = Self.heldOutcome
+                    }
+                    return record
+                }
         }
     }
+
+    /// What `status` says of a removal the guard holds for the group.
+    static let heldOutcome = "removal held: more accounts left the configuration at once than agent.removalGuard allows; "
+        + "pushreporter remove --held sends it"
 
     /// A record from a row of ``columns``.
     static func record(_ row: [String?]) -> SubscriptionRecord {
@@ -251,28 +273,60 @@ public final class PostgresStateStore: SharedStateStore {
     /// Writes this agent's configuration into the shared state (the last configuration loaded
     /// by any agent counts): its subscriptions are added when missing and marked as staying;
     /// the others are marked as leaving, and whoever holds them sends their cleanup.
-    public func publish(_ keys: [SubscriptionKey]) throws(StateError) {
+    ///
+    /// The removal guard is decided here, for the group (SPEC §14): when `holdingRemovals` says
+    /// so of the accounts leaving (those newly leaving and those held already) and of every
+    /// account in the state, they are all held (`removal_held`): nobody claims them, so nothing
+    /// is sent for them, until a configuration brings them back, one published with the guard
+    /// off or not holding releases them, or `pushreporter remove` takes them.
+    @discardableResult
+    public func publish(_ keys: [SubscriptionKey], holdingRemovals: RemovalsHeld?) throws(StateError) -> PublishedRemovals {
         let keys = keys.sorted()
         let accounts = PostgresArray.encode(keys.map(\.account))
         let services = PostgresArray.encode(keys.map(\.service))
-        try transaction(leases: true) { connection throws(StateError) in
+        return try transaction(leases: true) { connection throws(StateError) -> PublishedRemovals in
             // DO NOTHING locks no existing row: publishing never waits on the agents' writes.
             try connection.query("""
                 INSERT INTO pushreporter_subscriptions (account, service, fingerprint, state, attempts)
                 SELECT a, s, '', 'pending', 0 FROM unnest($1::text[], $2::text[]) AS t(a, s)
                 ON CONFLICT (account, service) DO NOTHING
                 """, [accounts, services])
+            // Back in the configuration: staying, and no longer held (nothing is sent for one
+            // that was delivered as it is: its claimer finds it delivered).
             try connection.query("""
-                UPDATE pushreporter_subscriptions s SET leaving = false
-                WHERE leaving AND EXISTS (
+                UPDATE pushreporter_subscriptions s SET leaving = false, removal_held = false
+                WHERE (leaving OR removal_held) AND EXISTS (
                     SELECT 1 FROM unnest($1::text[], $2::text[]) AS t(a, sv) WHERE t.a = s.account AND t.sv = s.service)
                 """, [accounts, services])
-            try connection.query("""
-                UPDATE pushreporter_subscriptions s SET leaving = true
-                WHERE NOT leaving AND NOT EXISTS (
+            // Leaving now: those that were staying, and those held already (decided again).
+            let leaving = """
+                (NOT leaving OR removal_held) AND NOT EXISTS (
                     SELECT 1 FROM unnest($1::text[], $2::text[]) AS t(a, sv) WHERE t.a = s.account AND t.sv = s.service)
-                """, [accounts, services])
+                """
+            var holds = false
+            if let holdingRemovals {
+                let counts = try connection.query("""
+                    SELECT count(DISTINCT account) FILTER (WHERE \(leaving)), count(DISTINCT account),
+                           count(DISTINCT account) FILTER (WHERE removal_held)
+                    FROM pushreporter_subscriptions s
+                    """, [accounts, services]).first ?? []
+                func number(_ index: Int) -> Int { counts.count > index ? Int(counts[index] ?? "0") ?? 0 : 0 }
+                holds = number(0) > 0 && holdingRemovals(number(0), number(1))
+            }
+            let newlyHeld = holds ? Int(try connection.query("""
+                SELECT count(DISTINCT account) FROM pushreporter_subscriptions s WHERE NOT removal_held AND \(leaving)
+                """, [accounts, services]).first?.first.flatMap { $0 } ?? "0") ?? 0 : 0
+            try connection.query("""
+                UPDATE pushreporter_subscriptions s SET leaving = true, removal_held = $3 WHERE \(leaving)
+                """, [accounts, services, holds ? "true" : "false"])
+            return PublishedRemovals(newlyHeldAccounts: newlyHeld, held: try Self.heldCount(connection))
         }
+    }
+
+    /// The subscriptions the guard holds for the group.
+    private static func heldCount(_ connection: PostgresConnection) throws(StateError) -> Int {
+        Int(try connection.query("SELECT count(*) FROM pushreporter_subscriptions WHERE removal_held")
+            .first?.first.flatMap { $0 } ?? "0") ?? 0
     }
 
     /// One round of leases: renews this agent's (one row), expires the agents not seen within
@@ -296,7 +350,8 @@ public final class PostgresStateStore: SharedStateStore {
             let counts = try connection.query("""
                 SELECT (SELECT count(*) FROM pushreporter_agents), (SELECT count(*) FROM pushreporter_subscriptions),
                        (SELECT count(*) FROM pushreporter_subscriptions WHERE holder = $1),
-                       (SELECT generation FROM pushreporter_group WHERE id = 1)
+                       (SELECT generation FROM pushreporter_group WHERE id = 1),
+                       (SELECT count(*) FROM pushreporter_subscriptions WHERE removal_held)
                 """, [instance]).first ?? []
             func number(_ index: Int) -> Int { counts.count > index ? Int(counts[index] ?? "0") ?? 0 : 0 }
             let alive = max(1, number(0))
@@ -309,7 +364,7 @@ public final class PostgresStateStore: SharedStateStore {
                     UPDATE pushreporter_subscriptions SET holder = $1
                     WHERE (account, service) IN (
                         SELECT account, service FROM pushreporter_subscriptions
-                        WHERE holder IS NULL
+                        WHERE holder IS NULL AND NOT removal_held
                           AND (account, service) NOT IN (SELECT * FROM unnest($3::text[], $4::text[]))
                         ORDER BY next_due_at NULLS FIRST, account, service
                         LIMIT $2 FOR UPDATE SKIP LOCKED)
@@ -320,7 +375,8 @@ public final class PostgresStateStore: SharedStateStore {
                                         leaving: row[14] == "t")
                 }
             }
-            return LeaseRound(expelled: expelled, claimed: claimed, share: share, agents: alive, wanted: limit)
+            return LeaseRound(expelled: expelled, claimed: claimed, share: share, agents: alive, wanted: limit,
+                              heldRemovals: number(4))
         }
     }
 
@@ -332,7 +388,7 @@ public final class PostgresStateStore: SharedStateStore {
             let accounts = PostgresArray.encode(keys.map(\.account))
             let services = PostgresArray.encode(keys.map(\.service))
             try connection.query("""
-                UPDATE pushreporter_subscriptions SET holder = $1
+                UPDATE pushreporter_subscriptions SET holder = $1, removal_held = false
                 WHERE holder IS NULL AND (account, service) IN (SELECT * FROM unnest($2::text[], $3::text[]))
                 """, [instance, accounts, services])
             var refused: [SubscriptionKey: String] = [:]

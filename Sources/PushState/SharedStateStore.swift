@@ -7,8 +7,10 @@ public protocol SharedStateStore: StateStore {
     /// Joins the agents; the first alive starts a group (everything is delivered again), unless
     /// `startsGroups` is false.
     func join(leaseTimeout: Duration, startsGroups: Bool) throws(StateError) -> SharedStateMembership
-    /// Writes this agent's configuration: its subscriptions added and staying, the others leaving.
-    func publish(_ keys: [SubscriptionKey]) throws(StateError)
+    /// Writes this agent's configuration: its subscriptions added and staying, the others
+    /// leaving, or held for the group when `holdingRemovals` says so (SPEC §14).
+    @discardableResult
+    func publish(_ keys: [SubscriptionKey], holdingRemovals: RemovalsHeld?) throws(StateError) -> PublishedRemovals
     /// Renews this agent's leases, expires dead agents, and claims up to its share.
     func renewAndClaim(leaseTimeout: Duration, maxClaim: Int, excluding: [SubscriptionKey]) throws(StateError)
         -> LeaseRound
@@ -18,6 +20,31 @@ public protocol SharedStateStore: StateStore {
     func release(_ keys: [SubscriptionKey]?) throws(StateError)
     /// Which agent holds each subscription an agent holds.
     func holders() throws(StateError) -> [SubscriptionKey: String]
+}
+
+extension SharedStateStore {
+    /// Writes this agent's configuration, with no removal guard.
+    @discardableResult
+    public func publish(_ keys: [SubscriptionKey]) throws(StateError) -> PublishedRemovals {
+        try publish(keys, holdingRemovals: nil)
+    }
+}
+
+/// The removal guard's rule (SPEC §14), given the accounts leaving and every account in the
+/// state: whether their removals are held.
+public typealias RemovalsHeld = @Sendable (_ leaving: Int, _ accounts: Int) -> Bool
+
+/// What publishing a configuration did to the removals the guard holds for the group.
+public struct PublishedRemovals: Sendable, Equatable {
+    public init(newlyHeldAccounts: Int, held: Int) {
+        self.newlyHeldAccounts = newlyHeldAccounts
+        self.held = held
+    }
+
+    /// Accounts whose removals this publication held, and no earlier one (said once in the log).
+    public var newlyHeldAccounts: Int
+    /// Subscriptions whose removal is held now, in the whole group.
+    public var held: Int
 }
 
 /// What joining the agents sharing a state told this one.
@@ -54,7 +81,8 @@ public struct ClaimedSubscription: Sendable {
 
 /// What one round of leases found.
 public struct LeaseRound: Sendable {
-    public init(expelled: Bool, claimed: [ClaimedSubscription], share: Int, agents: Int, wanted: Int) {
+    public init(expelled: Bool, claimed: [ClaimedSubscription], share: Int, agents: Int, wanted: Int, heldRemovals: Int = 0) {
+        self.heldRemovals = heldRemovals
         self.expelled = expelled
         self.claimed = claimed
         self.share = share
@@ -72,4 +100,6 @@ public struct LeaseRound: Sendable {
     public var agents: Int
     /// How many it tried to claim (fewer claimed: none were free).
     public var wanted: Int
+    /// Subscriptions whose removal the guard holds for the group (nobody claims them).
+    public var heldRemovals: Int
 }

@@ -67,10 +67,9 @@ struct Plan: ParsableCommand {
             for diagnostic in problems.errors(fileOrder: files) { printError(diagnostic.formatted) }
             throw Exit.configuration
         }
-        // The guard holds removals of a state directory; a shared PostgreSQL state's leaving
-        // subscriptions are cleaned up by the agents that claim them, unguarded as yet.
+        // As a reload decides: over the state directory's accounts, or the group's (PostgreSQL).
         let plan = ChangePlan(plans: planned.plans, records: records, services: Set(services),
-                              removalGuard: AgentRuntime.isDatabase(state) ? nil : settings.removalGuard)
+                              removalGuard: settings.removalGuard)
         switch format {
         case .text: print(plan.text())
         case .json: print(plan.json)

@@ -49,16 +49,17 @@ import PushTestThreads
     }
 
     static func config(_ count: Int, database: String, receiver: Receiver, leaseTimeout: String = "3s",
-                       concurrency: Int = 8, accounts: [Int]? = nil) -> String {
+                       concurrency: Int = 8, accounts: [Int]? = nil, removalGuard: String? = nil) -> String {
         var text = """
             agent:
               state: \(database)
               leaseTimeout: \(leaseTimeout)
               concurrency: \(concurrency)
               retry: {initial: 200ms, max: 1s}
-            accounts:
 
             """
+        if let removalGuard { text += "  removalGuard: \(removalGuard)\n" }
+        text += "accounts:\n"
         for index in accounts ?? Array(0..<count) {
             text += "  - id: a\(index)\n    pushTokenOther: T\(index)\n"
                 + "    pushTokenReporterUrl: \(receiver.server.baseURL)/r/a\(index)?t=%pushTokenOther%\n"
@@ -270,6 +271,72 @@ import PushTestThreads
         #expect(receiver.count("gone:a0") == 1)
     }
 
+    /// SPEC §14 with shared state: the guard counts the group's accounts. A reload of every
+    /// agent that drops most accounts holds their removals in the database (nobody claims them);
+    /// they come back with nothing sent; `remove --held` sends them while the agents run; and a
+    /// reload with the guard off sends the rest, each once.
+    @Test func theRemovalGuardHoldsForTheWholeGroup() throws {
+        let postgres = try TemporaryPostgres.shared()
+        let database = try postgres.makeDatabase()
+        let receiver = try Receiver()
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", Self.config(150, database: database, receiver: receiver))
+        let agents = try (0..<2).map { _ in try RunningProcess(pushreporter: ["run", "--config", config]) }
+        #expect(receiver.waitForAll(150, timeout: .seconds(60)))
+        #expect(Polling.until(timeout: .seconds(60)) { (try? Self.status(config).values.allSatisfy { $0.state == "delivered" }) ?? false })
+        func gone() -> Int { (0..<150).reduce(0) { $0 + receiver.count("gone:a\($1)") } }
+        func held() -> Int { (try? Self.status(config).values.count { $0.state == "held" }) ?? -1 }
+
+        // The files lose all but one account on both machines: plan says what a reload holds,
+        // then both agents reload.
+        _ = files.write("accounts.yaml", Self.config(0, database: database, receiver: receiver, accounts: [0]))
+        let plan = try ProcessRunner.pushreporter(["plan", "--config", config])
+        #expect(plan.status == 0, "a held removal sends nothing: \(plan.stdout)\(plan.stderr)")
+        #expect(plan.stdout.hasPrefix("acrobits: 0 new, 0 changed, 1 unchanged, 0 removed, 149 held\n"), "\(plan.stdout)")
+        for agent in agents { agent.signal(SIGHUP) }
+        #expect(Polling.until(timeout: .seconds(60)) { held() == 149 }, "\(agents.map { $0.stderr.suffix(1500) })")
+        let warned = agents.map { $0.waitForStderr("holding the removal of 149 accounts", timeout: .seconds(5)) }
+        #expect(warned.contains(true), "said by the agent that published it first: \(agents.map { $0.stderr.suffix(1500) })")
+        #expect(Polling.until(timeout: .seconds(30)) {
+            (try? ProcessRunner.pushreporter(["status", "--config", config]).stdout.contains("149 removals held")) ?? false
+        })
+        // A round of leases later nobody has claimed them: nothing sent.
+        #expect(agents.allSatisfy { $0.waitForStderr("149 removals held", timeout: .seconds(30)) })
+        Thread.sleep(forTimeInterval: 2)
+        #expect(gone() == 0, "nothing is sent for a held removal")
+
+        // They come back: no longer held, and nothing is sent for them.
+        _ = files.write("accounts.yaml", Self.config(150, database: database, receiver: receiver))
+        for agent in agents { agent.signal(SIGHUP) }
+        #expect(Polling.until(timeout: .seconds(60)) { held() == 0 })
+        #expect(Polling.until(timeout: .seconds(60)) { (try? Self.status(config).values.allSatisfy { $0.state == "delivered" }) ?? false })
+        #expect(receiver.duplicates == 0 && gone() == 0, "nothing sent for the accounts that came back")
+
+        // Gone again, then released with remove --held while the agents run: sent once each.
+        _ = files.write("accounts.yaml", Self.config(0, database: database, receiver: receiver, accounts: [0]))
+        for agent in agents { agent.signal(SIGHUP) }
+        #expect(Polling.until(timeout: .seconds(60)) { held() == 149 })
+        let released = try ProcessRunner.pushreporter(["remove", "--held", "--config", config])
+        #expect(released.status == 0, "\(released.stderr)")
+        #expect(released.stdout.contains("Released the held removals of 149 accounts"), "\(released.stdout)")
+        #expect(Polling.until(timeout: .seconds(60)) { gone() == 149 }, "\(gone())")
+        #expect(Polling.until(timeout: .seconds(60)) { (try? Self.status(config).count) == 1 }, "forgotten once removed")
+
+        // The guard off: a drop of every account is sent, once each, by the group.
+        _ = files.write("accounts.yaml", Self.config(150, database: database, receiver: receiver))
+        for agent in agents { agent.signal(SIGHUP) }
+        #expect(Polling.until(timeout: .seconds(60)) { (1..<150).allSatisfy { receiver.count("a\($0)") == 2 } }, "forgotten, so new again")
+        #expect(Polling.until(timeout: .seconds(60)) { (try? Self.status(config).values.allSatisfy { $0.state == "delivered" }) ?? false })
+        _ = files.write("accounts.yaml", Self.config(0, database: database, receiver: receiver, accounts: [0], removalGuard: "off"))
+        for agent in agents { agent.signal(SIGHUP) }
+        #expect(Polling.until(timeout: .seconds(60)) { gone() == 2 * 149 }, "\(gone())")
+        for agent in agents {
+            agent.signal(SIGTERM)
+            #expect(agent.waitForExit() == 0, "\(agent.stderr.suffix(2000))")
+        }
+        #expect((0..<150).allSatisfy { receiver.count("gone:a\($0)") == ($0 == 0 ? 0 : 2) }, "each removal once a time")
+    }
+
     @Test func runOnceOnSharedStateSummarisesWhatItClaimed() throws {
         let postgres = try TemporaryPostgres.shared()
         let database = try postgres.makeDatabase()
@@ -288,9 +355,29 @@ import PushTestThreads
         let database = try postgres.makeDatabase()
         let result = try ProcessRunner.pushreporter(["migrate", "--state-dir", database])
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(result.stdout == "The state database \(database) is at schema 1.\n")
+        #expect(result.stdout == "The state database \(database) is at schema 2.\n")
         let tables = try postgres.psql(database, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'pushreporter_subscriptions'")
         #expect(tables.trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+    }
+
+    /// A database of schema 1 (before the removal guard held for the group) is migrated by the
+    /// next agent or `migrate`, its rows kept.
+    @Test func aDatabaseOfSchemaOneIsMigrated() throws {
+        let postgres = try TemporaryPostgres.shared()
+        let database = try postgres.makeDatabase()
+        let receiver = try Receiver()
+        let files = TemporaryDirectory()
+        let config = files.write("accounts.yaml", Self.config(3, database: database, receiver: receiver))
+        #expect(try ProcessRunner.pushreporter(["run", "--once", "--config", config]).status == 0)
+        _ = try postgres.psql(database, """
+            ALTER TABLE pushreporter_subscriptions DROP COLUMN removal_held, DROP COLUMN delivered_parts;
+            UPDATE pushreporter_schema SET version = 1
+            """)
+        let migrated = try ProcessRunner.pushreporter(["migrate", "--state-dir", database])
+        #expect(migrated.stdout == "The state database \(database) is at schema 2.\n", "\(migrated.stdout)\(migrated.stderr)")
+        #expect(try Self.status(config).values.map(\.state) == ["delivered", "delivered", "delivered"])
+        let again = try ProcessRunner.pushreporter(["run", "--once", "--config", config])
+        #expect(again.status == 0, "\(again.stderr)")
     }
 
     @Test func aPasswordInTheURIIsRefused() throws {
