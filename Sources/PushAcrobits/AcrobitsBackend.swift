@@ -89,6 +89,10 @@ public struct AcrobitsBackend: Backend {
         await AcrobitsSender.send(requests, transport: transport, defaultTimeout: defaultTimeout)
     }
 
+    public func deliveredParts(of delivery: SubscriptionRequest) -> [DeliveredParts.Part]? {
+        (delivery.payload as? AcrobitsPayload).map { DeliveredParts.parts(of: $0.request) }
+    }
+
     public func cleanupRequest(account: String, service: String, stored: String) -> SubscriptionRequest? {
         guard let request = StoredRequest(text: stored) else { return nil }
         return Self.request(request.rendered(account: account), service: service, purpose: .cleanup)

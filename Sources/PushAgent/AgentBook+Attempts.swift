@@ -120,7 +120,12 @@ extension AgentBook {
             preconditionFailure("a retry is not a final outcome")
         }
         entries.set(entry, for: key)
-        actions.insert(.save(entry.record), at: 0)
+        var saved = entry.record
+        if settlement == .delivered || settlement == .accepted, let deliveredSignature {
+            // Written with the record, not kept in the book: what `plan` names as changed later.
+            saved.deliveredParts = deliveredSignature(request, saved.fingerprint)
+        }
+        actions.insert(.save(saved), at: 0)
         return (actions, request, settlement)
     }
 

@@ -54,6 +54,9 @@ struct AgentBook {
     /// How many accounts' removals the last start or reload held, until the agent has said so
     /// (``takeHeldNotice()``).
     var heldThisTime: Int?
+    /// What the state keeps of a delivery's parts, delivered as a fingerprint (the backends'
+    /// ``Backends/deliveredSignature(of:fingerprint:)``); nil keeps none.
+    var deliveredSignature: (@Sendable (SubscriptionRequest, String) -> String?)?
     /// With shared state: the removals the guard holds for the group, as the database said last.
     var sharedHeld = 0
     /// With shared state: subscriptions this agent held whose removal a reload would hold, handed

@@ -84,6 +84,7 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
             backends.cleanupRequest(account: key.account, service: key.service, stored: text)
         })
         book.removalGuard = settings.removalGuard
+        book.deliveredSignature = { request, fingerprint in backends.deliveredSignature(of: request, fingerprint: fingerprint) }
         state = Mutex(AgentState(book: book, start: start, defaultTimeout: settings.timeout, metricsPerAccount: settings.metricsPerAccount))
         // The attempts need the core they are sent by; it is handed to them once made.
         let link = Link()

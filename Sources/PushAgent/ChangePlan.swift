@@ -23,6 +23,10 @@ public struct ChangePlan: Sendable {
     public struct Item: Sendable, Equatable {
         public var key: SubscriptionKey
         public var action: Action
+        /// For a changed one: the names of the parts of its request that differ from what was
+        /// delivered (never their values); nil when the state cannot tell (delivered by an
+        /// earlier version, or a backend that does not name its parts).
+        public var changes: [String]? = nil
     }
 
     /// Every subscription that is not unchanged, by service then account.
@@ -35,8 +39,11 @@ public struct ChangePlan: Sendable {
 
     /// `plans` (the configuration's) against `records` (the state's); with `services`, only those.
     /// `removalGuard` decides, as a reload would, whether the removals are held.
+    /// `deliveredParts` is what the state keeps of each delivery's parts, and `changes` names
+    /// the parts of a delivery that differ from such a text (``Backends/changes(of:stored:deliveredFingerprint:)``).
     public init(plans: [SubscriptionPlan], records: [SubscriptionRecord], services: Set<String> = [],
-                removalGuard: RemovalGuard? = nil) {
+                removalGuard: RemovalGuard? = nil, deliveredParts: [SubscriptionKey: String] = [:],
+                changes: (SubscriptionRequest, String, String) -> [String]? = { _, _, _ in nil }) {
         func shown(_ service: String) -> Bool { services.isEmpty || services.contains(service) }
         var stored: [SubscriptionKey: SubscriptionRecord] = [:]
         stored.reserveCapacity(records.count)
@@ -51,12 +58,16 @@ public struct ChangePlan: Sendable {
                 continue
             }
             let action: Action
+            var changed: [String]?
             if let delivered = record?.deliveredFingerprint, record?.isRemoving == false {
                 action = delivered == plan.fingerprint ? .unchanged : .changed
+                if action == .changed, let stored = deliveredParts[key], let delivery = plan.delivery {
+                    changed = changes(delivery, stored, delivered)
+                }
             } else {
                 action = .new
             }
-            note(key, action)
+            note(key, action, changes: changed)
         }
         // What is left of the state is no longer configured: removed, unless the guard holds
         // them as a reload would (counted over every service, as the agent counts them).
@@ -68,9 +79,9 @@ public struct ChangePlan: Sendable {
         items.sort { ($0.key.service, $0.key.account) < ($1.key.service, $1.key.account) }
     }
 
-    private mutating func note(_ key: SubscriptionKey, _ action: Action) {
+    private mutating func note(_ key: SubscriptionKey, _ action: Action, changes: [String]? = nil) {
         counts[key.service, default: [:]][action, default: 0] += 1
-        if action != .unchanged { items.append(Item(key: key, action: action)) }
+        if action != .unchanged { items.append(Item(key: key, action: action, changes: changes)) }
     }
 
     /// Whether a reload now would send anything (new, changed or removed): `plan` exits 2 then.
@@ -87,8 +98,11 @@ public struct ChangePlan: Sendable {
             let parts = Action.allCases.map { "\(count($0, of: service)) \($0.rawValue)" }
             lines.append("\(service.displayEscaped): " + parts.joined(separator: ", "))
             for action in [Action.new, .changed, .removed, .held] {
-                let keys = items.filter { $0.key.service == service && $0.action == action }.map(\.key.account)
-                for account in keys.prefix(limit) { lines.append("  \(action.rawValue.padding(to: 8)) \(account.displayEscaped)") }
+                let keys = items.filter { $0.key.service == service && $0.action == action }
+                for item in keys.prefix(limit) {
+                    let changes = item.changes.map { " (" + $0.map(\.displayEscaped).joined(separator: ", ") + ")" } ?? ""
+                    lines.append("  \(action.rawValue.padding(to: 8)) \(item.key.account.displayEscaped)\(changes)")
+                }
                 if keys.count > limit {
                     lines.append("  \(action.rawValue.padding(to: 8)) … and \(keys.count - limit) more (--format json lists every one)")
                 }
@@ -103,9 +117,10 @@ public struct ChangePlan: Sendable {
     }
 
     /// SPEC §14's JSON: `{"services": [{"service", "new", "changed", "unchanged", "removed",
-    /// "held"}], "items": [{"account", "service", "action", "changes"}]}`. `changes` is null:
-    /// the state keeps a fingerprint of what was delivered, not the values, so what changed in
-    /// a changed subscription cannot be named.
+    /// "held"}], "items": [{"account", "service", "action", "changes"}]}`. `changes`, for a
+    /// changed one, lists the names of the parts that differ (`query token`, `header
+    /// authorization`, `body.pushToken`), never their values; null when the state cannot tell,
+    /// and for the other actions.
     public var json: String {
         let services = counts.keys.sorted().map { service in
             JSONText.compactObject([("service", JSONText.string(service))]
@@ -113,7 +128,8 @@ public struct ChangePlan: Sendable {
         }
         let listed = items.map { item in
             JSONText.compactObject([("account", JSONText.string(item.key.account)), ("service", JSONText.string(item.key.service)),
-                                    ("action", JSONText.string(item.action.rawValue)), ("changes", "null")])
+                                    ("action", JSONText.string(item.action.rawValue)),
+                                    ("changes", item.changes.map { "[" + $0.map { JSONText.string($0) }.joined(separator: ",") + "]" } ?? "null")])
         }
         return JSONText.object([
             ("services", JSONText.array(services, indent: "  ")),

@@ -59,6 +59,10 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
     /// Records `record` (replacing an earlier unsaved version of the same subscription).
     public func save(_ record: SubscriptionRecord) {
         change { pending in
+            var record = record
+            // What an earlier unsaved version kept of its delivery's parts is written all the
+            // same, as the store keeps it when a later one without them is written.
+            if record.deliveredParts == nil { record.deliveredParts = pending.records[record.key]?.deliveredParts }
             pending.records[record.key] = record
             pending.forgotten.remove(record.key)
         }

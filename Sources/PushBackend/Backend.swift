@@ -38,6 +38,10 @@ public protocol Backend: Sendable {
     /// send; nil when it is not one of this backend's, or cannot be read.
     func cleanupRequest(account: String, service: String, stored: String) -> SubscriptionRequest?
 
+    /// The named parts of `delivery`, one of this backend's requests, for `plan` to name what
+    /// changed (``DeliveredParts``); nil (the default) when it cannot name them.
+    func deliveredParts(of delivery: SubscriptionRequest) -> [DeliveredParts.Part]?
+
     /// What asks the receiver about accepted subscriptions, one per configured service that
     /// confirms later; none for a backend whose answers are final.
     func pollers(_ context: BackendContext) -> [any ConfirmationPoller]
@@ -92,6 +96,7 @@ extension Backend {
     public func earlyChecker(hostname: String) -> (@Sendable (Configuration) -> any EarlyAccountChecker)? { nil }
     public var sendsInstead: String? { nil }
     public var settingsSchema: SettingsSchema? { nil }
+    public func deliveredParts(of delivery: SubscriptionRequest) -> [DeliveredParts.Part]? { nil }
 }
 
 /// What the state keeps of one subscription for its backend: ``Outcome/deliveredKeeping(_:)``'s text.

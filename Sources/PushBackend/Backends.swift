@@ -17,6 +17,19 @@ public struct Backends: Sendable {
     }
 
     /// The backend of `type:`, if this build has it.
+    /// What the state keeps of `delivery`, delivered as `fingerprint`, for `plan` to name what
+    /// changed; nil when its backend cannot name its parts.
+    public func deliveredSignature(of delivery: SubscriptionRequest, fingerprint: String) -> String? {
+        backend(type: delivery.family)?.deliveredParts(of: delivery).map { DeliveredParts.signature($0, fingerprint: fingerprint) }
+    }
+
+    /// The names of the parts of `delivery` that differ from what the state kept of the delivery
+    /// of `deliveredFingerprint`; nil when they cannot be told.
+    public func changes(of delivery: SubscriptionRequest, stored: String, deliveredFingerprint: String) -> [String]? {
+        guard let parts = backend(type: delivery.family)?.deliveredParts(of: delivery) else { return nil }
+        return DeliveredParts.changes(stored: stored, deliveredFingerprint: deliveredFingerprint, now: parts)
+    }
+
     public func backend(type: String) -> (any Backend)? {
         all.first { $0.type == type }
     }

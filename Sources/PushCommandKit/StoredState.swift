@@ -10,18 +10,23 @@ public struct StoredState {
     public var holders: [SubscriptionKey: String]?
     /// The installation id (`%installid%`), if an agent made one.
     public var installID: String?
+    /// What the state keeps of each subscription's last delivery's parts (read when asked).
+    public var deliveredParts: [SubscriptionKey: String] = [:]
 
     /// Reads the state at `path` (a directory, or a `postgres://` URI with `password`). Throws a
     /// ``StateError`` (``StateError/isMissing`` for a directory without state yet), or the
     /// directory's problem.
-    public static func read(_ path: String, password: String?, holders wantsHolders: Bool = false) throws -> StoredState {
+    public static func read(_ path: String, password: String?, holders wantsHolders: Bool = false,
+                            deliveredParts wantsParts: Bool = false) throws -> StoredState {
         if AgentRuntime.isDatabase(path) {
             let database = try PostgresStateStore(uri: path, password: password, readOnly: true)
             return StoredState(records: try database.records(), holders: wantsHolders ? try database.holders() : nil,
-                               installID: try database.storedInstallID())
+                               installID: try database.storedInstallID(),
+                               deliveredParts: wantsParts ? try database.deliveredParts() : [:])
         }
         let directory = try StateDirectory(path: path, create: false)
-        return StoredState(records: try SQLiteStateStore(directory: directory, readOnly: true).records(), holders: nil,
-                           installID: StateDirectory.storedInstallID(in: path))
+        let store = try SQLiteStateStore(directory: directory, readOnly: true)
+        return StoredState(records: try store.records(), holders: nil, installID: StateDirectory.storedInstallID(in: path),
+                           deliveredParts: wantsParts ? try store.deliveredParts() : [:])
     }
 }

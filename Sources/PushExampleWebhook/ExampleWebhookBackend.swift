@@ -54,6 +54,11 @@ public struct ExampleWebhookBackend: Backend {
         return outcomes
     }
 
+    public func deliveredParts(of delivery: SubscriptionRequest) -> [DeliveredParts.Part]? {
+        guard let item = delivery.payload as? ExampleWebhookItem else { return nil }
+        return [("url", item.url)] + DeliveredParts.bodyParts(item.body)
+    }
+
     public func cleanupRequest(account: String, service: String, stored: String) -> SubscriptionRequest? {
         guard let item = StoredJSON.decode(ExampleWebhookItem.self, from: stored, backend: Self.type) else { return nil }
         return Self.request(item, account: account, service: service, purpose: .cleanup)

@@ -83,6 +83,13 @@ public struct FCMBackend: Backend {
         return items.map { byToken[$0.token] ?? .retry(AttemptFailure(status: nil, reason: "no answer for this token")) }
     }
 
+    public func deliveredParts(of delivery: SubscriptionRequest) -> [DeliveredParts.Part]? {
+        guard let item = delivery.payload as? FCMItem else { return nil }
+        return [("endpoint", item.target.endpoint), ("project_id", item.target.projectId),
+                ("credential", item.target.credential.parts.joined(separator: "\u{0}")),
+                ("notification_key_name", item.group), ("registration token", item.token)]
+    }
+
     public func cleanupRequest(account: String, service: String, stored: String) -> SubscriptionRequest? {
         guard let removal = StoredRemoval(text: stored) else { return nil }
         return Self.request(removal.item, account: account, service: service)

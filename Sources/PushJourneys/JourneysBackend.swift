@@ -77,6 +77,12 @@ public struct JourneysBackend: Backend {
         return await JourneysSender.send(items[...], transport: transport, timeout: requests.first?.timeout ?? defaultTimeout)
     }
 
+    public func deliveredParts(of delivery: SubscriptionRequest) -> [DeliveredParts.Part]? {
+        guard let item = delivery.payload as? JourneysItem else { return nil }
+        return [("url", item.url)] + item.headers.map { ("header " + $0.name.lowercased(), $0.value) }
+            + DeliveredParts.bodyParts(item.object)
+    }
+
     public func cleanupRequest(account: String, service: String, stored: String) -> SubscriptionRequest? {
         guard let cleanup = StoredCleanup(text: stored) else { return nil }
         return Self.request(cleanup.item, account: account, service: service, batchSize: cleanup.batchSize)

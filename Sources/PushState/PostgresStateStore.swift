@@ -147,6 +147,17 @@ public final class PostgresStateStore: SharedStateStore {
         }
     }
 
+    public func deliveredParts() throws(StateError) -> [SubscriptionKey: String] {
+        try withConnection { connection throws(StateError) in
+            var parts: [SubscriptionKey: String] = [:]
+            for row in try connection.query(
+                "SELECT account, service, delivered_parts FROM pushreporter_subscriptions WHERE delivered_parts IS NOT NULL") {
+                parts[SubscriptionKey(account: row[0] ?? "", service: row[1] ?? "")] = row[2] ?? ""
+            }
+            return parts
+        }
+    }
+
     /// What `status` says of a removal the guard holds for the group.
     static let heldOutcome = "removal held: more accounts left the configuration at once than agent.removalGuard allows; "
         + "pushreporter remove --held sends it"
@@ -172,18 +183,19 @@ public final class PostgresStateStore: SharedStateStore {
                 // Every record in one statement: each column as an array.
                 func column(_ value: (SubscriptionRecord) -> String?) -> String? { PostgresArray.encode(records.map(value)) }
                 try connection.query("""
-                    INSERT INTO pushreporter_subscriptions (\(Self.columns), group_generation)
-                    SELECT a, s, f, df, st, at, la, lo, nd, ls, bd, c, coalesce(pc::text[], '{}'), $15
+                    INSERT INTO pushreporter_subscriptions (\(Self.columns), group_generation, delivered_parts)
+                    SELECT a, s, f, df, st, at, la, lo, nd, ls, bd, c, coalesce(pc::text[], '{}'), $15, dp
                     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::bigint[],
-                                $8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[])
-                         AS t(a, s, f, df, st, at, la, lo, nd, ls, bd, c, pc)
+                                $8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[], $16::text[])
+                         AS t(a, s, f, df, st, at, la, lo, nd, ls, bd, c, pc, dp)
                     ON CONFLICT (account, service) DO UPDATE SET
                         fingerprint = EXCLUDED.fingerprint, delivered_fingerprint = EXCLUDED.delivered_fingerprint,
                         state = EXCLUDED.state, attempts = EXCLUDED.attempts, last_attempt_at = EXCLUDED.last_attempt_at,
                         last_outcome = EXCLUDED.last_outcome, next_due_at = EXCLUDED.next_due_at,
                         last_success_at = EXCLUDED.last_success_at, backend_data = EXCLUDED.backend_data,
                         cleanup = EXCLUDED.cleanup, past_cleanups = EXCLUDED.past_cleanups,
-                        group_generation = EXCLUDED.group_generation
+                        group_generation = EXCLUDED.group_generation,
+                        delivered_parts = coalesce(EXCLUDED.delivered_parts, pushreporter_subscriptions.delivered_parts)
                     WHERE pushreporter_subscriptions.holder IS NULL OR pushreporter_subscriptions.holder = $14
                     """, [
                         column { $0.key.account }, column { $0.key.service }, column { $0.fingerprint },
@@ -193,7 +205,7 @@ public final class PostgresStateStore: SharedStateStore {
                         column { $0.backendData }, column { $0.cleanup },
                         // A list per record: each an array literal of its own, read back by unnest above.
                         column { PostgresArray.encode($0.pastCleanups) },
-                        instance, String(generation.withLock { $0 }),
+                        instance, String(generation.withLock { $0 }), column { $0.deliveredParts },
                     ])
             }
             if !keys.isEmpty {

@@ -86,8 +86,9 @@ public final class SQLiteStateStore: StateStore {
     /// one is refused. Read-only, an older layout is read as it is.
     /// 1: the first layout, one row per account (its later databases have `past_removals`
     /// already); 2: `past_removals` always there; 3: one row per subscription (account × service);
-    /// 4: the tracking actions sent once (``SQLiteTrackedActions``) beside them.
-    static let schemaVersion: Int64 = 4
+    /// 4: the tracking actions sent once (``SQLiteTrackedActions``) beside them; 5:
+    /// `delivered_parts` (what `plan` names as changed).
+    static let schemaVersion: Int64 = 5
 
     /// The table of layout 3.
     private static let subscriptionsTable = """
@@ -142,6 +143,7 @@ public final class SQLiteStateStore: StateStore {
     private static func migrations(from version: Int64, in database: SQLiteConnection) throws(StateError) -> String {
         // Each layout's tables, then what later layouts add beside them.
         try subscriptionMigrations(from: version, in: database) + (version < 4 ? trackedActionsTable : "")
+            + (version < 5 ? "ALTER TABLE subscriptions ADD COLUMN delivered_parts TEXT;\n" : "")
     }
 
     /// The SQL that brings the subscriptions of layout `version` to layout 3.
@@ -210,6 +212,19 @@ public final class SQLiteStateStore: StateStore {
         }
     }
 
+    public func deliveredParts() throws(StateError) -> [SubscriptionKey: String] {
+        try connection.withLock { (statements: inout Statements) throws(StateError) -> [SubscriptionKey: String] in
+            // An older layout (read-only, its agent may still run) keeps none.
+            guard try Self.columns(of: statements.database, table: "subscriptions").contains("delivered_parts") else { return [:] }
+            let select = try statements.database.prepare("SELECT account, service, delivered_parts FROM subscriptions WHERE delivered_parts IS NOT NULL")
+            var parts: [SubscriptionKey: String] = [:]
+            while try select.step() {
+                parts[SubscriptionKey(account: select.text(0) ?? "", service: select.text(1) ?? "")] = select.text(2)
+            }
+            return parts
+        }
+    }
+
     /// The page cache between writes (in KiB, as `PRAGMA cache_size` takes a negative size).
     static let idleCacheSize = -1024
     /// The batches that get a larger cache while they are written (64 MB at most, taken as used).
@@ -249,6 +264,7 @@ public final class SQLiteStateStore: StateStore {
                     upsert.bind(11, record.backendData)
                     upsert.bind(12, record.cleanup)
                     upsert.bind(13, Self.encodeList(record.pastCleanups))
+                    upsert.bind(14, record.deliveredParts)
                     try upsert.run()
                 }
                 for key in keys {
@@ -344,7 +360,17 @@ private struct Statements: @unchecked Sendable {
             selectAll = try database.prepare("SELECT \(columns.split(separator: ",").map { _ in "NULL" }.joined(separator: ", ")) WHERE 0")
         }
         writes = readOnly ? nil : Writes(
-            upsert: try database.prepare("INSERT OR REPLACE INTO subscriptions (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+            // An upsert, not a replacement: a record written without its delivery's parts keeps
+            // those written with it.
+            upsert: try database.prepare("""
+                INSERT INTO subscriptions (\(columns), delivered_parts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (account, service) DO UPDATE SET fingerprint = excluded.fingerprint,
+                    delivered_fingerprint = excluded.delivered_fingerprint, state = excluded.state, attempts = excluded.attempts,
+                    last_attempt_at = excluded.last_attempt_at, last_outcome = excluded.last_outcome,
+                    next_due_at = excluded.next_due_at, last_success_at = excluded.last_success_at,
+                    backend_data = excluded.backend_data, cleanup = excluded.cleanup, past_cleanups = excluded.past_cleanups,
+                    delivered_parts = coalesce(excluded.delivered_parts, delivered_parts)
+                """),
             delete: try database.prepare("DELETE FROM subscriptions WHERE account = ? AND service = ?"),
             begin: try database.prepare("BEGIN IMMEDIATE"),
             commit: try database.prepare("COMMIT"),

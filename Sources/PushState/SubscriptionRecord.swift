@@ -73,6 +73,11 @@ public struct SubscriptionRecord: Sendable, Equatable {
     public var cleanup: String?
     /// Cleanups of earlier deliveries that may have reached the receiver, oldest first.
     public var pastCleanups: [String]
+    /// Set only on a record being written as just delivered: what the state keeps of that
+    /// delivery's parts, for `plan` to name what changed (PushBackend's `DeliveredParts`). A
+    /// store keeps the last one written; nil writes leave it as it is, and ``records()`` does
+    /// not read it back (``StateStore/deliveredParts()`` does), so the agent holds none.
+    public var deliveredParts: String? = nil
 
     public init(key: SubscriptionKey, fingerprint: String = "", deliveredFingerprint: String? = nil,
                 state: SubscriptionState = .pending, attempts: Int = 0, lastAttemptAt: Int64? = nil,
@@ -110,6 +115,9 @@ public protocol StateStore: Sendable {
     func save(_ records: [SubscriptionRecord], deleting keys: [SubscriptionKey]) throws(StateError)
     /// Gives back memory the store holds for speed; an idle agent calls it.
     func releaseMemory()
+    /// What the state keeps of each subscription's last delivery's parts (for `plan`), by key;
+    /// empty for a store, or a layout, that keeps none.
+    func deliveredParts() throws(StateError) -> [SubscriptionKey: String]
     /// Leaves the store's files as small as they can be once nothing more is written (a
     /// round's end, the agent's): SQLite's write-ahead log folded in and truncated.
     func compactOnClose()
@@ -117,4 +125,5 @@ public protocol StateStore: Sendable {
 
 extension StateStore {
     public func compactOnClose() {}
+    public func deliveredParts() throws(StateError) -> [SubscriptionKey: String] { [:] }
 }

@@ -56,7 +56,7 @@ struct Plan: ParsableCommand {
             throw ExitCode(64)
         }
         let state = stateDir ?? settings.resolvedState(environment: loaded.environment.variables)
-        let (records, installID) = try Self.read(state, settings: settings, fallbackInstallID: loaded.storedInstallID)
+        let (records, deliveredParts, installID) = try Self.read(state, settings: settings, fallbackInstallID: loaded.storedInstallID)
 
         var context = BackendContext(configuration: loaded.result.configuration, sources: loaded.result.sources,
                                      installID: installID, hostname: loaded.environment.hostname)
@@ -69,7 +69,10 @@ struct Plan: ParsableCommand {
         }
         // As a reload decides: over the state directory's accounts, or the group's (PostgreSQL).
         let plan = ChangePlan(plans: planned.plans, records: records, services: Set(services),
-                              removalGuard: settings.removalGuard)
+                              removalGuard: settings.removalGuard, deliveredParts: deliveredParts,
+                              changes: { delivery, stored, fingerprint in
+                                  backends.changes(of: delivery, stored: stored, deliveredFingerprint: fingerprint)
+                              })
         switch format {
         case .text: print(plan.text())
         case .json: print(plan.json)
@@ -79,17 +82,18 @@ struct Plan: ParsableCommand {
 
     /// The state's records and installation id, read only. A state directory that does not exist
     /// yet is an empty state (everything is new); one that cannot be read exits 1.
-    static func read(_ state: String, settings: AgentSettings, fallbackInstallID: String?) throws -> ([SubscriptionRecord], String?) {
+    static func read(_ state: String, settings: AgentSettings, fallbackInstallID: String?) throws
+        -> ([SubscriptionRecord], [SubscriptionKey: String], String?) {
         if !AgentRuntime.isDatabase(state) && access(state, F_OK) != 0 {
             printError("plan: there is no state directory \(state) (no agent has run with it yet); comparing with an empty state")
-            return ([], fallbackInstallID)
+            return ([], [:], fallbackInstallID)
         }
         do {
-            let stored = try StoredState.read(state, password: settings.statePassword)
-            return (stored.records, stored.installID)
+            let stored = try StoredState.read(state, password: settings.statePassword, deliveredParts: true)
+            return (stored.records, stored.deliveredParts, stored.installID)
         } catch let error as StateError where error.isMissing {
             printError("plan: \(error.description); comparing with an empty state")
-            return ([], fallbackInstallID)
+            return ([], [:], fallbackInstallID)
         } catch {
             printError("plan: \(error)")
             throw Exit.failure

@@ -50,7 +50,7 @@ import PushTestThreads
         #expect(text.stdout == """
             acrobits: 1 new, 1 changed, 1 unchanged, 1 removed, 0 held
               new      dave
-              changed  bob
+              changed  bob (query t)
               removed  carol
 
             """)
@@ -63,6 +63,9 @@ import PushTestThreads
         let items = try #require(json["items"] as? [[String: Any]])
         #expect(items.map { "\($0["account"] ?? "")/\($0["action"] ?? "")" } == ["bob/changed", "carol/removed", "dave/new"])
         #expect(items.allSatisfy { $0["service"] as? String == "acrobits" })
+        // The part that changed is named, never its value; the others have none.
+        #expect(items.map { $0["changes"] as? [String] } == [["query t"], nil, nil])
+        #expect(!text.stdout.contains("B1") && !text.stdout.contains("B2"))
 
         // What the plan said is what a run does (a start re-reports the unchanged alice too).
         let ran = try ProcessRunner.pushreporter(["run", "--once", "--config", config, "--state-dir", state])
@@ -102,6 +105,7 @@ import PushTestThreads
         #expect(plan.status == 2, "\(plan.stderr)")
         let items = try #require(try Self.json(plan.stdout)["items"] as? [[String: Any]])
         #expect(items.map { "\($0["account"] ?? "")/\($0["action"] ?? "")" } == ["alice/changed", "bob/removed"])
+        #expect(items.first?["changes"] as? [String] == ["query t"])
     }
 
     /// SPEC §14: a start that would remove more than the guard allows holds those removals,

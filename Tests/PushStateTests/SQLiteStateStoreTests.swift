@@ -60,7 +60,7 @@ import PushTestThreads
         // big-endian 32-bit number at byte 60 (SQLite's file format, section 1.3).
         let path = directory.path + "/" + SQLiteStateStore.fileName
         var bytes = try #require(FileManager.default.contents(atPath: path))
-        #expect(bytes[60..<64].elementsEqual([0, 0, 0, 4]))
+        #expect(bytes[60..<64].elementsEqual([0, 0, 0, 5]))
         bytes.replaceSubrange(60..<64, with: [0, 0, 0, 7])
         try bytes.write(to: URL(fileURLWithPath: path))
         for readOnly in [false, true] {
@@ -68,7 +68,7 @@ import PushTestThreads
                 try SQLiteStateStore(directory: directory, readOnly: readOnly)
             } throws: { error in
                 "\(error)" == "the state database \(path) was written by a newer pushreporter (schema 7; "
-                    + "this one reads schema 4); run that version, or move the state directory aside"
+                    + "this one reads schema 5); run that version, or move the state directory aside"
             }
         }
         #expect(try #require(FileManager.default.contents(atPath: path))[60..<64].elementsEqual([0, 0, 0, 7]))
@@ -111,7 +111,7 @@ import PushTestThreads
         #expect(try version() == 1, "reading changes nothing")
 
         let store = try SQLiteStateStore(directory: directory)
-        #expect(try version() == 4)
+        #expect(try version() == 5)
         var record = try #require(try store.records().first)
         #expect(record.cleanup == #"{"method":"DELETE"}"#)
         record.pastCleanups = ["earlier"]
@@ -188,7 +188,7 @@ extension SQLiteStateStoreTests {
         #expect(try tracked.contains("k1"))
 
         let store = try SQLiteStateStore(directory: directory)
-        #expect(try store.schemaVersion() == 4)
+        #expect(try store.schemaVersion() == 5)
         let records = try store.records()
         #expect(records.map(\.key.description) == ["alice"])
         #expect(records.first?.cleanup == "R" && records.first?.state == .delivered)

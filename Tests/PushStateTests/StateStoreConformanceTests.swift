@@ -53,6 +53,30 @@ import PushTestThreads
         withExtendedLifetime(keep) {}
     }
 
+    /// What `plan` names as changed: the parts written with a delivery are kept when later
+    /// versions of the record are written without them, replaced by the next delivery's, read
+    /// apart from the records (the agent holds none), and gone with the record.
+    @Test(arguments: kinds)
+    func aDeliverysPartsOutliveLaterWritesWithoutThem(_ kind: StoreKind) throws {
+        let (place, keep) = try kind.makePlace()
+        let store = try kind.open(place, false)
+        var delivered = Self.record("alice")
+        delivered.deliveredParts = "f-alice-acro\n0123 query t"
+        try store.save([delivered, Self.record("bob")], deleting: [])
+        let alice = SubscriptionKey(account: "alice", service: SubscriptionKey.acrobits)
+        var later = Self.record("alice")
+        later.lastOutcome = "delivered again"
+        try store.save([later], deleting: [])
+        #expect(try kind.open(place, true).deliveredParts() == [alice: "f-alice-acro\n0123 query t"])
+        #expect(try store.records().allSatisfy { $0.deliveredParts == nil })
+        later.deliveredParts = "f-alice-acro\n4567 query t"
+        try store.save([later], deleting: [])
+        #expect(try store.deliveredParts() == [alice: "f-alice-acro\n4567 query t"])
+        try store.save([], deleting: [alice])
+        #expect(try store.deliveredParts().isEmpty)
+        withExtendedLifetime(keep) {}
+    }
+
     @Test(arguments: kinds)
     func subscriptionsOfOneAccountAreApart(_ kind: StoreKind) throws {
         let (place, keep) = try kind.makePlace()
