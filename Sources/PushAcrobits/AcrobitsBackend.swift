@@ -89,8 +89,11 @@ public struct AcrobitsBackend: Backend {
         await AcrobitsSender.send(requests, transport: transport, defaultTimeout: defaultTimeout)
     }
 
-    public func deliveredParts(of delivery: SubscriptionRequest) -> [DeliveredParts.Part]? {
-        (delivery.payload as? AcrobitsPayload).map { DeliveredParts.parts(of: $0.request) }
+    public func deliveredParts(of delivery: SubscriptionRequest) -> DeliveredParts? {
+        guard let payload = delivery.payload as? AcrobitsPayload else { return nil }
+        var parts = DeliveredParts()
+        parts.add(payload.request)
+        return parts
     }
 
     public func cleanupRequest(account: String, service: String, stored: String) -> SubscriptionRequest? {

@@ -40,7 +40,7 @@ public protocol Backend: Sendable {
 
     /// The named parts of `delivery`, one of this backend's requests, for `plan` to name what
     /// changed (``DeliveredParts``); nil (the default) when it cannot name them.
-    func deliveredParts(of delivery: SubscriptionRequest) -> [DeliveredParts.Part]?
+    func deliveredParts(of delivery: SubscriptionRequest) -> DeliveredParts?
 
     /// What asks the receiver about accepted subscriptions, one per configured service that
     /// confirms later; none for a backend whose answers are final.
@@ -96,7 +96,7 @@ extension Backend {
     public func earlyChecker(hostname: String) -> (@Sendable (Configuration) -> any EarlyAccountChecker)? { nil }
     public var sendsInstead: String? { nil }
     public var settingsSchema: SettingsSchema? { nil }
-    public func deliveredParts(of delivery: SubscriptionRequest) -> [DeliveredParts.Part]? { nil }
+    public func deliveredParts(of delivery: SubscriptionRequest) -> DeliveredParts? { nil }
 }
 
 /// What the state keeps of one subscription for its backend: ``Outcome/deliveredKeeping(_:)``'s text.

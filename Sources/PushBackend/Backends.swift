@@ -20,7 +20,7 @@ public struct Backends: Sendable {
     /// What the state keeps of `delivery`, delivered as `fingerprint`, for `plan` to name what
     /// changed; nil when its backend cannot name its parts.
     public func deliveredSignature(of delivery: SubscriptionRequest, fingerprint: String) -> String? {
-        backend(type: delivery.family)?.deliveredParts(of: delivery).map { DeliveredParts.signature($0, fingerprint: fingerprint) }
+        backend(type: delivery.family)?.deliveredParts(of: delivery)?.signature(fingerprint: fingerprint)
     }
 
     /// The names of the parts of `delivery` that differ from what the state kept of the delivery

@@ -54,9 +54,12 @@ public struct ExampleWebhookBackend: Backend {
         return outcomes
     }
 
-    public func deliveredParts(of delivery: SubscriptionRequest) -> [DeliveredParts.Part]? {
+    public func deliveredParts(of delivery: SubscriptionRequest) -> DeliveredParts? {
         guard let item = delivery.payload as? ExampleWebhookItem else { return nil }
-        return [("url", item.url)] + DeliveredParts.bodyParts(item.body)
+        var parts = DeliveredParts()
+        parts.addURL(item.url)
+        parts.addBody(item.body)
+        return parts
     }
 
     public func cleanupRequest(account: String, service: String, stored: String) -> SubscriptionRequest? {

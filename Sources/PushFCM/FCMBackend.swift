@@ -83,11 +83,15 @@ public struct FCMBackend: Backend {
         return items.map { byToken[$0.token] ?? .retry(AttemptFailure(status: nil, reason: "no answer for this token")) }
     }
 
-    public func deliveredParts(of delivery: SubscriptionRequest) -> [DeliveredParts.Part]? {
+    public func deliveredParts(of delivery: SubscriptionRequest) -> DeliveredParts? {
         guard let item = delivery.payload as? FCMItem else { return nil }
-        return [("endpoint", item.target.endpoint), ("project_id", item.target.projectId),
-                ("credential", item.target.credential.parts.joined(separator: "\u{0}")),
-                ("notification_key_name", item.group), ("registration token", item.token)]
+        var parts = DeliveredParts()
+        parts.add("endpoint", item.target.endpoint)
+        parts.add("project_id", item.target.projectId)
+        parts.add("credential", item.target.credential.parts.joined(separator: "\u{0}"))
+        parts.add("notification_key_name", item.group)
+        parts.add("registration token", item.token)
+        return parts
     }
 
     public func cleanupRequest(account: String, service: String, stored: String) -> SubscriptionRequest? {

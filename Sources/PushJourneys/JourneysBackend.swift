@@ -77,10 +77,13 @@ public struct JourneysBackend: Backend {
         return await JourneysSender.send(items[...], transport: transport, timeout: requests.first?.timeout ?? defaultTimeout)
     }
 
-    public func deliveredParts(of delivery: SubscriptionRequest) -> [DeliveredParts.Part]? {
+    public func deliveredParts(of delivery: SubscriptionRequest) -> DeliveredParts? {
         guard let item = delivery.payload as? JourneysItem else { return nil }
-        return [("url", item.url)] + item.headers.map { ("header " + $0.name.lowercased(), $0.value) }
-            + DeliveredParts.bodyParts(item.object)
+        var parts = DeliveredParts()
+        parts.addURL(item.url)
+        for header in item.headers { parts.addHeader(header.name, header.value) }
+        parts.addBody(item.object)
+        return parts
     }
 
     public func cleanupRequest(account: String, service: String, stored: String) -> SubscriptionRequest? {
