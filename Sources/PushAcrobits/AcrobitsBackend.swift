@@ -89,6 +89,8 @@ public struct AcrobitsBackend: Backend {
         await AcrobitsSender.send(requests, transport: transport, defaultTimeout: defaultTimeout)
     }
 
+    public var directSending: (any DirectSending)? { AcrobitsDirectSending() }
+
     public func deliveredParts(of delivery: SubscriptionRequest) -> DeliveredParts? {
         guard let payload = delivery.payload as? AcrobitsPayload else { return nil }
         var parts = DeliveredParts()

@@ -4,6 +4,7 @@ import PushBackend
 import PushConfig
 import PushScheduler
 import PushState
+import PushTransport
 import Synchronization
 
 /// The shell every part of the agent shares: its settings and parts (backends, transport,
@@ -50,6 +51,8 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
     /// Everything that changes, behind the one lock.
     let state: Mutex<AgentState<C.Instant>>
     let scheduler: ReportScheduler<SubscriptionKey, C>
+    /// With libcurl's transport: the requests sent without a task each (``AgentCore+Launch``).
+    let directFlights: DirectFlights?
 
     /// Told when something changed: `STATUS=` may need sending, a round may be over.
     let statusChanges = Signal()
@@ -88,11 +91,19 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
         state = Mutex(AgentState(book: book, start: start, defaultTimeout: settings.timeout, metricsPerAccount: settings.metricsPerAccount))
         // The attempts need the core they are sent by; it is handed to them once made.
         let link = Link()
+        let flights = (transport as? CurlTransport).map { curl in
+            DirectFlights(transport: curl, settle: { finished in link.core?.settleFlights(finished) })
+        }
+        directFlights = flights
         scheduler = ReportScheduler<SubscriptionKey, C>(
             settings: settings, clock: clock, wallClock: wallClock,
             performBatch: { items in
                 guard let core = link.core else { return items.map { _ in .delivered } }
                 return await core.perform(items)
+            },
+            launcher: flights.map { flights in
+                ReportScheduler<SubscriptionKey, C>.Launcher(launch: { launches in link.core?.launch(launches) ?? [] },
+                                                             cancel: { flights.cancelAll() })
             },
             onEvent: { event, _ in link.core?.handle(event) })
         link.core = self
@@ -186,15 +197,25 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
         let observed = ObservedTransport(base: transport, service: items[started[0].0].key.service, metrics: metrics, logger: logger)
         let outcomes = await backends.send(started.map(\.1), transport: observed, defaultTimeout: timeout)
         count(outcomes, of: observed.service)
+        for ((index, _), result) in zip(started, settle(zip(started, outcomes).map { (items[$0.0], $1) })) {
+            results[index] = result
+        }
+        changed()
+        return results
+    }
+
+    /// Settles the final outcomes in the book, under one lock, and says so in the log; returns
+    /// each one's result for the scheduler (a retry's failure, else delivered).
+    func settle(_ outcomes: [(BatchItem<SubscriptionKey>, Outcome)]) -> [AttemptResult] {
+        var results = [AttemptResult](repeating: .delivered, count: outcomes.count)
         let answeredAt = wallClock()
         var settled: [(SubscriptionKey, SubscriptionRequest, AgentBook.Settlement, Int)] = []
         state.withLock { state in
-            for ((index, _), outcome) in zip(started, outcomes) {
+            for (index, (item, outcome)) in outcomes.enumerated() {
                 if case .retry(let failure) = outcome {
                     results[index] = .failed(failure)
                     continue
                 }
-                let item = items[index]
                 let alreadyStopped = state.book.stoppedServices[item.key.service] != nil
                 guard let (actions, request, settlement) = state.book.settle(item.key, outcome, attempt: item.attempt, now: answeredAt)
                 else { continue }
@@ -209,13 +230,12 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
         for (key, request, settlement, attempt) in settled {
             logger.settled(request, key: key, as: settlement, attempts: attempt)
         }
-        changed()
         return results
     }
 
     /// Adds a batch's outcomes to `pushreporter_attempts_total`: only requests that were sent
     /// (not those held back or cancelled at shutdown).
-    private func count(_ outcomes: [Outcome], of service: String) {
+    func count(_ outcomes: [Outcome], of service: String) {
         var delivered = 0, retry = 0, rejected = 0
         for outcome in outcomes {
             switch outcome {

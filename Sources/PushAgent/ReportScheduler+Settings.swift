@@ -8,9 +8,10 @@ extension ReportScheduler {
     ///   `Retry-After` dates.
     convenience init(settings: AgentSettings, clock: C, wallClock: @escaping @Sendable () -> Int64,
                      performBatch: @escaping @Sendable ([BatchItem<Key>]) async -> [AttemptResult],
+                     launcher: Launcher? = nil,
                      onEvent: @escaping @Sendable (SchedulerEvent<Key>, ReportScheduler) -> Void) {
         self.init(policy: BackoffPolicy(settings.retry), concurrency: settings.concurrency,
                   perHostConcurrency: settings.perHostConcurrency, clock: clock, random: SystemRandomNumberGenerator(),
-                  wallClock: { wallClock() / 1000 }, performBatch: performBatch, onEvent: onEvent)
+                  wallClock: { wallClock() / 1000 }, performBatch: performBatch, launcher: launcher, onEvent: onEvent)
     }
 }

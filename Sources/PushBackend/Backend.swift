@@ -1,3 +1,4 @@
+import PushTransport
 import PushConfig
 
 /// One kind of receiver (SPEC §9.0): the Acrobits web services, Customer Insights – Journeys, ….
@@ -41,6 +42,11 @@ public protocol Backend: Sendable {
     /// The named parts of `delivery`, one of this backend's requests, for `plan` to name what
     /// changed (``DeliveredParts``); nil (the default) when it cannot name them.
     func deliveredParts(of delivery: SubscriptionRequest) -> DeliveredParts?
+
+    /// How its requests go when each is one HTTP request judged by its answer alone (an
+    /// Acrobits report): the agent then hands many to the transport at once and takes their
+    /// answers in batches, without a task each. Nil (the default): ``send(_:transport:defaultTimeout:)``.
+    var directSending: (any DirectSending)? { get }
 
     /// What asks the receiver about accepted subscriptions, one per configured service that
     /// confirms later; none for a backend whose answers are final.
@@ -97,6 +103,7 @@ extension Backend {
     public var sendsInstead: String? { nil }
     public var settingsSchema: SettingsSchema? { nil }
     public func deliveredParts(of delivery: SubscriptionRequest) -> DeliveredParts? { nil }
+    public var directSending: (any DirectSending)? { nil }
 }
 
 /// What the state keeps of one subscription for its backend: ``Outcome/deliveredKeeping(_:)``'s text.
@@ -209,4 +216,14 @@ public enum WebhookAnswer: Sendable, Equatable {
     case settled(Outcome?)
     /// Not a genuine call (401: its signature does not match) or not a call at all (400), with why.
     case refused(status: Int, reason: String)
+}
+
+/// A backend whose every request is one HTTP request, sent alone and judged by its answer alone
+/// (``Backend/directSending``).
+public protocol DirectSending: Sendable {
+    /// The HTTP request `request` (one of this backend's) is, with `defaultTimeout` unless it has
+    /// its own; nil when it is not one of this backend's.
+    func transportRequest(_ request: SubscriptionRequest, defaultTimeout: Duration) -> TransportRequest?
+    /// What the answer to `sent` (or the error that stopped it) means for its subscription.
+    func outcome(of result: Result<TransportResponse, TransportError>, for sent: TransportRequest) -> Outcome
 }

@@ -42,6 +42,30 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
     private let performBatch: @Sendable (_ items: [BatchItem<Key>]) async -> [AttemptResult]
     private let onEvent: @Sendable (SchedulerEvent<Key>, ReportScheduler) -> Void
     private let state: Mutex<State>
+    /// Starts requests without a task each (see ``Launcher``); nil: every request runs in a task.
+    private let launcher: Launcher?
+
+    /// Starts requests itself, without a task each: a transport that takes many requests at
+    /// once and answers in batches (SPEC §5 is unchanged: the scheduler still decides what
+    /// starts and when). `launch` is given every request a turn of the loop starts, and says
+    /// which it took; the others run in tasks with `performBatch`. Each one taken must be
+    /// finished with ``finished(_:)``, also when `cancel` (called once, when `run()`'s task is
+    /// cancelled with requests in flight) aborts it.
+    public struct Launcher: Sendable {
+        public var launch: @Sendable (_ requests: [Launch]) -> [Bool]
+        public var cancel: @Sendable () -> Void
+
+        public init(launch: @escaping @Sendable (_ requests: [Launch]) -> [Bool], cancel: @escaping @Sendable () -> Void) {
+            self.launch = launch
+            self.cancel = cancel
+        }
+    }
+
+    /// A request the loop starts: its id (for ``finished(_:)``) and its reports.
+    public struct Launch: Sendable {
+        public var id: UInt64
+        public var items: [BatchItem<Key>]
+    }
 
     /// Creates a scheduler that sends reports one request at a time; nothing runs until ``run()`` is called.
     ///
@@ -106,11 +130,13 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
         random: some RandomNumberGenerator & Sendable,
         wallClock: @escaping @Sendable () -> Int64,
         performBatch: @escaping @Sendable (_ items: [BatchItem<Key>]) async -> [AttemptResult],
+        launcher: Launcher? = nil,
         onEvent: @escaping @Sendable (SchedulerEvent<Key>, ReportScheduler) -> Void = { _, _ in }
     ) {
         self.clock = clock
         self.wallClock = wallClock
         self.performBatch = performBatch
+        self.launcher = launcher
         self.onEvent = onEvent
         self.state = Mutex(State(
             queue: SchedulerQueue(
@@ -255,7 +281,19 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
         precondition(!alreadyRunning, "ReportScheduler.run() is already running")
         defer { state.withLock { $0.isRunning = false } }
 
+        // What was launched is aborted as soon as this task is cancelled (the loop may be
+        // waiting for what is in flight, not for cancellation), and again by the loop's first
+        // turn that sees it, for what it launched meanwhile.
+        await withTaskCancellationHandler {
+            await runLoop()
+        } onCancel: {
+            launcher?.cancel()
+        }
+    }
+
+    private func runLoop() async {
         await withDiscardingTaskGroup { group in
+            var launchedCancelled = false
             while true {
                 let now = clock.now
                 let nowEpochSeconds = wallClock()
@@ -264,13 +302,22 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
                     state.step(now: now, nowEpochSeconds: nowEpochSeconds, isCancelled: isCancelled)
                 }
                 for event in step.events { onEvent(event, self) }
-                for request in step.starts {
-                    let id = request.id
-                    let items = request.items.map { BatchItem(key: $0.key, attempt: $0.attempt) }
-                    for item in items { onEvent(.started(item.key, attempt: item.attempt), self) }
+                if isCancelled, !launchedCancelled, let launcher {
+                    // The tasks are cancelled with this one; what was launched is aborted here.
+                    launchedCancelled = true
+                    launcher.cancel()
+                }
+                let launches = step.starts.map { request in
+                    Launch(id: request.id, items: request.items.map { BatchItem(key: $0.key, attempt: $0.attempt) })
+                }
+                for launch in launches {
+                    for item in launch.items { onEvent(.started(item.key, attempt: item.attempt), self) }
+                }
+                let taken = launches.isEmpty ? [] : launcher?.launch(launches) ?? []
+                for (index, launch) in launches.enumerated() where index >= taken.count || !taken[index] {
                     group.addTask {
-                        let results = await self.performBatch(items)
-                        self.finished(Completion(request: id, results: results))
+                        let results = await self.performBatch(launch.items)
+                        self.finished(Completion(request: launch.id, results: results))
                     }
                 }
                 switch step.wait {
@@ -288,6 +335,17 @@ public final class ReportScheduler<Key: Hashable & Sendable, C: Clock>: Sendable
     private func finished(_ completion: Completion) {
         let wakeup = state.withLock { state in
             state.completions.append(completion)
+            return state.takeWakeup()
+        }
+        wakeup?.resume()
+    }
+
+    /// Requests a ``Launcher`` took are over: each one's id and its reports' results, in the
+    /// order of its reports (as `performBatch` returns them). One lock and one wake-up for all.
+    public func finished(_ completions: [(id: UInt64, results: [AttemptResult])]) {
+        guard !completions.isEmpty else { return }
+        let wakeup = state.withLock { state in
+            for completion in completions { state.completions.append(Completion(request: completion.id, results: completion.results)) }
             return state.takeWakeup()
         }
         wakeup?.resume()

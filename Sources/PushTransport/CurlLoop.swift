@@ -34,6 +34,8 @@ final class CurlLoop: @unchecked Sendable {
     private var running: [UInt64: CurlTransfer] = [:]
     private let releasedHandles = Atomic<Int>(0)
     private var loopbackHosts = LoopbackCache()
+    /// What finished for sinks in this turn, handed over at its end.
+    private var turn = TurnCompletions()
 
     init(multi: UnsafeMutableRawPointer, settings: TransportSettings, caBundle: [UInt8]?) {
         self.multi = multi
@@ -57,6 +59,42 @@ final class CurlLoop: @unchecked Sendable {
     /// A new transfer id (from 1), without taking the inbox's lock.
     func nextID() -> UInt64 {
         lastID.wrappingAdd(1, ordering: .relaxed).newValue
+    }
+
+    /// `count` new transfer ids, the first returned, the others following it.
+    func nextIDs(_ count: Int) -> UInt64 {
+        lastID.wrappingAdd(UInt64(count), ordering: .relaxed).newValue - UInt64(count) + 1
+    }
+
+    /// Hands `transfers` to the thread in one turn (one lock, at most one wake-up).
+    func submit(_ transfers: [CurlTransfer]) {
+        guard !transfers.isEmpty else { return }
+        let (accepted, polling) = inbox.withLock { state -> ([CurlTransfer], Bool) in
+            if state.stopping { return ([], false) }
+            var accepted: [CurlTransfer] = []
+            accepted.reserveCapacity(transfers.count)
+            for transfer in transfers {
+                if state.cancelledEarly.remove(transfer.id) != nil { continue }
+                state.submitted.append(transfer)
+                accepted.append(transfer)
+            }
+            return (accepted, state.polling)
+        }
+        if accepted.count < transfers.count {
+            let taken = Set(accepted.map(\.id))
+            for transfer in transfers where !taken.contains(transfer.id) { transfer.fail(.cancelled) }
+        }
+        if polling { wake() }
+    }
+
+    /// Cancels several transfers at once.
+    func cancel(_ ids: [UInt64]) {
+        guard !ids.isEmpty else { return }
+        let polling = inbox.withLock { state in
+            state.cancelled.append(contentsOf: ids)
+            return state.polling
+        }
+        if polling { wake() }
     }
 
     /// Hands `transfer` to the thread, or fails it at once when the transport has stopped.
@@ -114,7 +152,8 @@ final class CurlLoop: @unchecked Sendable {
                 return (state.submitted, state.cancelled, state.stopping)
             }
             if stopping {
-                for transfer in submitted { transfer.fail(.cancelled) }
+                for transfer in submitted { transfer.fail(.cancelled, turn: &turn) }
+                turn.deliver()
                 break
             }
             for transfer in submitted { start(transfer) }
@@ -127,6 +166,8 @@ final class CurlLoop: @unchecked Sendable {
                 finish(handle, result: pr_message_result(message))
             }
             releaseIdleHandlesWhenNothingRuns()
+            // Each sink hears of what finished in this turn at once.
+            if !turn.isEmpty { turn.deliver() }
             // Announce the sleep, then look at the inbox once more: a submission that came
             // before the flag was set saw no sleeper and did not wake us.
             let idle = inbox.withLock { state -> Bool in
@@ -136,6 +177,7 @@ final class CurlLoop: @unchecked Sendable {
             if idle { _ = curl_multi_poll(multi, nil, 0, pollTimeout(), nil) }
         }
         for id in Array(running.keys) { abort(id) }
+        turn.deliver()
         for handle in idleHandles { curl_easy_cleanup(handle) }
         idleHandles.removeAll()
         // The multi handle lives until deinit: a caller that saw `polling` may still wake it.
@@ -171,20 +213,21 @@ final class CurlLoop: @unchecked Sendable {
 
     private func start(_ transfer: CurlTransfer) {
         guard let handle = idleHandles.popLast() ?? curl_easy_init() else {
-            transfer.fail(TransportError(.other, "libcurl could not create an easy handle"))
+            transfer.fail(TransportError(.other, "libcurl could not create an easy handle"), turn: &turn)
             return
         }
         var configured = transfer.configure(handle, settings: settings, caBundle: caBundle,
                                             isLoopback: loopbackHosts.isLoopback(transfer.url))
         if configured == CURLE_OK, let share { configured = pr_easy_setopt_pointer(handle, CURLOPT_SHARE, share) }
         guard configured == CURLE_OK else {
-            transfer.complete(configured)
+            transfer.complete(configured, turn: &turn)
             recycle(handle)
             return
         }
         let added = curl_multi_add_handle(multi, handle)
         guard added == CURLM_OK else {
-            transfer.fail(TransportError(.other, "libcurl could not start the transfer: " + String(cString: curl_multi_strerror(added))))
+            transfer.fail(TransportError(.other, "libcurl could not start the transfer: " + String(cString: curl_multi_strerror(added))),
+                          turn: &turn)
             recycle(handle)
             return
         }
@@ -215,13 +258,13 @@ final class CurlLoop: @unchecked Sendable {
             start(transfer)
             return
         case .failure(let error):
-            transfer.fail(error)
+            transfer.fail(error, turn: &turn)
             recycle(handle, reusable: reusable)
             return
         case nil:
             break
         }
-        transfer.complete(result)
+        transfer.complete(result, turn: &turn)
         recycle(handle, reusable: reusable)
     }
 
@@ -236,14 +279,14 @@ final class CurlLoop: @unchecked Sendable {
                 state.cancelledEarly.insert(id)
                 return nil
             }
-            queued?.fail(.cancelled)
+            queued?.fail(.cancelled, turn: &turn)
             return
         }
         if let handle = transfer.handle {
             _ = curl_multi_remove_handle(multi, handle)
             recycle(handle, reusable: !transfer.usedCredentials)
         }
-        transfer.fail(.cancelled)
+        transfer.fail(.cancelled, turn: &turn)
     }
 
     /// Keeps `handle` for another transfer, unless it did HTTP authentication: `curl_easy_reset`

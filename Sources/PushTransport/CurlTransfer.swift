@@ -8,7 +8,15 @@ final class CurlTransfer: @unchecked Sendable {
     private(set) var request: TransportRequest
     /// Whether a handle of this transfer was given credentials (it is not kept for another).
     private(set) var usedCredentials = false
-    private var continuation: CheckedContinuation<TransportResponse, any Error>?
+    /// Who waits for the outcome: a task, or a sink that takes the outcomes of a turn together.
+    private var waiter: Waiter?
+    /// When it was handed to the transport (for a sink's ``TransportCompletion/took``).
+    private let submittedAt: ContinuousClock.Instant
+
+    enum Waiter {
+        case task(CheckedContinuation<TransportResponse, any Error>)
+        case sink(any TransportCompletionSink)
+    }
     var handle: UnsafeMutableRawPointer?
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer: UnsafeMutablePointer<CChar>
@@ -23,10 +31,11 @@ final class CurlTransfer: @unchecked Sendable {
     /// The request's method, upper-cased once.
     private let method: String
 
-    init(id: UInt64, request: TransportRequest, continuation: CheckedContinuation<TransportResponse, any Error>) {
+    init(id: UInt64, request: TransportRequest, waiter: Waiter) {
         self.id = id
         self.request = request
-        self.continuation = continuation
+        self.waiter = waiter
+        submittedAt = ContinuousClock.now
         currentURL = request.url
         method = request.method.uppercased()
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
@@ -243,33 +252,51 @@ final class CurlTransfer: @unchecked Sendable {
         return part(CURLUPART_SCHEME) + "://" + part(CURLUPART_HOST) + ":" + part(CURLUPART_PORT, UInt32(CURLU_DEFAULT_PORT))
     }
 
-    /// Resumes the waiting task with the transfer's outcome. Called once, on the transport thread.
-    func complete(_ result: CURLcode) {
-        guard let continuation, let handle else { return }
-        self.continuation = nil
+    /// The transfer's outcome, for whoever waits: a task is resumed now; a sink's completion is
+    /// added to `turn`, which the transport thread hands over once its turn is done. Called
+    /// once, on the transport thread.
+    func complete(_ result: CURLcode, turn: inout TurnCompletions) {
+        guard let handle else { return }
         if result == CURLE_OK || (result == CURLE_WRITE_ERROR && bodyTruncated) {
             var status = 0
             var effective: UnsafeMutablePointer<CChar>?
             _ = pr_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
             _ = pr_easy_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &effective)
-            continuation.resume(returning: TransportResponse(
+            resolve(.success(TransportResponse(
                 status: status, headers: responseHeaders, body: body, bodyTruncated: bodyTruncated,
-                effectiveURL: effective.map { String(cString: $0) } ?? request.url))
+                effectiveURL: effective.map { String(cString: $0) } ?? request.url)), turn: &turn)
         } else {
             var detail = String(cString: errorBuffer)
             var osError = 0
             if pr_easy_getinfo_long(handle, CURLINFO_OS_ERRNO, &osError) == CURLE_OK, osError != 0 {
                 detail = TransportError.naming(osError: Int32(osError), in: detail, for: result)
             }
-            continuation.resume(throwing: TransportError.curl(result, detail: detail))
+            resolve(.failure(TransportError.curl(result, detail: detail)), turn: &turn)
         }
     }
 
-    /// Resumes the waiting task with `error` (cancellation or shutdown).
+    /// Ends the transfer with `error` (cancellation or shutdown), on the transport thread.
+    func fail(_ error: TransportError, turn: inout TurnCompletions) {
+        resolve(.failure(error), turn: &turn)
+    }
+
+    /// Ends the transfer with `error` off the transport thread (it was never started): a sink
+    /// is told at once.
     func fail(_ error: TransportError) {
-        guard let continuation else { return }
-        self.continuation = nil
-        continuation.resume(throwing: error)
+        var turn = TurnCompletions()
+        resolve(.failure(error), turn: &turn)
+        turn.deliver()
+    }
+
+    private func resolve(_ result: Result<TransportResponse, TransportError>, turn: inout TurnCompletions) {
+        guard let waiter else { return }
+        self.waiter = nil
+        switch waiter {
+        case .task(let continuation):
+            continuation.resume(with: result.mapError { $0 as any Error })
+        case .sink(let sink):
+            turn.add(TransportCompletion(id: id, result: result, took: submittedAt.duration(to: .now)), for: sink)
+        }
     }
 
     private static let statusLinePrefix = Array("HTTP/".utf8)

@@ -78,11 +78,35 @@ public final class CurlTransport: Sendable {
         let id = loop.nextID()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                loop.submit(CurlTransfer(id: id, request: request, continuation: continuation))
+                loop.submit(CurlTransfer(id: id, request: request, waiter: .task(continuation)))
             }
         } onCancel: {
             loop.cancel(id)
         }
+    }
+
+    /// `count` ids for ``start(_:firstID:sink:)``, the first returned, the others following it:
+    /// taken before starting, so that the caller knows them before any completion comes.
+    public func reserveIDs(_ count: Int) -> UInt64 {
+        loop.nextIDs(count)
+    }
+
+    /// Starts `requests` together (one hand-over to the transport thread, at most one wake-up),
+    /// with the ids `firstID`, `firstID + 1`, … (from ``reserveIDs(_:)``). No task waits: each
+    /// one's end goes to `sink`, those finished in the same turn of the transport thread in one
+    /// call, so that their answers cross to the agent's threads in batches, not one by one.
+    public func start(_ requests: [TransportRequest], firstID: UInt64, sink: any TransportCompletionSink) {
+        var transfers: [CurlTransfer] = []
+        transfers.reserveCapacity(requests.count)
+        for (offset, request) in requests.enumerated() {
+            transfers.append(CurlTransfer(id: firstID + UInt64(offset), request: request, waiter: .sink(sink)))
+        }
+        loop.submit(transfers)
+    }
+
+    /// Aborts the transfers `ids` (of ``start(_:firstID:sink:)``); their sink hears of each as cancelled.
+    public func cancel(_ ids: [UInt64]) {
+        loop.cancel(ids)
     }
 
     /// How many easy handles the transport has freed when nothing ran (for tests and diagnostics).
