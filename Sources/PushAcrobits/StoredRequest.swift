@@ -33,17 +33,53 @@ public struct StoredRequest: Codable, Equatable, Sendable {
         timeoutMilliseconds = request.timeout?.milliseconds
     }
 
-    /// The JSON text kept in the state record.
+    /// The JSON text kept in the state record: what `JSONEncoder` writes with sorted keys and
+    /// unescaped slashes, written directly. Every plan with a removal URL makes one; through
+    /// `JSONEncoder` they were 4 % of `run --once`'s CPU (perf, 10,000 accounts).
     public var text: String {
-        (try? Self.encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        var out = "{"
+        out.reserveCapacity(64 + url.utf8.count + (body?.utf8.count ?? 0) + headers.count * 48)
+        var first = true
+        func key(_ name: StaticString) {
+            if !first { out.append(",") }
+            first = false
+            out.append("\"")
+            out.append(name.description)
+            out.append("\":")
+        }
+        if let body {
+            key("body")
+            JSONText.append(body, to: &out)
+        }
+        key("headers")
+        out.append("[")
+        for (index, header) in headers.enumerated() {
+            out.append(index == 0 ? "{\"name\":" : ",{\"name\":")
+            JSONText.append(header.name, to: &out)
+            out.append(",\"value\":")
+            JSONText.append(header.value, to: &out)
+            out.append("}")
+        }
+        out.append("]")
+        key("method")
+        JSONText.append(method, to: &out)
+        if let password {
+            key("password")
+            JSONText.append(password, to: &out)
+        }
+        if let timeoutMilliseconds {
+            key("timeoutMilliseconds")
+            out.append(String(timeoutMilliseconds))
+        }
+        key("url")
+        JSONText.append(url, to: &out)
+        if let username {
+            key("username")
+            JSONText.append(username, to: &out)
+        }
+        out.append("}")
+        return out
     }
-
-    /// One encoder for every account's removal, rather than one made per call.
-    private static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
-    }()
 
     /// Reads the JSON text of a state record; nil when it is not one (a newer or damaged record).
     public init?(text: String) {

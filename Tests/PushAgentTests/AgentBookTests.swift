@@ -1,3 +1,4 @@
+import Foundation
 @testable import PushAgent
 import PushRegistry
 @testable import PushAcrobits
@@ -810,6 +811,24 @@ extension SubscriptionRequest {
                                                  url: "http://127.0.0.1/x", headers: [], body: nil))
         #expect(bare.text == #"{"headers":[],"method":"GET","url":"http://127.0.0.1/x"}"#)
         #expect(StoredRequest(text: bare.text) == bare)
+    }
+
+    /// Written by hand now, the text is byte for byte what JSONEncoder wrote (sorted keys,
+    /// slashes unescaped) for what removals carry: a state written by an earlier version reads
+    /// as unchanged, and a reload after an upgrade rewrites none of its cleanups.
+    @Test func theTextIsWhatJSONEncoderWrote() throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        for rendered in [
+            RenderedRequest(account: "alice", reporter: "accountRemovalReporter", method: "DELETE",
+                            url: "https://gone.example.com/a?t=1/2&s=%C3%A9", headers: [("X-Sig", "a\"b\\c"), ("Accept", "*/*")],
+                            body: "{\"é\":\"x\"}", credentials: .init(username: "u", password: "p&w"), timeout: .milliseconds(1500)),
+            RenderedRequest(account: "b", reporter: "accountRemovalReporter", method: "GET",
+                            url: "http://127.0.0.1:8080/token/remove/?username=b&selector=AB:CD", headers: [], body: nil),
+        ] {
+            let stored = StoredRequest(rendered)
+            #expect(stored.text == String(decoding: try encoder.encode(stored), as: UTF8.self))
+        }
     }
 }
 
