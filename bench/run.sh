@@ -16,6 +16,9 @@
 #   BENCH_RELOADS=10                unchanged reloads in part d
 #   BENCH_BATCH_REQUESTS=1000       requests each batching backend sends (part f)
 #   BENCH_SHARED_ACCOUNTS=20000     accounts the agents share in part g
+#   BENCH_SHARED_LARGE=1000000      accounts three long-running agents share in part g (0: none)
+#   BENCH_SHAPES="plain rich"       account shapes of parts c and d (rich: two tokens, both app ids,
+#                                   a longer URL, a removal URL)
 #   BENCH_REPORT=1                  0: do not rewrite docs/performance.md
 #
 # Exit status: 0 when every figure was measured (a missed goal is printed, not an error);

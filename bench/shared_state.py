@@ -4,6 +4,11 @@ PostgreSQL, beside one agent with SQLite, against the same nginx receiver in the
 
 usage: shared_state.py BIN_DIR OUT_DIR
 
+Then (issue 35) three long-running agents share BENCH_SHARED_ACCOUNTS, then BENCH_SHARED_LARGE
+accounts (default 1,000,000; 0 leaves it out) in a fresh database each: every account must be
+delivered once; each agent's RSS, the database's size, and its writes per second while the group
+is idle (BENCH_IDLE_SECONDS) are reported at both sizes.
+
 Each configuration runs `run --once` on BENCH_SHARED_ACCOUNTS accounts (default 20000) with a
 fresh state: the agents start together and each exits once nothing is left to claim and what it
 holds is delivered. The figure is accounts per second from the first start to the last exit; the
@@ -94,6 +99,98 @@ def deliver(binary: str, config: str, states: list[str], out: str) -> tuple[floa
     return time.monotonic() - started, cpu
 
 
+def psql(postgres: Postgres, uri: str, sql: str, missing: str | None = None) -> str:
+    """One query's first row, its fields separated by |; `missing` when it fails because the
+    agents have not made the schema yet, if given."""
+    result = subprocess.run(postgres.as_user + [os.path.join(postgres.bin, "psql"), "-h", "127.0.0.1", "-p", str(postgres.port),
+                            "-U", "postgres", "-d", uri.rsplit("/", 1)[1], "-tAc", sql],
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if result.returncode != 0 and missing is not None and "does not exist" in result.stderr:
+        return missing
+    if result.returncode != 0:
+        fail(f"psql failed: {result.stderr.strip()[-500:]}")
+    return result.stdout.strip()
+
+
+def rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def distinct_delivered(log: str, offset: int) -> tuple[int, int]:
+    """(distinct URIs answered 2xx, all 2xx lines) in nginx's log after `offset`, read as a stream."""
+    seen, lines = set(), 0
+    with open(log, "rb") as handle:
+        handle.seek(offset)
+        for line in handle:
+            parts = line.split(b" ", 2)
+            if len(parts) == 3 and parts[1].startswith(b"2"):
+                lines += 1
+                seen.add(hash(parts[2]))
+    return len(seen), lines
+
+
+def group_at_scale(binary: str, out: str, nginx, postgres: Postgres, accounts: int, agents: int, results: Results) -> None:
+    """Issue 35: `agents` long-running agents share `accounts` in one database. Every account is
+    delivered once; then each agent's RSS, the database's size, and the database's writes per
+    second while the group is idle (lease renewals only: they must not grow with the accounts)."""
+    directory = os.path.join(out, "shared", f"scale-{accounts}")
+    os.makedirs(directory, exist_ok=True)
+    subprocess.run([sys.executable, os.path.join(HERE, "generate_send.py"), directory, str(accounts), nginx.base], check=True)
+    config = os.path.join(directory, "config.yaml")
+    uri = postgres.new_database()
+    offset = nginx.offset()
+    started = time.monotonic()
+    processes = []
+    for index in range(agents):
+        with open(os.path.join(directory, f"agent-{index}.err"), "wb") as err:
+            processes.append(subprocess.Popen([binary, "run", "--config", config, "--state-dir", uri],
+                                              stdout=subprocess.DEVNULL, stderr=err))
+    try:
+        end = started + 3600
+        delivered, peaks = 0, [0] * agents
+        while time.monotonic() < end:
+            time.sleep(5)
+            for index, process in enumerate(processes):
+                if process.poll() is not None:
+                    fail(f"agent {index + 1} exited {process.returncode} (log: {directory}/agent-{index}.err)")
+                peaks[index] = max(peaks[index], rss_kb(process.pid))
+            delivered = int(psql(postgres, uri, "select count(*) from pushreporter_subscriptions where state = 'delivered'",
+                                 missing="0") or 0)
+            if delivered >= accounts:
+                break
+        took = time.monotonic() - started
+        if delivered < accounts:
+            fail(f"{thousands(accounts)} accounts on {agents} agents: only {delivered} delivered within an hour")
+        time.sleep(10)  # the last outcomes written, the memory asked back, nginx's log flushed
+        distinct, lines = distinct_delivered(nginx.log, offset)
+        if distinct != accounts or lines != accounts:
+            fail(f"{thousands(accounts)} accounts on {agents} agents: the receiver saw {distinct} accounts in {lines} requests")
+        sizes = [rss_kb(process.pid) for process in processes]
+        database = int(psql(postgres, uri, "select pg_database_size(current_database())"))
+        query = ("select xact_commit, tup_inserted + tup_updated + tup_deleted from pg_stat_database "
+                 "where datname = current_database()")
+        window = env_int("BENCH_IDLE_SECONDS", 20)
+        before = [int(x) for x in psql(postgres, uri, query).split("|")]
+        time.sleep(window)
+        after = [int(x) for x in psql(postgres, uri, query).split("|")]
+        commits, rows = (after[0] - before[0]) / window, (after[1] - before[1]) / window
+    finally:
+        for process in processes:
+            process.send_signal(15)
+        codes = [process.wait(timeout=300) for process in processes]
+    if any(codes):
+        fail(f"an agent exited {codes} on SIGTERM")
+    say(f"   {thousands(accounts):>5} accounts, {agents} agents, one PostgreSQL: all delivered once in {took:.0f} s; "
+        f"agents' RSS {' '.join(f'{size // 1024}' for size in sizes)} MB (peaks {' '.join(f'{peak // 1024}' for peak in peaks)} MB); "
+        f"database {database / 1e6:.0f} MB; idle: {commits:.1f} transactions/s, {rows:.1f} rows written/s")
+    results.figure(f"shared/scale-{accounts}", accounts=accounts, agents=agents, wall=took, rss_kb=sizes, peak_kb=peaks,
+                   database_bytes=database, idle_commits_per_s=commits, idle_rows_per_s=rows, window_s=window)
+
+
 def main(bin_dir: str, out: str) -> None:
     results = Results(out)
     accounts = env_int("BENCH_SHARED_ACCOUNTS", 20000)
@@ -141,6 +238,12 @@ def main(bin_dir: str, out: str) -> None:
         results.series("shared", [{"setup": name, "agents": agents, "store": kind,
                                    "rate": accounts / median([w for w, _ in walls[name]])} for name, kind, agents in setups])
         say(f"   (the machine has {os.cpu_count()} cores, shared by the agents, PostgreSQL and nginx)")
+        # Issue 35: the group at scale, and what the database does while it is idle, beside the
+        # same at the small size: the idle writes must not grow with the accounts.
+        large = env_int("BENCH_SHARED_LARGE", 1000000)
+        for count in sorted({accounts, large}):
+            if count > 0:
+                group_at_scale(binary, out, nginx, postgres, count, 3, results)
     finally:
         postgres.stop()
         nginx.stop()

@@ -95,7 +95,6 @@ public final class Agent<C: Clock>: Sendable where C.Duration == Duration {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         // Stopped after the sender, so that what is in flight finishes under a live lease.
         if core.shared != nil { services.append(.init(service: LeaseKeeper(core: core))) }
-        services.append(.init(service: Heartbeat(core: core)))
         services.append(.init(service: StatusReporter(core: core)))
         services.append(.init(service: ConfirmationPolling(core: core)))
         services.append(.init(service: ReloadService(core: core, load: load, sources: reloadSources)))

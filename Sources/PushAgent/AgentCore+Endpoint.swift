@@ -13,12 +13,25 @@ extension AgentCore {
     /// How long the agent's loops may go without turning before `/livez` says they are stuck.
     static var livenessLimit: Duration { .seconds(10) }
 
-    /// `/livez`: 200 while the heartbeat (``Heartbeat``, on the same pool as the agent's loops)
-    /// has turned within ``livenessLimit`` of `now`; else 503.
+    /// `/livez`: puts a task on Swift's pool, where the agent's loops run, unless one waits
+    /// already; 503 when one has waited longer than ``livenessLimit`` (the pool has stopped
+    /// turning: a blocking call where none may be), else 200. Nothing runs between probes: an
+    /// idle agent spends no CPU for its liveness (a heartbeat once a second did), and a stuck pool
+    /// is told by the first probe after the limit.
     func liveness(at now: ContinuousClock.Instant) -> HTTPEndpoint.Response {
-        let silent = heartbeat.withLock { now - $0 }
-        guard silent > Self.livenessLimit else { return HTTPEndpoint.Response(status: 200, body: "ok\n") }
-        return HTTPEndpoint.Response(status: 503, body: "the agent's loops have not turned for \(DurationText(silent))\n")
+        let waiting = livenessProbe.withLock { since -> Duration? in
+            guard let since else {
+                since = now
+                return nil
+            }
+            return now - since
+        }
+        guard let waiting else {
+            Task.detached { self.livenessProbe.withLock { $0 = nil } }
+            return HTTPEndpoint.Response(status: 200, body: "ok\n")
+        }
+        guard waiting > Self.livenessLimit else { return HTTPEndpoint.Response(status: 200, body: "ok\n") }
+        return HTTPEndpoint.Response(status: 503, body: "the agent's loops have not run a task for \(DurationText(waiting))\n")
     }
 
     /// `/readyz` (and `/health`): 200 when the scheduler runs, the agent is not stopping, the

@@ -45,8 +45,8 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
     /// Whether `remove --held` asked, since the last reload, for the held removals to be sent
     /// (a file in the state directory it takes); set once, before the agent runs.
     nonisolated(unsafe) var releaseRequested: @Sendable () -> Bool = { false }
-    /// When the ``Heartbeat`` last turned (`/livez`).
-    let heartbeat = Mutex(ContinuousClock.now)
+    /// Since when a task that `/livez` put on the pool waits to run; nil when none waits.
+    let livenessProbe = Mutex<ContinuousClock.Instant?>(nil)
 
     /// Everything that changes, behind the one lock.
     let state: Mutex<AgentState<C.Instant>>

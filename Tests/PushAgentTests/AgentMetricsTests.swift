@@ -161,14 +161,20 @@ import Foundation
         #expect(String(decoding: core.readiness().body, as: UTF8.self) == "the agent is stopping\n")
     }
 
-    @Test func livenessFailsOnceTheHeartbeatStops() {
+    /// `/livez` puts a task on the pool: one that runs clears the probe; one that waits past the
+    /// limit (a pool that stopped turning) makes it 503.
+    @Test func livenessFailsOnceAProbeOfThePoolWaitsTooLong() async {
         let core = Self.core(store: MemoryStateStore())
-        let beat = ContinuousClock.now
-        core.heartbeat.withLock { $0 = beat }
-        #expect(core.liveness(at: beat.advanced(by: .seconds(9))).status == 200)
-        let stuck = core.liveness(at: beat.advanced(by: .seconds(12)))
+        let now = ContinuousClock.now
+        #expect(core.liveness(at: now).status == 200)
+        #expect(await Polling.until { core.livenessProbe.withLock { $0 == nil } }, "the probe ran on the pool")
+
+        // A probe that never ran: as a stuck pool leaves it.
+        core.livenessProbe.withLock { $0 = now }
+        #expect(core.liveness(at: now.advanced(by: .seconds(9))).status == 200)
+        let stuck = core.liveness(at: now.advanced(by: .seconds(12)))
         #expect(stuck.status == 503)
-        #expect(String(decoding: stuck.body, as: UTF8.self) == "the agent's loops have not turned for 12s\n")
+        #expect(String(decoding: stuck.body, as: UTF8.self) == "the agent's loops have not run a task for 12s\n")
     }
 
     @Test func theDebugLineOfARequestHidesItsQueryAndUserInformation() {
