@@ -125,6 +125,20 @@ def goals(f: dict) -> list[list[str]]:
         rows.append([f"agent idle RSS, {label(d['accounts'])}, 1 % retrying (a receiver down), then after 3 reloads",
                      "no goal; beside the idle RSS above", mb(d["rss_kb"]),
                      " ".join(mb(size) for size in d["reload_rss_kb"]), "–", "–"])
+    scales = sorted((v for k, v in f.items() if k.startswith("shared/scale-")), key=lambda v: v["accounts"])
+    if scales:
+        big = scales[-1]
+        rows.append([f"{label(big['accounts'])} accounts, {big['agents']} agents, one PostgreSQL", "all delivered once",
+                     f"in {seconds(big['wall'])}; agents' RSS {', '.join(mb(x) for x in big['rss_kb'])} "
+                     f"(peaks {', '.join(mb(x) for x in big['peak_kb'])}); database {big['database_bytes'] / 1e6:.0f} MB",
+                     "–", "–", "met"])
+        if len(scales) > 1:
+            small = scales[0]
+            rows.append([f"database writes while the group is idle, {label(small['accounts'])} → {label(big['accounts'])} accounts",
+                         "no growth with the accounts",
+                         f"{small['idle_rows_per_s']:.1f} → {big['idle_rows_per_s']:.1f} rows/s "
+                         f"({small['idle_commits_per_s']:.1f} → {big['idle_commits_per_s']:.1f} transactions/s)", "–", "–",
+                         ok(big["idle_rows_per_s"] <= small["idle_rows_per_s"] + 1)])
     v = get("validate/1000000")
     if v:
         rows.append(["`validate`, 1M accounts: time", "≤ 1.5× libyaml", seconds(v["wall"]),

@@ -297,40 +297,51 @@ public final class PostgresStateStore: SharedStateStore {
         let accounts = PostgresArray.encode(keys.map(\.account))
         let services = PostgresArray.encode(keys.map(\.service))
         return try transaction(leases: true) { connection throws(StateError) -> PublishedRemovals in
+            // The configuration as a table of its own, keyed, for the joins below: compared with
+            // an unnest() of the arrays, each row's EXISTS scanned the whole list, and a million
+            // subscriptions ran past the statement timeout. Emptied at commit; per connection.
+            try connection.execute("""
+                CREATE TEMPORARY TABLE IF NOT EXISTS pushreporter_published (
+                    account text NOT NULL, service text NOT NULL, PRIMARY KEY (account, service)
+                ) ON COMMIT DELETE ROWS
+                """)
+            try connection.query("""
+                INSERT INTO pushreporter_published SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING
+                """, [accounts, services])
+            try connection.execute("ANALYZE pushreporter_published")
             // DO NOTHING locks no existing row: publishing never waits on the agents' writes.
             try connection.query("""
                 INSERT INTO pushreporter_subscriptions (account, service, fingerprint, state, attempts)
-                SELECT a, s, '', 'pending', 0 FROM unnest($1::text[], $2::text[]) AS t(a, s)
+                SELECT account, service, '', 'pending', 0 FROM pushreporter_published
                 ON CONFLICT (account, service) DO NOTHING
-                """, [accounts, services])
+                """)
             // Back in the configuration: staying, and no longer held (nothing is sent for one
             // that was delivered as it is: its claimer finds it delivered).
             try connection.query("""
                 UPDATE pushreporter_subscriptions s SET leaving = false, removal_held = false
-                WHERE (leaving OR removal_held) AND EXISTS (
-                    SELECT 1 FROM unnest($1::text[], $2::text[]) AS t(a, sv) WHERE t.a = s.account AND t.sv = s.service)
-                """, [accounts, services])
+                FROM pushreporter_published p
+                WHERE (s.leaving OR s.removal_held) AND p.account = s.account AND p.service = s.service
+                """)
             // Leaving now: those that were staying, and those held already (decided again).
             let leaving = """
                 (NOT leaving OR removal_held) AND NOT EXISTS (
-                    SELECT 1 FROM unnest($1::text[], $2::text[]) AS t(a, sv) WHERE t.a = s.account AND t.sv = s.service)
+                    SELECT 1 FROM pushreporter_published p WHERE p.account = s.account AND p.service = s.service)
                 """
             var holds = false
             if let holdingRemovals {
                 let counts = try connection.query("""
-                    SELECT count(DISTINCT account) FILTER (WHERE \(leaving)), count(DISTINCT account),
-                           count(DISTINCT account) FILTER (WHERE removal_held)
+                    SELECT count(DISTINCT account) FILTER (WHERE \(leaving)), count(DISTINCT account)
                     FROM pushreporter_subscriptions s
-                    """, [accounts, services]).first ?? []
+                    """).first ?? []
                 func number(_ index: Int) -> Int { counts.count > index ? Int(counts[index] ?? "0") ?? 0 : 0 }
                 holds = number(0) > 0 && holdingRemovals(number(0), number(1))
             }
             let newlyHeld = holds ? Int(try connection.query("""
                 SELECT count(DISTINCT account) FROM pushreporter_subscriptions s WHERE NOT removal_held AND \(leaving)
-                """, [accounts, services]).first?.first.flatMap { $0 } ?? "0") ?? 0 : 0
+                """).first?.first.flatMap { $0 } ?? "0") ?? 0 : 0
             try connection.query("""
-                UPDATE pushreporter_subscriptions s SET leaving = true, removal_held = $3 WHERE \(leaving)
-                """, [accounts, services, holds ? "true" : "false"])
+                UPDATE pushreporter_subscriptions s SET leaving = true, removal_held = $1 WHERE \(leaving)
+                """, [holds ? "true" : "false"])
             return PublishedRemovals(newlyHeldAccounts: newlyHeld, held: try Self.heldCount(connection))
         }
     }
