@@ -412,6 +412,15 @@ class Agent:
                 pass
         return times
 
+    def reload(self, settle: float) -> tuple[float, int]:
+        """SIGHUP: the time from it to READY=1, and VmRSS `settle` seconds after READY=1."""
+        sent_at = time.monotonic()
+        self.process.send_signal(signal.SIGHUP)
+        self.wait_for(lambda line: line.startswith("RELOADING=1"), "RELOADING=1")
+        took = self.wait_for(lambda line: line == "READY=1", "READY=1 after a reload") - sent_at
+        time.sleep(settle)
+        return took, self.status("VmRSS")
+
     def stop(self) -> int:
         self.process.send_signal(signal.SIGTERM)
         code = self.process.wait(timeout=120)
@@ -531,14 +540,8 @@ def part_agent(bin_dir: str, out: str, results: Results) -> None:
                            rss_kb=rss, anon_kb=anon, file_kb=file_rss, peak_kb=peak)
 
             # Reloads of the unchanged configuration: SIGHUP to READY=1, and the memory after each.
-            times, sizes = [], []
-            for _ in range(reloads):
-                sent_at = time.monotonic()
-                agent.process.send_signal(signal.SIGHUP)
-                agent.wait_for(lambda line: line.startswith("RELOADING=1"), "RELOADING=1")
-                times.append(agent.wait_for(lambda line: line == "READY=1", "READY=1 after a reload") - sent_at)
-                time.sleep(2)  # the status loop asks for memory back within a second of settling
-                sizes.append(agent.status("VmRSS"))
+            # 2 s: the status loop asks for memory back within a second of settling.
+            times, sizes = (list(column) for column in zip(*(agent.reload(2) for _ in range(reloads))))
             growth = sizes[-1] - settled_rss
             say(f"   reload, {thousands(count)} unchanged: median {median(times):.2f} s (all: {' '.join(f'{t:.2f}' for t in times)})   "
                 f"goal <= 1 s: {verdict(median(times) <= 1)}")
@@ -597,13 +600,7 @@ def part_agent(bin_dir: str, out: str, results: Results) -> None:
                 fail("the reachable accounts were not all delivered")
             time.sleep(5)  # their outcomes written, the memory asked back
             down_rss = agent.status("VmRSS")
-            down_sizes = []
-            for _ in range(3):
-                agent.process.send_signal(signal.SIGHUP)
-                agent.wait_for(lambda line: line.startswith("RELOADING=1"), "RELOADING=1")
-                agent.wait_for(lambda line: line == "READY=1", "READY=1 after a reload")
-                time.sleep(3)
-                down_sizes.append(agent.status("VmRSS"))
+            down_sizes = [agent.reload(3)[1] for _ in range(3)]
             code = agent.stop()
         finally:
             agent.kill()
@@ -634,14 +631,7 @@ def agent_shape(binary: str, nginx, base_dir: str, count: int, shape: str, resul
         settled_rss = agent.status("VmRSS")
         time.sleep(5)
         rss, anon, file_rss = (agent.status(key) for key in ("VmRSS", "RssAnon", "RssFile"))
-        times, sizes = [], []
-        for _ in range(reloads):
-            sent_at = time.monotonic()
-            agent.process.send_signal(signal.SIGHUP)
-            agent.wait_for(lambda line: line.startswith("RELOADING=1"), "RELOADING=1")
-            times.append(agent.wait_for(lambda line: line == "READY=1", "READY=1 after a reload") - sent_at)
-            time.sleep(2)
-            sizes.append(agent.status("VmRSS"))
+        times, sizes = (list(column) for column in zip(*(agent.reload(2) for _ in range(reloads))))
         code = agent.stop()
     finally:
         agent.kill()
