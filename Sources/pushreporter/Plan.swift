@@ -17,8 +17,9 @@ struct Plan: ParsableCommand {
         discussion: """
             Loads the configuration and reads the state (a directory or a postgres:// database, also while \
             the agent runs) and says, per service, which subscriptions are new (never delivered), changed (what \
-            would be sent differs from what was delivered), unchanged, and removed (in the state, no longer \
-            configured: their removal report is sent). It compares as a reload does; a start also re-reports \
+            would be sent differs from what was delivered; the parts of the request that differ are named, never \
+            their values), unchanged, removed (in the state, no longer configured: their removal report is sent), \
+            and held (removals agent.removalGuard would hold). It compares as a reload does; a start also re-reports \
             the unchanged ones. Nothing is sent and nothing is written. Exit 0 when nothing new, changed or \
             removed would be sent, 2 when something would, 78 for an invalid configuration, 1 when the state \
             cannot be read.
