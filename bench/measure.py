@@ -80,20 +80,58 @@ class Results:
 
 # ---- running a command ---------------------------------------------------------------------------
 
+# The timed commands are started by a small process of their own, started before this script
+# reads anything large: a child's peak RSS (`ru_maxrss`) counts the memory of the process it was
+# forked from, and once this script had read a 100k-line nginx log, no command's peak could read
+# below about 85 MB.
+SPAWNER_CODE = r"""
+import json, os, subprocess, sys, time
+for line in sys.stdin:
+    job = json.loads(line)
+    with open(job["stdout"], "wb") as out, open(job["stderr"], "wb") as err:
+        start = time.time()
+        started = time.monotonic()
+        process = subprocess.Popen(job["command"], stdout=out, stderr=err, env=job["env"])
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.monotonic() - started
+    print(json.dumps({"start": start, "wall": wall, "code": os.waitstatus_to_exitcode(status),
+                      "cpu": usage.ru_utime + usage.ru_stime, "rss_kb": usage.ru_maxrss}), flush=True)
+"""
+
+
+class Spawner:
+    """The process that starts the timed commands (see SPAWNER_CODE)."""
+
+    process = None
+
+    @classmethod
+    def run(cls, command: list[str], stdout_path: str, stderr_path: str, env) -> dict:
+        if cls.process is None:
+            cls.start()
+        job = {"command": command, "stdout": stdout_path, "stderr": stderr_path, "env": dict(env if env is not None else os.environ)}
+        cls.process.stdin.write(json.dumps(job) + "\n")
+        cls.process.stdin.flush()
+        return json.loads(cls.process.stdout.readline())
+
+    @classmethod
+    def start(cls) -> None:
+        cls.process = subprocess.Popen([sys.executable, "-c", SPAWNER_CODE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       text=True)
+
+
+Spawner.start()
+
+
 class Run:
     """One run of a command: wall clock (s), CPU (user + system, s), peak RSS (KB), start time."""
 
     def __init__(self, command: list[str], stdout_path: str, stderr_path: str, check: bool = True, env=None):
-        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-            self.start = time.time()
-            started = time.monotonic()
-            process = subprocess.Popen(command, stdout=out, stderr=err, env=env)
-            _, status, usage = os.wait4(process.pid, 0)
-            self.wall = time.monotonic() - started
-            process.returncode = os.waitstatus_to_exitcode(status)
-        self.code = process.returncode
-        self.cpu = usage.ru_utime + usage.ru_stime
-        self.rss_kb = usage.ru_maxrss
+        ran = Spawner.run(command, os.path.abspath(stdout_path), os.path.abspath(stderr_path), env)
+        self.start = ran["start"]
+        self.wall = ran["wall"]
+        self.code = ran["code"]
+        self.cpu = ran["cpu"]
+        self.rss_kb = ran["rss_kb"]
         if check and self.code != 0:
             with open(stderr_path, errors="replace") as err:
                 tail = err.read()[-2000:]
@@ -353,7 +391,7 @@ def send_shape(bin_dir: str, out: str, results: Results, nginx, base_dir: str, s
     if big:
         figure = results.data["figures"]["send/100000"]
         say(f"   first request at 100k: {figure['first']:.2f} s, loading alone (validate): {figure['load']:.2f} s   "
-            f"goal: it leaves while the rest still loads: {verdict(figure['first'] < figure['load'])}")
+            f"(no goal: issue 35 dropped it, an invalid configuration sends nothing)")
         say(f"   run --once 100k peak RSS: {mb(big[0]['rss_kb'])}   goal <= 150 MB: {verdict(big[0]['rss_kb'] <= 150 * 1024)}")
 
 
@@ -707,8 +745,8 @@ def part_batching(bin_dir: str, out: str, results: Results) -> None:
             line = (f"   {backend:9} {thousands(accounts):>5} accounts in {accounts // per_request} requests of {per_request}: "
                     f"{rate:7.0f} requests/s  ({rate * per_request:8.0f} subscriptions/s; whole run {median([x.wall for x in measured]):.2f} s)")
             if backend != "acrobits":
-                share = rate / rates["acrobits"]
-                line += f"   {share:.2f} of Acrobits'   goal >= 0.9: {verdict(share >= 0.9)}"
+                share = rate * per_request / rates["acrobits"]
+                line += f"   {share:.2f}x Acrobits' in subscriptions/s   goal >= 0.9: {verdict(share >= 0.9)}"
             say(line)
             results.figure(f"batching/{backend}", accounts=accounts, per_request=per_request, rate=rate,
                            share=rate / rates["acrobits"], wall=median([x.wall for x in measured]))

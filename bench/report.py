@@ -96,10 +96,11 @@ def goals(f: dict) -> list[list[str]]:
     s = get("send/100000")
     if s:
         load = s.get("load")
-        rows.append(["first request leaves while the rest still loads (100k)", "before loading alone would end",
+        # Issue 35 dropped this goal: an invalid configuration sends nothing (exit 78), so the
+        # first request waits for loading to end. Shown, without a goal.
+        rows.append(["first request at 100k, beside loading alone", "no goal (dropped by issue 35)",
                      f"at {seconds(s['first'])} of {seconds(s['wall'])}",
-                     (f"loading alone (`validate`): {seconds(load)}; " if load else "") + f"curl: at {seconds(s['ref_first'])}", "–",
-                     ok(load is not None and s["first"] < load)])
+                     (f"loading alone (`validate`): {seconds(load)}; " if load else "") + f"curl: at {seconds(s['ref_first'])}", "–", "–"])
         rows.append(["peak RSS, `run --once` 100k", "≤ 150 MB", mb(s["rss_kb"]), f"curl: {mb(s['ref_rss_kb'])}", "–",
                      ok(s["rss_kb"] <= 150 * 1024)])
     i = get("agent/idle")
@@ -153,9 +154,11 @@ def goals(f: dict) -> list[list[str]]:
     for backend in ("journeys", "fcm"):
         b = get(f"batching/{backend}")
         if a and b:
-            rows.append([f"{backend} batching ({b['per_request']} a request)", "≥ 0.9× Acrobits requests/s",
-                         f"{b['rate']:.0f} requests/s", f"Acrobits: {a['rate']:.0f} requests/s", f"{b['rate'] / a['rate']:.2f}×",
-                         ok(b["rate"] >= 0.9 * a["rate"])])
+            # Counted in subscriptions, as issue 35 restated it (a batch is one request of many).
+            per_second = b["rate"] * b["per_request"]
+            rows.append([f"{backend} batching ({b['per_request']} a request)", "≥ 0.9× Acrobits subscriptions/s",
+                         f"{per_second:.0f} subscriptions/s ({b['rate']:.0f} requests/s)", f"Acrobits: {a['rate']:.0f} subscriptions/s",
+                         f"{per_second / a['rate']:.2f}×", ok(per_second >= 0.9 * a["rate"])])
     rr = get("render")
     if rr:
         median = f" (median {rr['median']:,}/s)" if "median" in rr else ""
