@@ -21,14 +21,19 @@ final class DirectFlights: TransportCompletionSink {
     }
 
     let transport: CurlTransport
+    /// The backends that send directly, by family (``Backend/directSending``), found once.
+    let senders: [String: any DirectSending]
     private let flights = Mutex<[UInt64: Flight]>([:])
     /// Completions not settled yet, and whether a task is settling them.
     private let arrived = Mutex<(completions: [TransportCompletion], settling: Bool)>(([], false))
     /// Settles completions (the core's ``AgentCore/settleFlights(_:)``).
     private let settle: @Sendable ([(TransportCompletion, Flight)]) -> Void
 
-    init(transport: CurlTransport, settle: @escaping @Sendable ([(TransportCompletion, Flight)]) -> Void) {
+    init(transport: CurlTransport, backends: Backends, settle: @escaping @Sendable ([(TransportCompletion, Flight)]) -> Void) {
         self.transport = transport
+        var senders: [String: any DirectSending] = [:]
+        for backend in backends.all { if let direct = backend.directSending { senders[backend.type] = direct } }
+        self.senders = senders
         self.settle = settle
     }
 
@@ -81,25 +86,23 @@ extension AgentCore {
     func launch(_ launches: [ReportScheduler<SubscriptionKey, C>.Launch]) -> [Bool] {
         guard let flights = directFlights else { return [] }
         var taken = [Bool](repeating: false, count: launches.count)
-        if shared != nil {
-            let now = clock.now
-            // Leases not renewed in time: ``perform(_:)`` says so for each.
-            if state.withLock({ $0.leasesValidUntil.map { now >= $0 } ?? true }) { return taken }
-        }
+        // Leases not renewed in time: ``perform(_:)`` says so for each.
+        if leasesLapsed { return taken }
         var started: [DirectFlights.Flight] = []
         var nothingToSend: [(id: UInt64, results: [AttemptResult])] = []
         state.withLock { state in
             let timeout = state.defaultTimeout
             for index in launches.indices where launches[index].items.count == 1 {
                 let item = launches[index].items[0]
+                // A backend that does not send directly: ``perform(_:)`` sends it, untouched here.
+                if let family = state.book.currentRequest(item.key)?.family, flights.senders[family] == nil { continue }
                 guard let request = state.book.beginAttempt(item.key) else {
                     // Nothing to send any more (replaced, or held by a reload): done.
                     taken[index] = true
                     nothingToSend.append((launches[index].id, [.delivered]))
                     continue
                 }
-                // Else ``perform(_:)`` sends it (beginning its attempt again changes nothing).
-                guard let direct = backends.backend(type: request.family)?.directSending,
+                guard let direct = flights.senders[request.family],
                       let sent = direct.transportRequest(request, defaultTimeout: timeout) else { continue }
                 taken[index] = true
                 started.append(DirectFlights.Flight(launch: launches[index].id, item: item, sent: sent, direct: direct))
@@ -114,22 +117,13 @@ extension AgentCore {
     /// book under one lock, and the scheduler told, as ``perform(_:)`` does for one request.
     func settleFlights(_ finished: [(TransportCompletion, DirectFlights.Flight)]) {
         guard !finished.isEmpty else { return }
-        let debug = logger.logLevel <= .debug
         var outcomes: [(BatchItem<SubscriptionKey>, Outcome)] = []
         outcomes.reserveCapacity(finished.count)
         var byService: [String: [Outcome]] = [:]
         for (completion, flight) in finished {
             let outcome = flight.direct.outcome(of: completion.result, for: flight.sent)
             let service = flight.item.key.service
-            switch completion.result {
-            case .success(let response):
-                metrics.requestTook(completion.took, service: service)
-                if debug { logger.debug("\(service.displayEscaped): \(flight.sent.method) \(URLText.withoutCredentialsOrQuery(flight.sent.url)) answered \(response.status) in \(DurationText(completion.took))") }
-            case .failure(let error):
-                // A request cancelled at shutdown was not answered slowly: it is not timed.
-                if !error.isCancellation { metrics.requestTook(completion.took, service: service) }
-                if debug { logger.debug("\(service.displayEscaped): \(flight.sent.method) \(URLText.withoutCredentialsOrQuery(flight.sent.url)) got no answer after \(DurationText(completion.took)): \(error)") }
-            }
+            ObservedTransport.observe(flight.sent, completion.result.mapError { $0 }, took: completion.took, service: service, metrics: metrics, logger: logger)
             outcomes.append((flight.item, outcome))
             byService[service, default: []].append(outcome)
         }

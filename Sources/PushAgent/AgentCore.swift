@@ -92,7 +92,7 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
         // The attempts need the core they are sent by; it is handed to them once made.
         let link = Link()
         let flights = (transport as? CurlTransport).map { curl in
-            DirectFlights(transport: curl, settle: { finished in link.core?.settleFlights(finished) })
+            DirectFlights(transport: curl, backends: backends, settle: { finished in link.core?.settleFlights(finished) })
         }
         directFlights = flights
         scheduler = ReportScheduler<SubscriptionKey, C>(
@@ -182,8 +182,7 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
     /// subscription in the book here (the scheduler is then told it is done); a retry goes back
     /// to the scheduler, which decides when.
     func perform(_ items: [BatchItem<SubscriptionKey>]) async -> [AttemptResult] {
-        let now = clock.now
-        if shared != nil, state.withLock({ $0.leasesValidUntil.map { now >= $0 } ?? true }) {
+        if leasesLapsed {
             // The leases were not renewed in time (the database is away): nothing may go out that
             // another agent could send too. Tried again a second later, not counted as an attempt.
             return items.map { _ in .failed(.notSent(retryIn: .seconds(1), reason: "the leases could not be renewed")) }
@@ -231,6 +230,14 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
             logger.settled(request, key: key, as: settlement, attempts: attempt)
         }
         return results
+    }
+
+    /// With shared state: whether this agent's leases were not renewed in time (the database is
+    /// away), so that nothing may go out that another agent could send too.
+    var leasesLapsed: Bool {
+        guard shared != nil else { return false }
+        let now = clock.now
+        return state.withLock { $0.leasesValidUntil.map { now >= $0 } ?? true }
     }
 
     /// Adds a batch's outcomes to `pushreporter_attempts_total`: only requests that were sent
