@@ -24,6 +24,13 @@ extension AgentBook {
         return held
     }
 
+    /// How many accounts of `leaving` were not held already (nil: none): the log says a hold
+    /// once, not again at each reload that keeps it.
+    static func newlyHeld(_ leaving: [SubscriptionRecord]) -> Int? {
+        let accounts = Set(leaving.lazy.filter { $0.state != .held }.map(\.key.account)).count
+        return accounts > 0 ? accounts : nil
+    }
+
     /// How many accounts' removals the last start or reload held, once: the log says it once.
     mutating func takeHeldNotice() -> Int? {
         defer { heldThisTime = nil }

@@ -207,7 +207,7 @@ extension AgentBook {
             }
             // Held, not removed: the record stays, its job cancelled; nothing is sent.
             let accounts = Set(leaving.lazy.map(\.0.account)).count
-            heldThisTime = accounts
+            heldThisTime = Self.newlyHeld(leaving.map(\.1.record))
             for (key, entry) in leaving {
                 summary.held += 1
                 if entry.job != nil { actions.append(.cancel(key)) }

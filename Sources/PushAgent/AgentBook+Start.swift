@@ -46,7 +46,7 @@ extension AgentBook {
         let undecided = leaving.filter { !$0.isRemoving }
         if holdsRemovals(undecided.map(\.key), accountsInState: Set(records.lazy.map(\.key.account)).count) {
             let accounts = Set(undecided.lazy.map(\.key.account)).count
-            heldThisTime = accounts
+            heldThisTime = Self.newlyHeld(undecided)
             for record in leaving {
                 guard !record.isRemoving else {
                     bookCleanup(of: record, into: &start)

@@ -149,6 +149,11 @@ import Testing
                 "\(agent.log.value)")
         #expect(await Polling.until { (try? Self.records(state).filter { $0.state == .held }.count) == 149 })
         #expect(server.requests.count == 150, "nothing is sent for a held removal")
+        // Reloaded again as it is: still held, and the warning is not said again.
+        agent.reload()
+        #expect(await agent.log.waitFor("reloaded: 0 new, 0 changed, 1 unchanged, 0 removed, 149 removals held", count: 2),
+                "\(agent.log.value)")
+        #expect(agent.log.value.components(separatedBy: "warning: holding the removal of").count == 2, "\(agent.log.value)")
 
         // They come back: no longer held, and nothing is sent for them.
         files.write("accounts.yaml", SampleConfiguration.config(accounts, base: server.baseURL))
@@ -160,7 +165,7 @@ import Testing
         // Gone again, then the guard set off: held, then sent.
         files.write("accounts.yaml", SampleConfiguration.config(Array(accounts.prefix(1)), base: server.baseURL))
         agent.reload()
-        #expect(await agent.log.waitFor("149 removals held", count: 2), "\(agent.log.value)")
+        #expect(await agent.log.waitFor("149 removals held", count: 3), "\(agent.log.value)")
         files.write("accounts.yaml", SampleConfiguration.config(Array(accounts.prefix(1)), base: server.baseURL, agent: "  removalGuard: off"))
         agent.reload()
         #expect(await agent.log.waitFor("reloaded: 0 new, 0 changed, 1 unchanged, 149 removed"), "\(agent.log.value)")
