@@ -16,7 +16,6 @@ public struct Backends: Sendable {
         self.all = all
     }
 
-    /// The backend of `type:`, if this build has it.
     /// What the state keeps of `delivery`, delivered as `fingerprint`, for `plan` to name what
     /// changed; nil when its backend cannot name its parts.
     public func deliveredSignature(of delivery: SubscriptionRequest, fingerprint: String) -> String? {
@@ -30,6 +29,7 @@ public struct Backends: Sendable {
         return DeliveredParts.changes(stored: stored, deliveredFingerprint: deliveredFingerprint, now: parts)
     }
 
+    /// The backend of `type:`, if this build has it.
     public func backend(type: String) -> (any Backend)? {
         all.first { $0.type == type }
     }

@@ -193,9 +193,6 @@ public struct Account: Sendable {
         return account
     }
 
-    /// Whether the account (or `defaults`) gives `key`, under either name of an alias pair,
-    /// even with a value that could not be read: that was reported where it is written, so
-    /// nothing is reported again as missing.
     /// In ``unreadableKeys``: a `use:` template of the account could not be read (said where it
     /// is named), so what the account would hold is not known: no further check says it lacks
     /// what the template may have given.
@@ -204,6 +201,9 @@ public struct Account: Sendable {
     /// Whether a `use:` template of the account could not be read.
     public var missesATemplate: Bool { unreadableKeys.contains(Self.templateNotReadKey) }
 
+    /// Whether the account (or `defaults`) gives `key`, under either name of an alias pair,
+    /// even with a value that could not be read: that was reported where it is written, so
+    /// nothing is reported again as missing.
     public func writes(_ key: String) -> Bool {
         writes(AccountValueTable.PreparedKey(key))
     }

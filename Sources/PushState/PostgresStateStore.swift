@@ -116,6 +116,8 @@ public final class PostgresStateStore: SharedStateStore {
                 try connection.execute("""
                     ALTER TABLE pushreporter_subscriptions ADD COLUMN IF NOT EXISTS removal_held boolean NOT NULL DEFAULT false;
                     ALTER TABLE pushreporter_subscriptions ADD COLUMN IF NOT EXISTS delivered_parts text;
+                    CREATE INDEX IF NOT EXISTS pushreporter_subscriptions_held
+                        ON pushreporter_subscriptions (account) WHERE removal_held;
                     """)
             }
             try connection.query("DELETE FROM pushreporter_schema")
