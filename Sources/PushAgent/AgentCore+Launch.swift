@@ -23,6 +23,9 @@ final class DirectFlights: TransportCompletionSink {
     let transport: CurlTransport
     /// The backends that send directly, by family (``Backend/directSending``), found once.
     let senders: [String: any DirectSending]
+    /// Services seen to be of a backend that does not send directly: skipped at once from then
+    /// on. Only a shortcut: a service whose type a reload changed is sent either way.
+    let indirectServices = Mutex<Set<String>>([])
     private let flights = Mutex<[UInt64: Flight]>([:])
     /// Completions not settled yet, and whether a task is settling them.
     private let arrived = Mutex<(completions: [TransportCompletion], settling: Bool)>(([], false))
@@ -90,24 +93,31 @@ extension AgentCore {
         if leasesLapsed { return taken }
         var started: [DirectFlights.Flight] = []
         var nothingToSend: [(id: UInt64, results: [AttemptResult])] = []
+        var indirect = flights.indirectServices.withLock { $0 }
+        let known = indirect.count
         state.withLock { state in
             let timeout = state.defaultTimeout
             for index in launches.indices where launches[index].items.count == 1 {
                 let item = launches[index].items[0]
-                // A backend that does not send directly: ``perform(_:)`` sends it, untouched here.
-                if let family = state.book.currentRequest(item.key)?.family, flights.senders[family] == nil { continue }
+                // A service whose backend does not send directly: ``perform(_:)`` sends it.
+                if indirect.contains(item.key.service) { continue }
                 guard let request = state.book.beginAttempt(item.key) else {
                     // Nothing to send any more (replaced, or held by a reload): done.
                     taken[index] = true
                     nothingToSend.append((launches[index].id, [.delivered]))
                     continue
                 }
-                guard let direct = flights.senders[request.family],
-                      let sent = direct.transportRequest(request, defaultTimeout: timeout) else { continue }
+                guard let direct = flights.senders[request.family] else {
+                    // Its attempt begun here is begun again there, which changes nothing.
+                    indirect.insert(item.key.service)
+                    continue
+                }
+                guard let sent = direct.transportRequest(request, defaultTimeout: timeout) else { continue }
                 taken[index] = true
                 started.append(DirectFlights.Flight(launch: launches[index].id, item: item, sent: sent, direct: direct))
             }
         }
+        if indirect.count > known { flights.indirectServices.withLock { $0.formUnion(indirect) } }
         flights.start(started)
         scheduler.finished(nothingToSend)
         return taken
