@@ -813,6 +813,22 @@ extension SubscriptionRequest {
         #expect(StoredRequest(text: bare.text) == bare)
     }
 
+    /// The text is made in a string of its exact length when nothing needs escaping: the agent
+    /// keeps one per subscription.
+    @Test func theTextIsReservedAtItsLength() {
+        let full = StoredRequest(RenderedRequest(account: "a", reporter: "accountRemovalReporter", method: "POST",
+                                                 url: "https://gone.example.com/a?t=1", headers: [("X-Sig", "abc"), ("Accept", "*/*")],
+                                                 body: "plain", credentials: .init(username: "u", password: "pw"),
+                                                 timeout: .milliseconds(1500)))
+        let bare = StoredRequest(RenderedRequest(account: "b", reporter: "accountRemovalReporter", method: "GET",
+                                                 url: "http://127.0.0.1/x", headers: [], body: nil))
+        let one = StoredRequest(RenderedRequest(account: "c", reporter: "accountRemovalReporter", method: "GET",
+                                                url: "http://127.0.0.1/x", headers: [("User-Agent", "pushreporter/0.1.0")], body: nil))
+        for stored in [full, bare, one] {
+            #expect(stored.text.utf8.count == stored.unescapedLength, "\(stored.text)")
+        }
+    }
+
     /// Written by hand now, the text is byte for byte what JSONEncoder wrote (sorted keys,
     /// slashes unescaped) for what removals carry: a state written by an earlier version reads
     /// as unchanged, and a reload after an upgrade rewrites none of its cleanups.
