@@ -45,7 +45,7 @@ extension AgentBook {
             }
             let sent = entry.cleanups.removeFirst().text
             entry.record.pastCleanups.removeAll { $0 == sent }
-            if job == .cleanup, entry.record.cleanup == sent { entry.record.cleanup = nil }
+            if job == .cleanup, entry.record.cleanup == sent { entry.record.setCleanup(nil) }
             entry.record.attempts = 0
             let settlement: Settlement = refused.map { .cleanupRefused($0) } ?? .cleanedUp(forgotten: false)
             if entry.cleanups.isEmpty {

@@ -72,7 +72,7 @@ extension AgentBook {
             // where the entry lies (the general path below does the same, copying the entry).
             if !intervalChanged, reportInterval == nil, isOwned(key), entries.update(key, { entry in
                 guard Self.keepsDelivery(entry, plan, serviceWasStopped: wereStopped[key.service] != nil),
-                      entry.record.cleanup == plan.cleanup else { return false }
+                      entry.record.hasCleanup(plan.cleanup) else { return false }
                 entry.plan = Booking(plan)
                 Self.keepRequestLean(&entry, mayLetGo: letsGo)
                 return true
@@ -115,10 +115,10 @@ extension AgentBook {
                 var changed = false
                 var (submitted, cancelled) = (false, false)
                 let hadJob = entry.job != nil
-                let cleanupChanged = entry.record.cleanup != plan.cleanup
+                let cleanupChanged = !entry.record.hasCleanup(plan.cleanup)
                 if cleanupChanged {
                     // The same delivery, with a cleanup written differently (a fixed URL, say).
-                    entry.record.cleanup = plan.cleanup
+                    entry.record.setCleanup(plan.cleanup)
                     changed = true
                 }
                 // Only a delivery the interval repeats, or none: a job owed now (a start's report,
@@ -162,7 +162,7 @@ extension AgentBook {
             if wasRemoving {
                 // Back before its cleanups all went out: they stay owed for a later removal.
                 entry.record.pastCleanups = entry.cleanups.map(\.text)
-                entry.record.cleanup = nil
+                entry.record.setCleanup(nil)
             }
             plan.apply(to: &entry.record)
             entry.plan = Booking(plan)

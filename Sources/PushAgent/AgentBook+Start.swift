@@ -328,6 +328,8 @@ extension AgentBook {
                 awaitingFeed += 1
             }
         }
+        // A record the start leaves as stored: its cleanup text is the state's.
+        if !written, withUnsafePointer(to: entry, { mayLetGoOfCleanupText($0) }) { entry.record.keepCleanupInStateOnly() }
         let (submission, generation) = store(entry)
         start.add(record, submission: submission, generation: generation)
     }

@@ -70,6 +70,10 @@ struct AgentBook {
     var stoppedServices: [String: String] = [:]
     /// Records whose stored cleanup could not be read (forgotten without one), for the log.
     var unreadableCleanups: [SubscriptionKey] = []
+    /// Whether the cleanup texts of written records are let go, the state holding them
+    /// (``AgentBook+CleanupTexts``): the agent's, whose state is its own; tests of the book
+    /// keep them.
+    var cleanupTextsInStateOnly = false
     /// Reads a stored cleanup back into a request; nil when it cannot.
     let decodeCleanup: @Sendable (SubscriptionKey, String) -> SubscriptionRequest?
 

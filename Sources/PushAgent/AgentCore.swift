@@ -87,6 +87,8 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
             backends.cleanupRequest(account: key.account, service: key.service, stored: text)
         })
         book.removalGuard = settings.removalGuard
+        // Its state its own, the agent reads a cleanup's text back from it when it needs it.
+        book.cleanupTextsInStateOnly = shared == nil
         book.deliveredSignature = { request, fingerprint in backends.deliveredSignature(of: request, fingerprint: fingerprint) }
         state = Mutex(AgentState(book: book, start: start, defaultTimeout: settings.timeout, metricsPerAccount: settings.metricsPerAccount))
         // The attempts need the core they are sent by; it is handed to them once made.
@@ -107,6 +109,7 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
             },
             onEvent: { event, _ in link.core?.handle(event) })
         link.core = self
+        recorder.whenCleanupsWritten { keys in link.core?.state.withLock { $0.book.letGoOfWrittenCleanups(keys) } }
     }
 
     /// The core, for the scheduler's closures, which are made before it is.

@@ -52,6 +52,24 @@ struct ReloadService<C: Clock>: Service where C.Duration == Duration {
             core.state.withLock { $0.statusNote = "reload failed, previous configuration kept: \(why)" }
             core.metrics.reloaded(successfully: false, at: Double(core.wallClock()) / 1000)
         case .loaded(let plans, let newPollers, let newSettings, let warnings):
+            // The cleanups the book let go of that this reload replaces or removes, read back
+            // from the state first (``AgentBook+CleanupTexts``).
+            let readBack = core.state.withLock { $0.book.cleanupsToReadBack(for: plans) }
+            var texts: [SubscriptionKey: String] = [:]
+            if !readBack.isEmpty {
+                let recorder = core.recorder
+                switch await offPool({ () -> Result<[SubscriptionKey: String], StateError> in
+                    Result { () throws(StateError) in try recorder.storedCleanups(of: readBack) }
+                }) {
+                case .success(let read): texts = read
+                case .failure(let error):
+                    logger.error("the previous configuration keeps running: the removal requests of the accounts this reload changes or removes cannot be read from the state: \(error.description)")
+                    core.state.withLock { $0.statusNote = "reload failed, previous configuration kept: the state cannot be read" }
+                    core.metrics.reloaded(successfully: false, at: Double(core.wallClock()) / 1000)
+                    notifier.notify("READY=1\nSTATUS=\(core.statusText())")
+                    return
+                }
+            }
             let now = core.wallClock()
             // `remove --held` asked for the held removals: this reload sends them, as without the guard.
             let releasing = core.releaseRequested()
@@ -64,6 +82,7 @@ struct ReloadService<C: Clock>: Service where C.Duration == Duration {
                 state.defaultTimeout = newSettings.timeout
                 state.metricsPerAccount = newSettings.metricsPerAccount
                 state.book.removalGuard = releasing ? nil : newSettings.removalGuard
+                for key in state.book.restoreCleanups(texts, asked: readBack) { logger.unreadableCleanup(of: key) }
                 let (actions, summary) = state.book.reload(plans: plans, reportInterval: newSettings.reportInterval, now: now)
                 state.book.removalGuard = newSettings.removalGuard
                 core.apply(actions, in: &state)

@@ -22,6 +22,18 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
         var records: [SubscriptionKey: SubscriptionRecord] = [:]
         var forgotten: Set<SubscriptionKey> = []
         var isEmpty: Bool { records.isEmpty && forgotten.isEmpty }
+
+        /// Keeps `record` for `key`, over an earlier unsaved version: what that one carried and
+        /// this one leaves to the store as it is (its delivery's parts, its cleanup's text) is
+        /// written all the same.
+        mutating func keep(_ record: SubscriptionRecord, over earlier: SubscriptionRecord?) {
+            var record = record
+            if let earlier {
+                if record.deliveredParts == nil { record.deliveredParts = earlier.deliveredParts }
+                if record.cleanupInState != nil, let text = earlier.cleanup { record.setCleanup(text) }
+            }
+            records[record.key] = record
+        }
     }
 
     private let store: any StateStore
@@ -35,6 +47,14 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
     private let releaseAfterWrite = Mutex(false)
     /// Writes that failed since the last one that did not.
     private let failedWrites = Mutex(0)
+    /// Told the keys of records written with a cleanup text and not recorded again since
+    /// (``AgentBook/letGoOfWrittenCleanups(_:)``).
+    private let onWritten = Mutex<(@Sendable ([SubscriptionKey]) -> Void)?>(nil)
+
+    /// Sets what is told of records written with their cleanup's text.
+    public func whenCleanupsWritten(_ body: @escaping @Sendable ([SubscriptionKey]) -> Void) {
+        onWritten.withLock { $0 = body }
+    }
 
     /// Whether the last write of the state succeeded (or none failed yet): `/readyz` and
     /// `pushreporter_state_up`.
@@ -59,11 +79,7 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
     /// Records `record` (replacing an earlier unsaved version of the same subscription).
     public func save(_ record: SubscriptionRecord) {
         change { pending in
-            var record = record
-            // What an earlier unsaved version kept of its delivery's parts is written all the
-            // same, as the store keeps it when a later one without them is written.
-            if record.deliveredParts == nil { record.deliveredParts = pending.records[record.key]?.deliveredParts }
-            pending.records[record.key] = record
+            pending.keep(record, over: pending.records[record.key])
             pending.forgotten.remove(record.key)
         }
     }
@@ -89,6 +105,24 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
         if isFull { fullBatchContinuation.yield() }
     }
 
+    /// The cleanup texts of `keys` as the state will hold them: those of changes not written
+    /// yet, else the store's (``StateStore/cleanups(of:)``). Read while no write is under way: a
+    /// batch being written is in neither.
+    public func storedCleanups(of keys: [SubscriptionKey]) throws(StateError) -> [SubscriptionKey: String] {
+        try flushing.withLock { _ throws(StateError) in
+            var texts: [SubscriptionKey: String] = [:]
+            let unwritten = pending.withLock { pending in
+                keys.filter { key in
+                    guard let text = pending.records[key]?.cleanup else { return true }
+                    texts[key] = text
+                    return false
+                }
+            }
+            for (key, text) in try store.cleanups(of: unwritten) { texts[key] = text }
+            return texts
+        }
+    }
+
     /// Once the last write is done: the store's files made as small as they can be.
     public func compactStoreOnClose() {
         store.compactOnClose()
@@ -98,7 +132,18 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
     /// written. On failure the changes stay pending for the next flush.
     @discardableResult
     public func flush() -> Bool {
-        flushing.withLock { _ in
+        let (written, withCleanups) = flushBatch()
+        if !withCleanups.isEmpty, let onWritten = onWritten.withLock({ $0 }) {
+            // Only those not recorded again meanwhile: a later version is still to write.
+            let settled = pending.withLock { pending in withCleanups.filter { pending.records[$0] == nil } }
+            onWritten(settled)
+        }
+        return written
+    }
+
+    /// ``flush()``'s write: whether it was written, and the keys written with a cleanup's text.
+    private func flushBatch() -> (written: Bool, withCleanups: [SubscriptionKey]) {
+        flushing.withLock { _ -> (Bool, [SubscriptionKey]) in
             let batch = pending.withLock { pending in
                 // Room for as many as this batch (up to a full one): an empty table doubled its
                 // way up again while `run --once` sent (1 % of its CPU, perf).
@@ -107,29 +152,35 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
                 swap(&next, &pending)
                 return next
             }
-            guard !batch.isEmpty else { return true }
+            guard !batch.isEmpty else { return (true, []) }
             do throws(StateError) {
-                try store.save(Array(batch.records.values), deleting: Array(batch.forgotten))
+                let records = Array(batch.records.values)
+                try store.save(records, deleting: Array(batch.forgotten))
                 let failed = failedWrites.withLock { count in defer { count = 0 }; return count }
                 if failed > 0 {
                     logger.notice("the state is written again (\(failed) \(failed == 1 ? "write" : "writes") failed meanwhile; nothing was lost)")
                 }
-                return true
+                return (true, records.compactMap { $0.cleanup == nil ? nil : $0.key })
             } catch {
                 // Said once, not once a second for as long as the state cannot be written.
                 if failedWrites.withLock({ count in defer { count += 1 }; return count }) == 0 {
                     logger.error("cannot save the state: \(error.description); it is kept in memory and written once it can be (tried again every second)")
                 }
                 pending.withLock { pending in
-                    // Changes recorded since the batch was taken are newer: keep them.
-                    for (id, record) in batch.records where pending.records[id] == nil && !pending.forgotten.contains(id) {
-                        pending.records[id] = record
+                    // Changes recorded since the batch was taken are newer: keep them, with what
+                    // they leave to the store as it is.
+                    for (id, record) in batch.records where !pending.forgotten.contains(id) {
+                        if let newer = pending.records[id] {
+                            pending.keep(newer, over: record)
+                        } else {
+                            pending.records[id] = record
+                        }
                     }
                     for id in batch.forgotten where pending.records[id] == nil {
                         pending.forgotten.insert(id)
                     }
                 }
-                return false
+                return (false, [])
             }
         }
     }

@@ -16,6 +16,9 @@ extension SubscriptionPlan {
 
     /// Makes `record` describe this plan, not yet attempted, with its cleanup.
     func apply(to record: inout SubscriptionRecord) {
+        // A replaced delivery's cleanup is read back from the state first
+        // (``AgentBook/cleanupsToReadBack(for:)``).
+        assert(record.cleanupInState == nil || record.fingerprint == fingerprint, "the cleanup of a replaced delivery is not in memory")
         if record.fingerprint != fingerprint, let old = record.cleanup, old != cleanup, !record.pastCleanups.contains(old) {
             // The delivery it replaces may have reached the receiver: its cleanup stays owed.
             record.pastCleanups.append(old)
@@ -25,7 +28,8 @@ extension SubscriptionPlan {
         let staysDelivered = refusal == nil && delivery != nil && record.deliveredFingerprint == fingerprint
         record.fingerprint = fingerprint
         record.attempts = 0
-        record.cleanup = cleanup
+        // The plan's text (one copy, the plan's), unless the state holds this one already.
+        if record.cleanupInState == nil || !record.hasCleanup(cleanup) { record.setCleanup(cleanup) }
         // What the backend keeps for a delivery made again unchanged (a group's key) stays
         // while it is made again: `status` shows it, and a restart finds it.
         if !staysDelivered || record.state != .delivered { record.backendData = nil }

@@ -180,10 +180,14 @@ public final class PostgresStateStore: SharedStateStore {
         // In key order, as every statement that locks many rows takes them, so that two agents'
         // transactions never wait on each other in a circle.
         let records = records.sorted { $0.key < $1.key }
+        // Every record in one statement, each column as an array; those that leave their
+        // cleanup's text as it is stored in a second one.
+        let groups = !records.contains { $0.cleanupInState != nil } ? [(records, false)]
+            : [(records.filter { $0.cleanupInState == nil }, false), (records.filter { $0.cleanupInState != nil }, true)]
         try transaction { connection throws(StateError) in
-            if !records.isEmpty {
-                // Every record in one statement: each column as an array.
+            for (records, keepsCleanup) in groups where !records.isEmpty {
                 func column(_ value: (SubscriptionRecord) -> String?) -> String? { PostgresArray.encode(records.map(value)) }
+                let cleanup = keepsCleanup ? "pushreporter_subscriptions.cleanup" : "EXCLUDED.cleanup"
                 try connection.query("""
                     INSERT INTO pushreporter_subscriptions (\(Self.columns), group_generation, delivered_parts)
                     SELECT a, s, f, df, st, at, la, lo, nd, ls, bd, c, coalesce(pc::text[], '{}'), $15, dp
@@ -195,7 +199,7 @@ public final class PostgresStateStore: SharedStateStore {
                         state = EXCLUDED.state, attempts = EXCLUDED.attempts, last_attempt_at = EXCLUDED.last_attempt_at,
                         last_outcome = EXCLUDED.last_outcome, next_due_at = EXCLUDED.next_due_at,
                         last_success_at = EXCLUDED.last_success_at, backend_data = EXCLUDED.backend_data,
-                        cleanup = EXCLUDED.cleanup, past_cleanups = EXCLUDED.past_cleanups,
+                        cleanup = \(cleanup), past_cleanups = EXCLUDED.past_cleanups,
                         group_generation = EXCLUDED.group_generation,
                         delivered_parts = coalesce(EXCLUDED.delivered_parts, pushreporter_subscriptions.delivered_parts)
                     WHERE pushreporter_subscriptions.holder IS NULL OR pushreporter_subscriptions.holder = $14

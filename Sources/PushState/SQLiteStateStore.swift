@@ -225,6 +225,23 @@ public final class SQLiteStateStore: StateStore {
         }
     }
 
+    /// One row read per key: a reload asks for the few whose delivery it replaces, or the
+    /// accounts that left, not for every record.
+    public func cleanups(of keys: [SubscriptionKey]) throws(StateError) -> [SubscriptionKey: String] {
+        guard !keys.isEmpty else { return [:] }
+        return try connection.withLock { (statements: inout Statements) throws(StateError) -> [SubscriptionKey: String] in
+            let select = try statements.database.prepare("SELECT cleanup FROM subscriptions WHERE account = ? AND service = ?")
+            var texts: [SubscriptionKey: String] = [:]
+            for key in keys {
+                select.bind(1, key.account)
+                select.bind(2, key.service)
+                if try select.step(), let text = select.text(0) { texts[key] = text }
+                select.reset()
+            }
+            return texts
+        }
+    }
+
     /// The page cache between writes (in KiB, as `PRAGMA cache_size` takes a negative size).
     static let idleCacheSize = -1024
     /// The batches that get a larger cache while they are written (64 MB at most, taken as used).
@@ -265,6 +282,7 @@ public final class SQLiteStateStore: StateStore {
                     upsert.bind(12, record.cleanup)
                     upsert.bind(13, Self.encodeList(record.pastCleanups))
                     upsert.bind(14, record.deliveredParts)
+                    upsert.bind(15, Int64(record.cleanupInState == nil ? 0 : 1))
                     try upsert.run()
                 }
                 for key in keys {
@@ -361,14 +379,15 @@ private struct Statements: @unchecked Sendable {
         }
         writes = readOnly ? nil : Writes(
             // An upsert, not a replacement: a record written without its delivery's parts keeps
-            // those written with it.
+            // those written with it, and one whose cleanup's text the agent let go keeps its text.
             upsert: try database.prepare("""
                 INSERT INTO subscriptions (\(columns), delivered_parts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (account, service) DO UPDATE SET fingerprint = excluded.fingerprint,
                     delivered_fingerprint = excluded.delivered_fingerprint, state = excluded.state, attempts = excluded.attempts,
                     last_attempt_at = excluded.last_attempt_at, last_outcome = excluded.last_outcome,
                     next_due_at = excluded.next_due_at, last_success_at = excluded.last_success_at,
-                    backend_data = excluded.backend_data, cleanup = excluded.cleanup, past_cleanups = excluded.past_cleanups,
+                    backend_data = excluded.backend_data, cleanup = CASE WHEN ?15 THEN cleanup ELSE excluded.cleanup END,
+                    past_cleanups = excluded.past_cleanups,
                     delivered_parts = coalesce(excluded.delivered_parts, delivered_parts)
                 """),
             delete: try database.prepare("DELETE FROM subscriptions WHERE account = ? AND service = ?"),

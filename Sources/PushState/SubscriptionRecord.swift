@@ -78,6 +78,11 @@ public struct SubscriptionRecord: Sendable, Equatable {
     /// store keeps the last one written; nil writes leave it as it is, and ``records()`` does
     /// not read it back (``StateStore/deliveredParts()`` does), so the agent holds none.
     public var deliveredParts: String? = nil
+    /// Set when the agent let go of the cleanup's text once it was written: its
+    /// ``cleanupDigest(_:)``, and ``cleanup`` is nil. A store writing such a record leaves the
+    /// stored cleanup as it is. Never read from a store; an agent keeps 200 bytes or more of
+    /// removal request per subscription otherwise (a quarter of its memory, idle).
+    public var cleanupInState: Int? = nil
 
     public init(key: SubscriptionKey, fingerprint: String = "", deliveredFingerprint: String? = nil,
                 state: SubscriptionState = .pending, attempts: Int = 0, lastAttemptAt: Int64? = nil,
@@ -98,6 +103,38 @@ public struct SubscriptionRecord: Sendable, Equatable {
     }
 
     public var isRemoving: Bool { state == .removing }
+
+    /// What the record keeps of a cleanup text whose text is let go: a digest of its bytes
+    /// (`Hasher`: this process only, never stored).
+    public static func cleanupDigest(_ text: String) -> Int {
+        var text = text
+        return text.withUTF8 { bytes in
+            var hasher = Hasher()
+            hasher.combine(bytes: UnsafeRawBufferPointer(bytes))
+            return hasher.finalize()
+        }
+    }
+
+    /// Whether the record's cleanup is `text` (nil: it has none): equal as Swift compares texts
+    /// while the record holds it, byte for byte when the state holds it.
+    public func hasCleanup(_ text: String?) -> Bool {
+        guard let cleanupInState else { return cleanup == text }
+        guard let text else { return false }
+        return Self.cleanupDigest(text) == cleanupInState
+    }
+
+    /// Lets go of the cleanup's text, which the state holds (``cleanupInState``).
+    public mutating func keepCleanupInStateOnly() {
+        guard let cleanup else { return }
+        cleanupInState = Self.cleanupDigest(cleanup)
+        self.cleanup = nil
+    }
+
+    /// Sets the cleanup's text (nil: none), held here again.
+    public mutating func setCleanup(_ text: String?) {
+        cleanup = text
+        cleanupInState = nil
+    }
 }
 
 /// Where the agent keeps its subscriptions (SPEC §6, §11): SQLite in a state directory, or a
@@ -118,6 +155,9 @@ public protocol StateStore: Sendable {
     /// What the state keeps of each subscription's last delivery's parts (for `plan`), by key;
     /// empty for a store, or a layout, that keeps none.
     func deliveredParts() throws(StateError) -> [SubscriptionKey: String]
+    /// The stored cleanup texts of `keys`, by key (those without one left out): what an agent
+    /// that let go of them reads back when a reload replaces or removes their delivery.
+    func cleanups(of keys: [SubscriptionKey]) throws(StateError) -> [SubscriptionKey: String]
     /// Leaves the store's files as small as they can be once nothing more is written (a
     /// round's end, the agent's): SQLite's write-ahead log folded in and truncated.
     func compactOnClose()
@@ -126,4 +166,12 @@ public protocol StateStore: Sendable {
 extension StateStore {
     public func compactOnClose() {}
     public func deliveredParts() throws(StateError) -> [SubscriptionKey: String] { [:] }
+
+    public func cleanups(of keys: [SubscriptionKey]) throws(StateError) -> [SubscriptionKey: String] {
+        guard !keys.isEmpty else { return [:] }
+        let wanted = Set(keys)
+        var texts: [SubscriptionKey: String] = [:]
+        for record in try records() where wanted.contains(record.key) { texts[record.key] = record.cleanup }
+        return texts
+    }
 }

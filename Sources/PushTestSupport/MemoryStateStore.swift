@@ -37,7 +37,12 @@ public final class MemoryStateStore: StateStore {
             throw StateError.unavailable("the memory store is told to fail")
         }
         stored.withLock { stored in
-            for record in records { stored[record.key] = record }
+            for record in records {
+                var record = record
+                // The agent let go of its cleanup's text: the stored one stays.
+                if record.cleanupInState != nil { record.setCleanup(stored[record.key]?.cleanup) }
+                stored[record.key] = record
+            }
             for key in keys { stored[key] = nil }
         }
         saves.withLock { $0 += 1 }

@@ -77,6 +77,29 @@ import PushTestThreads
         withExtendedLifetime(keep) {}
     }
 
+    /// An agent lets go of a cleanup's text once it is written: a later version of the record
+    /// written without it (``SubscriptionRecord/cleanupInState``) leaves the stored text, in a
+    /// batch beside records that change theirs; the texts are read back by key.
+    @Test(arguments: kinds)
+    func aCleanupLetGoOfStaysStored(_ kind: StoreKind) throws {
+        let (place, keep) = try kind.makePlace()
+        let store = try kind.open(place, false)
+        try store.save([Self.record("alice"), Self.record("bob"), Self.record("carol")], deleting: [])
+        var alice = Self.record("alice")
+        alice.keepCleanupInStateOnly()
+        alice.lastOutcome = "delivered again"
+        #expect(alice.cleanup == nil && alice.hasCleanup(#"{"method":"DELETE"}"#) && !alice.hasCleanup(#"{"method":"PUT"}"#))
+        var bob = Self.record("bob")
+        bob.setCleanup(#"{"method":"PUT"}"#)
+        try store.save([alice, bob], deleting: [])
+        let read = try kind.open(place, true).records()
+        #expect(read.map(\.cleanup) == [#"{"method":"DELETE"}"#, #"{"method":"PUT"}"#, #"{"method":"DELETE"}"#])
+        #expect(read.first?.lastOutcome == "delivered again")
+        let keys = ["alice", "bob", "dave"].map { SubscriptionKey(account: $0, service: SubscriptionKey.acrobits) }
+        #expect(try store.cleanups(of: keys) == [keys[0]: #"{"method":"DELETE"}"#, keys[1]: #"{"method":"PUT"}"#])
+        withExtendedLifetime(keep) {}
+    }
+
     @Test(arguments: kinds)
     func subscriptionsOfOneAccountAreApart(_ kind: StoreKind) throws {
         let (place, keep) = try kind.makePlace()

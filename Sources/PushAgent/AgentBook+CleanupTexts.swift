@@ -1,0 +1,72 @@
+import PushBackend
+import PushState
+
+/// Cleanup texts the state holds (issue 35): a removal request is rendered with each delivery
+/// and written before it is sent (SPEC §6), and the book kept its text for every subscription
+/// for as long as the agent ran, 27 MB of the idle agent's 126 at 100,000 accounts. Once its
+/// record is written, the book keeps a digest instead (``SubscriptionRecord/cleanupInState``),
+/// which tells a reload whether the cleanup changed. The text is needed again only when the
+/// delivery is replaced or leaves: a reload reads those back from the state first
+/// (``cleanupsToReadBack(for:)``, ``restoreCleanups(_:)``).
+///
+/// The text is always in one of three places: the entry, the recorder's pending changes (which
+/// carry it over a later write of the same record without it), or the state.
+extension AgentBook {
+    /// Whether `entry`'s cleanup text may be let go, once the state holds it: not with shared
+    /// state (another agent's reload does not read it back here), not while its cleanup is
+    /// sent or held, nor before the feeder writes its record.
+    func mayLetGoOfCleanupText(_ entry: UnsafePointer<Entry>) -> Bool {
+        cleanupTextsInStateOnly && owned == nil && entry.pointee.record.cleanup != nil && entry.pointee.job != .cleanup
+            && !entry.pointee.awaitsFeed && entry.pointee.record.state != .held && !entry.pointee.record.isRemoving
+    }
+
+    /// The records of `keys` are written: their cleanup texts are let go where they may be.
+    mutating func letGoOfWrittenCleanups(_ keys: [SubscriptionKey]) {
+        for key in keys {
+            guard entries.read(key, { mayLetGoOfCleanupText($0) }) == true else { continue }
+            _ = entries.update(key) { $0.record.keepCleanupInStateOnly() }
+        }
+    }
+
+    /// The keys whose cleanup text a reload to `plans` may need and the book let go: those it
+    /// replaces (another fingerprint) and those leaving. To read from the state before the reload.
+    func cleanupsToReadBack(for plans: [SubscriptionPlan]) -> [SubscriptionKey] {
+        let inState = entries.compactMapBorrowing { _, entry in entry.pointee.record.cleanupInState == nil ? nil : () }.count
+        guard inState > 0 else { return [] }
+        var keys: [SubscriptionKey] = []
+        var planned = 0
+        for plan in plans {
+            guard let replaced = entries.read(plan.key, { entry -> Bool? in
+                guard entry.pointee.record.cleanupInState != nil else { return nil }
+                return entry.pointee.record.fingerprint != plan.fingerprint
+            }), let replaced else { continue }
+            planned += 1
+            if replaced { keys.append(plan.key) }
+        }
+        // Every entry whose text is in the state has its plan: none of them leaves.
+        guard planned < inState else { return keys }
+        let plannedKeys = Set(plans.lazy.map(\.key))
+        keys += entries.compactMapBorrowing { key, entry in
+            entry.pointee.record.cleanupInState != nil && !plannedKeys.contains(key) ? key : nil
+        }
+        return keys
+    }
+
+    /// Puts back the cleanup texts read from the state; returns the keys asked for that it did
+    /// not find (their state lost them).
+    mutating func restoreCleanups(_ texts: [SubscriptionKey: String], asked keys: [SubscriptionKey]) -> [SubscriptionKey] {
+        var missing: [SubscriptionKey] = []
+        for key in keys {
+            _ = entries.update(key) { entry in
+                guard entry.record.cleanupInState != nil else { return }
+                if let text = texts[key] {
+                    entry.record.setCleanup(text)
+                } else {
+                    missing.append(key)
+                    entry.record.setCleanup(nil)
+                }
+            }
+        }
+        return missing
+    }
+}
