@@ -99,7 +99,7 @@ let package = Package(
         // requests are sent and judged. Backends import it, never each other.
         .target(
             name: "PushBackend",
-            dependencies: ["PushConfig", "PushSystem", "PushTemplates", "PushScheduler", "PushTransport",
+            dependencies: ["PushConfig", "PushSystem", "PushTemplates", "PushScheduler", "PushTransport", "PushState",
                            .product(name: "Crypto", package: "swift-crypto"),
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]
@@ -259,7 +259,7 @@ let package = Package(
         .testTarget(
             name: "PushConfigTests",
             dependencies: ["PushConfig", "PushRegistry", "PushSystem", "PushAcrobits", "PushAdobe", "PushAgent", "PushBackend", "PushJourneys", "PushFCM",
-                           "PushTemplates", "PushTestSupport", "PushTestThreads"]
+                           "PushState", "PushTemplates", "PushTestSupport", "PushTestThreads"]
         ),
         .testTarget(
             name: "PushJourneysTests",
@@ -280,7 +280,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushAcrobitsTests",
-            dependencies: ["PushAcrobits", "PushBackend", "PushConfig", "PushTemplates", "PushScheduler", "PushTransport", "PushTestSupport", "PushTestThreads"]
+            dependencies: ["PushAcrobits", "PushBackend", "PushConfig", "PushTemplates", "PushScheduler", "PushState", "PushTransport", "PushTestSupport", "PushTestThreads"]
         ),
         .testTarget(
             name: "PushSchedulerTests",

@@ -189,7 +189,7 @@ public struct RequestBuilder: Sendable {
         fields.append(request.credentials?.username ?? "")
         fields.append(request.credentials?.password ?? "")
         fields.append(timeout)
-        return Fingerprint.sha256(fields)
+        return Fingerprint.subscription(fields)
     }
 }
 

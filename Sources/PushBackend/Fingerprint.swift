@@ -1,10 +1,29 @@
 import Crypto
 import FoundationEssentials
+import PushState
 
 /// Fingerprints: what a subscription sends, or what requests must share to go in one batch.
 public enum Fingerprint {
-    /// SHA-256 (lower-case hex) of `parts`, each followed by NUL.
+    /// SHA-256 (lower-case hex) of `parts`, each followed by NUL: what requests of a batch
+    /// share, a group's name.
     public static func sha256(_ parts: [String]) -> String {
+        hex(digest(parts))
+    }
+
+    /// A subscription's fingerprint (``SubscriptionPlan/fingerprint``) of `parts`, each followed
+    /// by NUL: of the same SHA-256 digest, written as ``FingerprintText`` (15 characters, kept
+    /// inline).
+    public static func subscription(_ parts: [String]) -> String {
+        subscription(digest: digest(parts))
+    }
+
+    /// A subscription's fingerprint of a SHA-256 digest.
+    public static func subscription(digest: SHA256.Digest) -> String {
+        digest.withUnsafeBytes { FingerprintText.of(digest: $0) }
+    }
+
+    /// SHA-256 of `parts`, each followed by NUL.
+    private static func digest(_ parts: [String]) -> SHA256.Digest {
         // The parts are copied into one buffer and hashed in one update: a string and an array
         // per part cost planning 100,000 subscriptions more than the hashing itself.
         let size = parts.reduce(0) { $0 + $1.utf8.count + 1 }
@@ -24,7 +43,7 @@ public enum Fingerprint {
             hasher.update(bufferPointer: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: buffer[..<offset])))
             return hasher.finalize()
         }
-        return hex(digest)
+        return digest
     }
 
     /// Lower-case hex of a digest, read in place: iterating it as a sequence into an array was

@@ -35,7 +35,7 @@ struct ExampleWebhookPlanner: SubscriptionPlanner, Sendable {
                   let token = render(account, values: values, service: name, display: .asSent, diagnostics: &diagnostics)
             else { continue }
             let delivery = Self.item(settings, account: account.id, token: token, removed: false)
-            let fingerprint = Fingerprint.sha256([delivery.url, delivery.body])
+            let fingerprint = Fingerprint.subscription([delivery.url, delivery.body])
             guard !token.isEmpty else {
                 plans.append(SubscriptionPlan(account: account.id, service: name, fingerprint: fingerprint, delivery: nil,
                                               waiting: "no device token yet (token renders empty)", cleanup: nil))

@@ -118,7 +118,7 @@ struct FCMPlanner: SubscriptionPlanner {
         for (service, member) in subscriptions.sorted(by: { $0.key < $1.key }) {
             guard let settings = services[service] else { continue }
             let target = settings.target
-            let fingerprint = Fingerprint.sha256([target.fingerprint, member.group, member.token])
+            let fingerprint = Fingerprint.subscription([target.fingerprint, member.group, member.token])
             if member.token.isEmpty {
                 plans.append(SubscriptionPlan(account: account.id, service: service, fingerprint: fingerprint, delivery: nil,
                                               waiting: "no device token yet (deviceToken renders empty)", cleanup: nil))

@@ -239,11 +239,11 @@ struct JourneysPlanner: SubscriptionPlanner, Sendable {
         }
     }
 
-    /// SHA-256 of what a registration sends, secrets included.
+    /// The fingerprint (SHA-256) of what a registration sends, secrets included.
     static func fingerprint(_ item: JourneysItem) -> String {
         var hasher = SHA256()
         hasher.update(data: Array((item.url + "\u{0}" + item.object + "\u{0}"
             + item.headers.map { $0.name + ":" + $0.value }.joined(separator: "\n")).utf8))
-        return Fingerprint.hex(hasher.finalize())
+        return Fingerprint.subscription(digest: hasher.finalize())
     }
 }

@@ -167,8 +167,8 @@ public final class PostgresStateStore: SharedStateStore {
     /// A record from a row of ``columns``.
     static func record(_ row: [String?]) -> SubscriptionRecord {
         SubscriptionRecord(
-            key: SubscriptionKey(account: row[0] ?? "", service: row[1] ?? ""), fingerprint: row[2] ?? "",
-            deliveredFingerprint: row[3], state: row[4].flatMap(SubscriptionState.init(rawValue:)) ?? .pending,
+            key: SubscriptionKey(account: row[0] ?? "", service: row[1] ?? ""), fingerprint: FingerprintText.current(row[2] ?? ""),
+            deliveredFingerprint: FingerprintText.current(row[3]), state: row[4].flatMap(SubscriptionState.init(rawValue:)) ?? .pending,
             attempts: Int(row[5] ?? "0") ?? 0, lastAttemptAt: row[6].flatMap { Int64($0) }, lastOutcome: row[7],
             nextDueAt: row[8].flatMap { Int64($0) }, lastSuccessAt: row[9].flatMap { Int64($0) }, backendData: row[10],
             cleanup: row[11], pastCleanups: PostgresArray.decode(row[12] ?? "{}").compactMap { $0 })

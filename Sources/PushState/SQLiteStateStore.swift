@@ -202,7 +202,8 @@ public final class SQLiteStateStore: StateStore {
             while try select.step() {
                 records.append(SubscriptionRecord(
                     key: SubscriptionKey(account: select.text(0) ?? "", service: select.text(1) ?? ""),
-                    fingerprint: select.text(2) ?? "", deliveredFingerprint: select.text(3),
+                    fingerprint: FingerprintText.current(select.text(2) ?? ""),
+                    deliveredFingerprint: FingerprintText.current(select.text(3)),
                     state: select.text(4).flatMap(SubscriptionState.init(rawValue:)) ?? .pending,
                     attempts: Int(select.int64(5) ?? 0), lastAttemptAt: select.int64(6), lastOutcome: select.text(7),
                     nextDueAt: select.int64(8), lastSuccessAt: select.int64(9), backendData: select.text(10),

@@ -1,6 +1,7 @@
 import PushConfig
 @testable import PushAcrobits
 import PushBackend
+import PushState
 import PushTestSupport
 import Testing
 import PushTestThreads
@@ -490,7 +491,7 @@ struct RequestBuildingTests {
         let l3 = Loaded(Self.account.replacingOccurrences(of: "pw&1", with: "pw&2")
                         + "\n    pushTokenReporterUrl: https://h.example/t?p=%account[password]%\n")
         let f1 = try #require(l1.request("a")?.fingerprint)
-        #expect(f1.count == 64)
+        #expect(f1.count == FingerprintText.length)
         #expect(l2.request("a")?.fingerprint == f1)
         #expect(l1.request("a", display: .stars)?.fingerprint == f1)
         #expect(l3.request("a")?.fingerprint != f1)
