@@ -7,21 +7,31 @@ import PushState
 /// record is written, the book keeps a digest instead (``SubscriptionRecord/cleanupInState``),
 /// which tells a reload whether the cleanup changed. The text is needed again only when the
 /// delivery is replaced or leaves: a reload reads those back from the state first
-/// (``cleanupsToReadBack(for:)``, ``restoreCleanups(_:)``).
+/// (``beginReadingBack(for:)``, ``restoreCleanups(_:asked:)``, ``endReadingBack(isPending:)``).
 ///
 /// The text is always in one of three places: the entry, the recorder's pending changes (which
-/// carry it over a later write of the same record without it), or the state.
+/// carry it over a later write of the same record without it), or the state. From the moment a
+/// reload asks which texts to read back until it is applied, none is let go (the book holds
+/// them, ``holdsCleanupTexts``): the state is read between the two, and what was let go
+/// meanwhile would be missing.
 extension AgentBook {
     /// Whether `entry`'s cleanup text may be let go, once the state holds it: not with shared
     /// state (another agent's reload does not read it back here), not while its cleanup is
-    /// sent or held, nor before the feeder writes its record.
+    /// sent or held, nor before the feeder writes its record. (Writing the records of the later
+    /// runs as they were booked, to let their texts go sooner, raised `run --once` 100k's peak
+    /// with the richer accounts from 190-194 MB to 205-224 MB: the recorder held them all.)
     func mayLetGoOfCleanupText(_ entry: UnsafePointer<Entry>) -> Bool {
         cleanupTextsInStateOnly && owned == nil && entry.pointee.record.cleanup != nil && entry.pointee.job != .cleanup
             && !entry.pointee.awaitsFeed && entry.pointee.record.state != .held && !entry.pointee.record.isRemoving
     }
 
-    /// The records of `keys` are written: their cleanup texts are let go where they may be.
+    /// The records of `keys` are written: their cleanup texts are let go where they may be
+    /// (once the reload under way is applied, if there is one).
     mutating func letGoOfWrittenCleanups(_ keys: [SubscriptionKey]) {
+        guard !holdsCleanupTexts else {
+            cleanupTextsToLetGo += keys
+            return
+        }
         for key in keys {
             guard entries.read(key, { mayLetGoOfCleanupText($0) }) == true else { continue }
             _ = entries.update(key) { $0.record.keepCleanupInStateOnly() }
@@ -29,8 +39,24 @@ extension AgentBook {
     }
 
     /// The keys whose cleanup text a reload to `plans` may need and the book let go: those it
-    /// replaces (another fingerprint) and those leaving. To read from the state before the reload.
-    func cleanupsToReadBack(for plans: [SubscriptionPlan]) -> [SubscriptionKey] {
+    /// replaces (another fingerprint) and those leaving, to read from the state before the
+    /// reload. Until ``endReadingBack(isPending:)``, after the reload, no text is let go.
+    mutating func beginReadingBack(for plans: [SubscriptionPlan]) -> [SubscriptionKey] {
+        holdsCleanupTexts = true
+        return cleanupsToReadBack(for: plans)
+    }
+
+    /// The reload is applied: the texts held meanwhile are let go, those of records not
+    /// recorded again since (`isPending`: a change of it waits to be written).
+    mutating func endReadingBack(isPending: (SubscriptionKey) -> Bool) {
+        holdsCleanupTexts = false
+        let keys = cleanupTextsToLetGo
+        cleanupTextsToLetGo = []
+        letGoOfWrittenCleanups(keys.filter { !isPending($0) })
+    }
+
+    /// ``beginReadingBack(for:)``'s keys.
+    private func cleanupsToReadBack(for plans: [SubscriptionPlan]) -> [SubscriptionKey] {
         let inState = entries.compactMapBorrowing { _, entry in entry.pointee.record.cleanupInState == nil ? nil : () }.count
         guard inState > 0 else { return [] }
         var keys: [SubscriptionKey] = []

@@ -329,7 +329,9 @@ extension AgentBook {
             }
         }
         // A record the start leaves as stored: its cleanup text is the state's.
-        if !written, withUnsafePointer(to: entry, { mayLetGoOfCleanupText($0) }) { entry.record.keepCleanupInStateOnly() }
+        if !written, withUnsafePointer(to: entry, { mayLetGoOfCleanupText($0) }) {
+            if holdsCleanupTexts { cleanupTextsToLetGo.append(entry.record.key) } else { entry.record.keepCleanupInStateOnly() }
+        }
         let (submission, generation) = store(entry)
         start.add(record, submission: submission, generation: generation)
     }

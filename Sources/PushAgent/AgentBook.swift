@@ -74,6 +74,10 @@ struct AgentBook {
     /// (``AgentBook+CleanupTexts``): the agent's, whose state is its own; tests of the book
     /// keep them.
     var cleanupTextsInStateOnly = false
+    /// While a reload reads texts back: none is let go (``AgentBook+CleanupTexts``); those that
+    /// would have been wait in ``cleanupTextsToLetGo``.
+    var holdsCleanupTexts = false
+    var cleanupTextsToLetGo: [SubscriptionKey] = []
     /// Reads a stored cleanup back into a request; nil when it cannot.
     let decodeCleanup: @Sendable (SubscriptionKey, String) -> SubscriptionRequest?
 

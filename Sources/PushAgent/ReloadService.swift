@@ -54,7 +54,7 @@ struct ReloadService<C: Clock>: Service where C.Duration == Duration {
         case .loaded(let plans, let newPollers, let newSettings, let warnings):
             // The cleanups the book let go of that this reload replaces or removes, read back
             // from the state first (``AgentBook+CleanupTexts``).
-            let readBack = core.state.withLock { $0.book.cleanupsToReadBack(for: plans) }
+            let readBack = core.state.withLock { $0.book.beginReadingBack(for: plans) }
             var texts: [SubscriptionKey: String] = [:]
             if !readBack.isEmpty {
                 let recorder = core.recorder
@@ -63,6 +63,7 @@ struct ReloadService<C: Clock>: Service where C.Duration == Duration {
                 }) {
                 case .success(let read): texts = read
                 case .failure(let error):
+                    core.state.withLock { $0.book.endReadingBack(isPending: core.recorder.isPending) }
                     logger.error("the previous configuration keeps running: the removal requests of the accounts this reload changes or removes cannot be read from the state: \(error.description)")
                     core.state.withLock { $0.statusNote = "reload failed, previous configuration kept: the state cannot be read" }
                     core.metrics.reloaded(successfully: false, at: Double(core.wallClock()) / 1000)
@@ -86,6 +87,7 @@ struct ReloadService<C: Clock>: Service where C.Duration == Duration {
                 let (actions, summary) = state.book.reload(plans: plans, reportInterval: newSettings.reportInterval, now: now)
                 state.book.removalGuard = newSettings.removalGuard
                 core.apply(actions, in: &state)
+                state.book.endReadingBack(isPending: core.recorder.isPending)
                 if core.shared != nil {
                     // This configuration counts now: new subscriptions for whichever agent claims
                     // them, dropped ones for their holders to clean up, written to the database

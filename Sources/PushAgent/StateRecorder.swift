@@ -105,6 +105,11 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
         if isFull { fullBatchContinuation.yield() }
     }
 
+    /// Whether a change of `key`'s record waits to be written.
+    public func isPending(_ key: SubscriptionKey) -> Bool {
+        pending.withLock { $0.records[key] != nil }
+    }
+
     /// The cleanup texts of `keys` as the state will hold them: those of changes not written
     /// yet, else the store's (``StateStore/cleanups(of:)``). Read while no write is under way: a
     /// batch being written is in neither.

@@ -17,7 +17,7 @@ extension SubscriptionPlan {
     /// Makes `record` describe this plan, not yet attempted, with its cleanup.
     func apply(to record: inout SubscriptionRecord) {
         // A replaced delivery's cleanup is read back from the state first
-        // (``AgentBook/cleanupsToReadBack(for:)``).
+        // (``AgentBook/beginReadingBack(for:)``).
         assert(record.cleanupInState == nil || record.fingerprint == fingerprint, "the cleanup of a replaced delivery is not in memory")
         if record.fingerprint != fingerprint, let old = record.cleanup, old != cleanup, !record.pastCleanups.contains(old) {
             // The delivery it replaces may have reached the receiver: its cleanup stays owed.

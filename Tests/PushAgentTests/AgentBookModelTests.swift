@@ -44,8 +44,50 @@ import PushTestThreads
         var flushing: UInt64?
         var now: Int64 = 1_000
 
-        init(seed: UInt64) {
+        // With ``AgentBook/cleanupTextsInStateOnly``: the cleanup texts the state holds, the
+        // records saved and not written yet (nil: forgotten), as the recorder keeps them, and
+        // what went wrong with the texts.
+        var stored: [SubscriptionKey: String] = [:]
+        var unwritten: [SubscriptionKey: SubscriptionRecord?] = [:]
+        var textProblems: [String] = []
+
+        init(seed: UInt64, lettingGoOfTexts: Bool = false) {
             random = SeededGenerator(seed: seed)
+            book.cleanupTextsInStateOnly = lettingGoOfTexts
+        }
+
+        /// The recorder's save: a record that let its text go keeps the text of the one before.
+        mutating func save(_ record: SubscriptionRecord) {
+            var record = record
+            if record.cleanupInState != nil, let earlier = unwritten[record.key] ?? nil, let text = earlier.cleanup {
+                record.setCleanup(text)
+            }
+            unwritten[record.key] = .some(record)
+        }
+
+        /// The recorder's write of everything saved, and what it tells the book.
+        mutating func writeState() {
+            var withText: [SubscriptionKey] = []
+            for (key, record) in unwritten {
+                guard let record else {
+                    stored[key] = nil
+                    continue
+                }
+                if record.cleanupInState != nil {
+                    if stored[key] == nil { textProblems.append("\(key) written without its text, and none is stored") }
+                } else {
+                    stored[key] = record.cleanup
+                    if record.cleanup != nil { withText.append(key) }
+                }
+            }
+            unwritten = [:]
+            book.letGoOfWrittenCleanups(withText)
+        }
+
+        /// The text the state will hold for `key`: one saved and not written yet, else the stored one.
+        func latestText(_ key: SubscriptionKey) -> String? {
+            if let pending = unwritten[key] { return pending?.cleanup ?? (pending?.cleanupInState != nil ? stored[key] : nil) }
+            return stored[key]
         }
 
         static let services = [SubscriptionKey.acrobits, "svc2"]
@@ -86,8 +128,10 @@ import PushTestThreads
                 case .cancel(let key):
                     queued.remove(key)
                     if inFlight[key] != nil { inFlight[key]!.discarded = true }
-                case .save, .forget:
-                    break
+                case .save(let record):
+                    save(record)
+                case .forget(let key):
+                    unwritten[key] = .some(nil)
                 }
             }
         }
@@ -114,6 +158,7 @@ import PushTestThreads
                 records.append(SubscriptionRecord(key: plan.key, fingerprint: plan.fingerprint, deliveredFingerprint: plan.fingerprint,
                                                   state: .delivered, cleanup: plan.cleanup))
             }
+            for record in records { stored[record.key] = record.cleanup }
             let started = book.start(plans: plans(), records: records, firstRun: firstRun)
             apply(started.actions)
             trace.append("start \(accounts) accounts, first run \(firstRun)")
@@ -122,7 +167,10 @@ import PushTestThreads
         mutating func takeRun() {
             guard feederRun == nil, !feederDone else { return }
             let size = Int.random(in: 1...4, using: &random)
-            let (_, run) = book.takeStartRun(size)
+            let (writes, run) = book.takeStartRun(size)
+            // Written before the run is submitted (the feeder waits for it).
+            apply(writes)
+            writeState()
             if run.isEmpty && !book.hasStartToFeed {
                 feederDone = true
                 book.endFeed()
@@ -168,9 +216,17 @@ import PushTestThreads
                 if coin(30) { second.insert(account) }
                 said.append("+\(account)")
             }
+            // The texts the book let go of that this reload replaces or removes, read back first.
+            let asked = book.beginReadingBack(for: plans())
+            var texts: [SubscriptionKey: String] = [:]
+            for key in asked { texts[key] = latestText(key) }
+            let missing = book.restoreCleanups(texts, asked: asked)
+            if !missing.isEmpty { textProblems.append("reload \(book.reloads + 1) found no text for \(missing)") }
             let (actions, _) = book.reload(plans: plans(), reportInterval: nil, now: now)
             apply(actions)
-            trace.append("reload \(book.reloads): \(said.joined(separator: " "))")
+            let unwritten = unwritten
+            book.endReadingBack(isPending: { unwritten[$0] != nil })
+            trace.append("reload \(book.reloads): \(said.joined(separator: " "))\(asked.isEmpty ? "" : " (read back \(asked.count))")")
         }
 
         mutating func beginWrite() {
@@ -182,6 +238,7 @@ import PushTestThreads
         mutating func endWrite() {
             guard let through = flushing else { return }
             flushing = nil
+            writeState()
             apply(book.releaseHeld(through: through))
             trace.append("written: release through reload \(through)")
         }
@@ -283,10 +340,15 @@ import PushTestThreads
 
         /// Each subscription with something to send has a next step; each without one says why.
         func problems() -> [String] {
-            var problems: [String] = []
+            var problems: [String] = textProblems
             let heldSubmissions = book.heldSubmissionKeys
             for entry in book.entries.values {
                 let key = entry.record.key
+                // A text let go of is the one the state holds (or will, once written).
+                if let digest = entry.record.cleanupInState,
+                   latestText(key).map(SubscriptionRecord.cleanupDigest) != digest {
+                    problems.append("\(key) let go of a text the state does not hold")
+                }
                 let owed = entry.job != nil
                 if owed {
                     let next = queued.contains(key) || inFlight[key].map { !$0.discarded } == true
@@ -328,7 +390,19 @@ import PushTestThreads
 
     @Test(arguments: 0..<200)
     func everySubscriptionAlwaysHasANextStep(seed: Int) {
-        var world = World(seed: UInt64(seed))
+        Self.run(World(seed: UInt64(seed)), seed: seed)
+    }
+
+    /// The same, the book letting go of written cleanup texts (as the agent with a state of its
+    /// own does), with the state's writes modelled: a text let go of is always the one the state
+    /// will hold, and every one a reload replaces or removes is read back.
+    @Test(arguments: 0..<200)
+    func everySubscriptionAlwaysHasANextStepAndItsTextWhenTheStateHoldsIt(seed: Int) {
+        Self.run(World(seed: UInt64(seed), lettingGoOfTexts: true), seed: seed)
+    }
+
+    static func run(_ world: consuming World, seed: Int) {
+        var world = world
         world.start(accounts: 6 + seed % 25, firstRun: 1 + seed % 4)
         for step in 0..<300 {
             world.step()

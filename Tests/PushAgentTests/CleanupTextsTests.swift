@@ -39,10 +39,15 @@ import Testing
 
         // alice unchanged, bob's token changed, carol gone: only bob's and carol's are read back.
         let next = [Book.plan("alice", token: "1"), Book.plan("bob", token: "2")]
-        let asked = book.cleanupsToReadBack(for: next)
+        let asked = book.beginReadingBack(for: next)
         #expect(Set(asked) == [Book.k("bob"), Book.k("carol")])
         #expect(book.restoreCleanups(state.filter { asked.contains($0.key) }, asked: asked).isEmpty)
+        // Written meanwhile: let go only once the reload is applied, and only if not recorded again.
+        book.letGoOfWrittenCleanups([Book.k("bob")])
+        #expect(try Self.entry(book, "bob").record.cleanup != nil)
         let (actions, summary) = Book.reload(&book, next, reportInterval: nil, now: 2_000)
+        book.endReadingBack(isPending: { $0 == Book.k("bob") })
+        #expect(try Self.entry(book, "bob").record.cleanup != nil, "bob's new text is still to write")
         #expect(summary.unchanged == 1 && summary.changed == 1 && summary.removed == 1)
         #expect(try Self.entry(book, "alice").record.cleanupInState != nil, "an unchanged one stays let go, and is not written")
         #expect(!Book.saved(actions).contains { $0.key == Book.k("alice") })
@@ -63,10 +68,11 @@ import Testing
         Book.send(&book, start)
         #expect(book.settle(Book.k("alice"), .delivered, attempt: 1, now: 1_000) != nil)
         book.letGoOfWrittenCleanups([Book.k("alice")])
-        let asked = book.cleanupsToReadBack(for: [])
+        let asked = book.beginReadingBack(for: [])
         #expect(asked == [Book.k("alice")])
         #expect(book.restoreCleanups([:], asked: asked) == [Book.k("alice")])
         let (actions, _) = Book.reload(&book, [], reportInterval: nil, now: 2_000)
+        book.endReadingBack(isPending: { _ in false })
         #expect(Book.submitted(actions).isEmpty)
         #expect(actions.contains(.forget(Book.k("alice"))))
     }
@@ -77,7 +83,7 @@ import Testing
         Book.send(&book, book.start(plans: [Book.plan("alice", token: "1")], records: []))
         book.letGoOfWrittenCleanups([Book.k("alice")])
         #expect(try Self.entry(book, "alice").record.cleanup != nil)
-        #expect(book.cleanupsToReadBack(for: []).isEmpty)
+        #expect(book.beginReadingBack(for: []).isEmpty)
     }
 
     /// The recorder writes a text a later version of the record leaves to the state, whether
