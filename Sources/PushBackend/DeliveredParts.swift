@@ -1,3 +1,4 @@
+import PushState
 import PushTransport
 
 /// What `plan` names when a subscription changed (SPEC §14): each named part of a delivery (its
@@ -133,7 +134,11 @@ public struct DeliveredParts: Sendable {
     /// Nil when `stored` is not of that delivery, or cannot be read.
     public static func changes(stored: String, deliveredFingerprint: String, now: DeliveredParts) -> [String]? {
         var storedLines = stored.split(separator: "\n", omittingEmptySubsequences: false)
-        guard let first = storedLines.first, first == deliveredFingerprint.prefix(16) else { return nil }
+        // Written before fingerprints were shortened, the first line is 16 hex digits of the same
+        // digest: the first 8 of its bytes, which the fingerprint's text still holds.
+        guard let first = storedLines.first,
+              first == deliveredFingerprint.prefix(16) || FingerprintText.hexOfFirstBytes(deliveredFingerprint).map({ first == $0 }) == true
+        else { return nil }
         storedLines.removeFirst()
         guard let before = digestsByName(storedLines) else { return nil }
         let nowLines = String(decoding: now.lines, as: UTF8.self).split(separator: "\n")

@@ -48,6 +48,35 @@ public enum FingerprintText {
         return bytes.withUnsafeBytes { of(digest: $0) }
     }
 
+    /// The first 8 bytes of the digest a fingerprint is of, as 16 lower-case hex digits (what an
+    /// earlier version wrote where it kept a fingerprint's first 16 characters); nil when
+    /// `fingerprint` is not one of ``length`` characters of the alphabet.
+    public static func hexOfFirstBytes(_ fingerprint: String) -> String? {
+        guard fingerprint.utf8.count == length else { return nil }
+        // Ten characters hold the first 60 bits; the eleventh's first 4 bits end the 8 bytes.
+        var bits: UInt64 = 0
+        var characters = fingerprint.utf8.makeIterator()
+        for _ in 0..<10 {
+            guard let value = characters.next().flatMap(sextet) else { return nil }
+            bits = bits << 6 | UInt64(value)
+        }
+        guard let eleventh = characters.next().flatMap(sextet) else { return nil }
+        bits = bits << 4 | UInt64(eleventh >> 2)
+        let hex = String(bits, radix: 16)
+        return String(repeating: "0", count: 16 - hex.utf8.count) + hex
+    }
+
+    private static func sextet(_ character: UInt8) -> UInt8? {
+        switch character {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): character - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): character - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "-"): 62
+        case UInt8(ascii: "_"): 63
+        default: nil
+        }
+    }
+
     /// ``current(_:)`` of an optional text.
     public static func current(_ stored: String?) -> String? {
         stored.map { current($0) }
