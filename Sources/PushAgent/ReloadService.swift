@@ -46,11 +46,15 @@ struct ReloadService<C: Clock>: Service where C.Duration == Duration {
         notifier.notify("RELOADING=1\nMONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())")
         logger.info("reloading the configuration (\(reason))")
         let load = load
-        switch await offPool(load) {
-        case .invalid(let why):
-            logger.error("the new configuration is invalid, so the previous one keeps running: \(why)")
+        /// The reload is not applied: said in the log and in `STATUS=`, counted.
+        func failed(_ message: String, status why: String) {
+            logger.error("\(message)")
             core.state.withLock { $0.statusNote = "reload failed, previous configuration kept: \(why)" }
             core.metrics.reloaded(successfully: false, at: Double(core.wallClock()) / 1000)
+        }
+        reloading: switch await offPool(load) {
+        case .invalid(let why):
+            failed("the new configuration is invalid, so the previous one keeps running: \(why)", status: why)
         case .loaded(let plans, let newPollers, let newSettings, let warnings):
             // The cleanups the book let go of that this reload replaces or removes, read back
             // from the state first (``AgentBook+CleanupTexts``).
@@ -64,11 +68,9 @@ struct ReloadService<C: Clock>: Service where C.Duration == Duration {
                 case .success(let read): texts = read
                 case .failure(let error):
                     core.state.withLock { $0.book.endReadingBack(isPending: core.recorder.isPending) }
-                    logger.error("the previous configuration keeps running: the removal requests of the accounts this reload changes or removes cannot be read from the state: \(error.description)")
-                    core.state.withLock { $0.statusNote = "reload failed, previous configuration kept: the state cannot be read" }
-                    core.metrics.reloaded(successfully: false, at: Double(core.wallClock()) / 1000)
-                    notifier.notify("READY=1\nSTATUS=\(core.statusText())")
-                    return
+                    failed("the new configuration is not applied, so the previous one keeps running: the stored removal requests of "
+                           + "the subscriptions it changes or removes cannot be read: \(error.description)", status: "the state cannot be read")
+                    break reloading
                 }
             }
             let now = core.wallClock()
