@@ -38,8 +38,9 @@ public struct StoredRequest: Codable, Equatable, Sendable {
     /// `JSONEncoder` they were 4 % of `run --once`'s CPU (perf, 10,000 accounts).
     public var text: String {
         var out = "{"
-        // Its exact length unless something needs escaping: the agent keeps the text of every
-        // subscription, and a rounded-up guess left 32 bytes unused in each (3 MB at 100,000).
+        // Its exact length unless something needs escaping: the agent keeps each text until it
+        // is written, with shared state for as long as it runs, and a rounded-up guess left 32
+        // bytes unused in each (3 MB at 100,000).
         out.reserveCapacity(unescapedLength)
         var first = true
         func key(_ name: StaticString) {

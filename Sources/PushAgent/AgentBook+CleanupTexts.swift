@@ -15,26 +15,39 @@ import PushState
 /// them, ``holdsCleanupTexts``): the state is read between the two, and what was let go
 /// meanwhile would be missing.
 extension AgentBook {
-    /// Whether `entry`'s cleanup text may be let go, once the state holds it: not with shared
-    /// state (another agent's reload does not read it back here), not while its cleanup is
-    /// sent or held, nor before the feeder writes its record. (Writing the records of the later
-    /// runs as they were booked, to let their texts go sooner, raised `run --once` 100k's peak
-    /// with the richer accounts from 190-194 MB to 205-224 MB: the recorder held them all.)
-    func mayLetGoOfCleanupText(_ entry: UnsafePointer<Entry>) -> Bool {
-        cleanupTextsInStateOnly && owned == nil && entry.pointee.record.cleanup != nil && entry.pointee.job != .cleanup
-            && !entry.pointee.awaitsFeed && entry.pointee.record.state != .held && !entry.pointee.record.isRemoving
+    /// Whether `entry`'s cleanup text may be let go, once the state holds it (with
+    /// ``cleanupTextsInStateOnly``): not while its cleanup is sent or held, nor before the feeder
+    /// writes its record. (Writing the records of the later runs as they were booked, to let
+    /// their texts go sooner, raised `run --once` 100k's peak with the richer accounts from
+    /// 190-194 MB to 205-224 MB: the recorder held them all.)
+    static func mayLetGoOfCleanupText(_ entry: Entry) -> Bool {
+        entry.record.cleanup != nil && entry.job != .cleanup && !entry.awaitsFeed && entry.record.state != .held
+            && !entry.record.isRemoving
+    }
+
+    /// Lets go of `entry`'s cleanup text, whose record the state holds as it is, where it may
+    /// be: now, or once the reload under way is applied.
+    mutating func letGoOfCleanupText(_ entry: inout Entry) {
+        guard cleanupTextsInStateOnly, Self.mayLetGoOfCleanupText(entry) else { return }
+        if holdsCleanupTexts {
+            cleanupTextsToLetGo.append(entry.record.key)
+        } else {
+            entry.record.keepCleanupInStateOnly()
+        }
     }
 
     /// The records of `keys` are written: their cleanup texts are let go where they may be
     /// (once the reload under way is applied, if there is one).
     mutating func letGoOfWrittenCleanups(_ keys: [SubscriptionKey]) {
+        guard cleanupTextsInStateOnly else { return }
         guard !holdsCleanupTexts else {
             cleanupTextsToLetGo += keys
             return
         }
         for key in keys {
-            guard entries.read(key, { mayLetGoOfCleanupText($0) }) == true else { continue }
-            _ = entries.update(key) { $0.record.keepCleanupInStateOnly() }
+            _ = entries.update(key) { entry in
+                if Self.mayLetGoOfCleanupText(entry) { entry.record.keepCleanupInStateOnly() }
+            }
         }
     }
 

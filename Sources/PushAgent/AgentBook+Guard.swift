@@ -31,7 +31,7 @@ extension AgentBook {
         return accounts > 0 ? accounts : nil
     }
 
-    /// How many accounts' removals the last start or reload held, once: the log says it once.
+    /// How many accounts' removals the last start or reload newly held, once: the log says it once.
     mutating func takeHeldNotice() -> Int? {
         defer { heldThisTime = nil }
         return heldThisTime

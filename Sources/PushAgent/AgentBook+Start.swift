@@ -329,9 +329,7 @@ extension AgentBook {
             }
         }
         // A record the start leaves as stored: its cleanup text is the state's.
-        if !written, withUnsafePointer(to: entry, { mayLetGoOfCleanupText($0) }) {
-            if holdsCleanupTexts { cleanupTextsToLetGo.append(entry.record.key) } else { entry.record.keepCleanupInStateOnly() }
-        }
+        if !written { letGoOfCleanupText(&entry) }
         let (submission, generation) = store(entry)
         start.add(record, submission: submission, generation: generation)
     }

@@ -51,8 +51,8 @@ struct AgentBook {
     var reportInterval: Duration?
     /// `agent.removalGuard` of the configuration loaded last (``AgentBook+Guard``); nil: off.
     var removalGuard: RemovalGuard? = RemovalGuard()
-    /// How many accounts' removals the last start or reload held, until the agent has said so
-    /// (``takeHeldNotice()``).
+    /// How many accounts' removals the last start or reload newly held (not those held before),
+    /// until the agent has said so (``takeHeldNotice()``).
     var heldThisTime: Int?
     /// What the state keeps of a delivery's parts, delivered as a fingerprint (the backends'
     /// ``Backends/deliveredSignature(of:fingerprint:)``); nil keeps none.
@@ -71,8 +71,8 @@ struct AgentBook {
     /// Records whose stored cleanup could not be read (forgotten without one), for the log.
     var unreadableCleanups: [SubscriptionKey] = []
     /// Whether the cleanup texts of written records are let go, the state holding them
-    /// (``AgentBook+CleanupTexts``): the agent's, whose state is its own; tests of the book
-    /// keep them.
+    /// (``AgentBook+CleanupTexts``): set by the agent whose state is its own (with shared state,
+    /// another agent's reload would not read them back here); tests of the book keep them.
     var cleanupTextsInStateOnly = false
     /// While a reload reads texts back: none is let go (``AgentBook+CleanupTexts``); those that
     /// would have been wait in ``cleanupTextsToLetGo``.

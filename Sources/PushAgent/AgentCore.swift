@@ -109,7 +109,9 @@ final class AgentCore<C: Clock>: Sendable where C.Duration == Duration {
             },
             onEvent: { event, _ in link.core?.handle(event) })
         link.core = self
-        recorder.whenCleanupsWritten { keys in link.core?.state.withLock { $0.book.letGoOfWrittenCleanups(keys) } }
+        if shared == nil {
+            recorder.whenCleanupsWritten { keys in link.core?.state.withLock { $0.book.letGoOfWrittenCleanups(keys) } }
+        }
     }
 
     /// The core, for the scheduler's closures, which are made before it is.

@@ -116,11 +116,10 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
     public func storedCleanups(of keys: [SubscriptionKey]) throws(StateError) -> [SubscriptionKey: String] {
         try flushing.withLock { _ throws(StateError) in
             var texts: [SubscriptionKey: String] = [:]
-            let unwritten = pending.withLock { pending in
-                keys.filter { key in
-                    guard let text = pending.records[key]?.cleanup else { return true }
-                    texts[key] = text
-                    return false
+            var unwritten: [SubscriptionKey] = []
+            pending.withLock { pending in
+                for key in keys {
+                    if let text = pending.records[key]?.cleanup { texts[key] = text } else { unwritten.append(key) }
                 }
             }
             for (key, text) in try store.cleanups(of: unwritten) { texts[key] = text }
@@ -137,8 +136,9 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
     /// written. On failure the changes stay pending for the next flush.
     @discardableResult
     public func flush() -> Bool {
-        let (written, withCleanups) = flushBatch()
-        if !withCleanups.isEmpty, let onWritten = onWritten.withLock({ $0 }) {
+        let onWritten = onWritten.withLock { $0 }
+        let (written, withCleanups) = flushBatch(listing: onWritten != nil)
+        if !withCleanups.isEmpty, let onWritten {
             // Only those not recorded again meanwhile: a later version is still to write.
             let settled = pending.withLock { pending in withCleanups.filter { pending.records[$0] == nil } }
             onWritten(settled)
@@ -146,8 +146,9 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
         return written
     }
 
-    /// ``flush()``'s write: whether it was written, and the keys written with a cleanup's text.
-    private func flushBatch() -> (written: Bool, withCleanups: [SubscriptionKey]) {
+    /// ``flush()``'s write: whether it was written, and (when `listing`) the keys written with a
+    /// cleanup's text.
+    private func flushBatch(listing: Bool) -> (written: Bool, withCleanups: [SubscriptionKey]) {
         flushing.withLock { _ -> (Bool, [SubscriptionKey]) in
             let batch = pending.withLock { pending in
                 // Room for as many as this batch (up to a full one): an empty table doubled its
@@ -165,7 +166,7 @@ public final class StateRecorder<C: Clock>: Service, Sendable where C.Duration =
                 if failed > 0 {
                     logger.notice("the state is written again (\(failed) \(failed == 1 ? "write" : "writes") failed meanwhile; nothing was lost)")
                 }
-                return (true, records.compactMap { $0.cleanup == nil ? nil : $0.key })
+                return (true, listing ? records.compactMap { $0.cleanup == nil ? nil : $0.key } : [])
             } catch {
                 // Said once, not once a second for as long as the state cannot be written.
                 if failedWrites.withLock({ count in defer { count += 1 }; return count }) == 0 {
