@@ -1,4 +1,3 @@
-import PushState
 import PushTransport
 
 /// What `plan` names when a subscription changed (SPEC §14): each named part of a delivery (its
@@ -123,8 +122,8 @@ public struct DeliveredParts: Sendable {
     }
 
     /// What the state keeps of these parts, delivered as `fingerprint`: its first line the
-    /// fingerprint's first 16 characters (digests kept beside another delivery are not read),
-    /// then the parts' lines.
+    /// fingerprint's first 16 characters, the whole of one written now (digests kept beside
+    /// another delivery are not read), then the parts' lines.
     public func signature(fingerprint: String) -> String {
         String(fingerprint.prefix(16)) + "\n" + String(decoding: lines.dropLast(lines.last == 0x0A ? 1 : 0), as: UTF8.self)
     }
@@ -134,11 +133,7 @@ public struct DeliveredParts: Sendable {
     /// Nil when `stored` is not of that delivery, or cannot be read.
     public static func changes(stored: String, deliveredFingerprint: String, now: DeliveredParts) -> [String]? {
         var storedLines = stored.split(separator: "\n", omittingEmptySubsequences: false)
-        // Written before fingerprints were shortened, the first line is 16 hex digits of the same
-        // digest: the first 8 of its bytes, which the fingerprint's text still holds.
-        guard let first = storedLines.first,
-              first == deliveredFingerprint.prefix(16) || FingerprintText.hexOfFirstBytes(deliveredFingerprint).map({ first == $0 }) == true
-        else { return nil }
+        guard let first = storedLines.first, first == deliveredFingerprint.prefix(16) else { return nil }
         storedLines.removeFirst()
         guard let before = digestsByName(storedLines) else { return nil }
         let nowLines = String(decoding: now.lines, as: UTF8.self).split(separator: "\n")

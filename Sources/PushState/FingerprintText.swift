@@ -19,7 +19,7 @@ public enum FingerprintText {
         precondition(bytes.count >= digestBytes, "a fingerprint takes \(digestBytes) bytes of a digest")
         return String(unsafeUninitializedCapacity: length) { out in
             alphabet.withUTF8Buffer { alphabet in
-                // Four characters per three bytes; the sixteenth of twelve bytes is left out.
+                // Four characters per three bytes: twelve bytes make sixteen, the last left out.
                 var written = 0
                 for group in 0..<(digestBytes / 3) {
                     let value = UInt32(bytes[3 * group]) << 16 | UInt32(bytes[3 * group + 1]) << 8 | UInt32(bytes[3 * group + 2])
@@ -48,33 +48,16 @@ public enum FingerprintText {
         return bytes.withUnsafeBytes { of(digest: $0) }
     }
 
-    /// The first 8 bytes of the digest a fingerprint is of, as 16 lower-case hex digits (what an
-    /// earlier version wrote where it kept a fingerprint's first 16 characters); nil when
-    /// `fingerprint` is not one of ``length`` characters of the alphabet.
-    public static func hexOfFirstBytes(_ fingerprint: String) -> String? {
-        guard fingerprint.utf8.count == length else { return nil }
-        // Ten characters hold the first 60 bits; the eleventh's first 4 bits end the 8 bytes.
-        var bits: UInt64 = 0
-        var characters = fingerprint.utf8.makeIterator()
-        for _ in 0..<10 {
-            guard let value = characters.next().flatMap(sextet) else { return nil }
-            bits = bits << 6 | UInt64(value)
-        }
-        guard let eleventh = characters.next().flatMap(sextet) else { return nil }
-        bits = bits << 4 | UInt64(eleventh >> 2)
-        let hex = String(bits, radix: 16)
-        return String(repeating: "0", count: 16 - hex.utf8.count) + hex
-    }
-
-    private static func sextet(_ character: UInt8) -> UInt8? {
-        switch character {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"): character - UInt8(ascii: "A")
-        case UInt8(ascii: "a")...UInt8(ascii: "z"): character - UInt8(ascii: "a") + 26
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0") + 52
-        case UInt8(ascii: "-"): 62
-        case UInt8(ascii: "_"): 63
-        default: nil
-        }
+    /// What the state keeps of a delivery's parts (PushBackend's `DeliveredParts`: its first
+    /// line the first 16 characters of the fingerprint delivered), in the form written now: kept
+    /// beside 64 hex digits, its first line is made of the fingerprint they now read as
+    /// (``current(_:)``), so `plan` reads it for the same delivery after an upgrade.
+    public static func currentParts(_ parts: String, deliveredFingerprint stored: String?) -> String {
+        guard let stored, stored.utf8.count == 64, parts.utf8.starts(with: stored.utf8.prefix(16)),
+              parts.utf8.dropFirst(16).first == UInt8(ascii: "\n") else { return parts }
+        let current = current(stored)
+        guard current != stored else { return parts }
+        return String(current.prefix(16)) + String(parts.dropFirst(16))
     }
 
     /// ``current(_:)`` of an optional text.

@@ -153,8 +153,9 @@ public final class PostgresStateStore: SharedStateStore {
         try withConnection { connection throws(StateError) in
             var parts: [SubscriptionKey: String] = [:]
             for row in try connection.query(
-                "SELECT account, service, delivered_parts FROM pushreporter_subscriptions WHERE delivered_parts IS NOT NULL") {
-                parts[SubscriptionKey(account: row[0] ?? "", service: row[1] ?? "")] = row[2] ?? ""
+                "SELECT account, service, delivered_parts, delivered_fingerprint FROM pushreporter_subscriptions WHERE delivered_parts IS NOT NULL") {
+                parts[SubscriptionKey(account: row[0] ?? "", service: row[1] ?? "")] =
+                    FingerprintText.currentParts(row[2] ?? "", deliveredFingerprint: row[3])
             }
             return parts
         }

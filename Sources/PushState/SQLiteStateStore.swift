@@ -217,10 +217,12 @@ public final class SQLiteStateStore: StateStore {
         try connection.withLock { (statements: inout Statements) throws(StateError) -> [SubscriptionKey: String] in
             // An older layout (read-only, its agent may still run) keeps none.
             guard try Self.columns(of: statements.database, table: "subscriptions").contains("delivered_parts") else { return [:] }
-            let select = try statements.database.prepare("SELECT account, service, delivered_parts FROM subscriptions WHERE delivered_parts IS NOT NULL")
+            let select = try statements.database.prepare(
+                "SELECT account, service, delivered_parts, delivered_fingerprint FROM subscriptions WHERE delivered_parts IS NOT NULL")
             var parts: [SubscriptionKey: String] = [:]
             while try select.step() {
-                parts[SubscriptionKey(account: select.text(0) ?? "", service: select.text(1) ?? "")] = select.text(2)
+                parts[SubscriptionKey(account: select.text(0) ?? "", service: select.text(1) ?? "")] =
+                    FingerprintText.currentParts(select.text(2) ?? "", deliveredFingerprint: select.text(3))
             }
             return parts
         }

@@ -52,16 +52,4 @@ import PushTestThreads
         }
         #expect(FingerprintText.current(nil as String?) == nil)
     }
-
-    /// Where an earlier version kept a fingerprint's first 16 characters (the digests of a
-    /// delivery's parts, for `plan`), they are the hex of the digest's first 8 bytes, which the
-    /// fingerprint's text still holds.
-    @Test func theHexOfAFingerprintsFirstBytesIsWhatAnEarlierVersionKept() {
-        let legacy = Fingerprint.sha256(["alice", "journeys"])
-        #expect(FingerprintText.hexOfFirstBytes(Fingerprint.subscription(["alice", "journeys"])) == String(legacy.prefix(16)))
-        #expect(FingerprintText.hexOfFirstBytes("g9ZlGoBxh8Co0RL") == "83d6651a807187c0")
-        #expect(FingerprintText.hexOfFirstBytes("-vv8_f7_AAECAwQ") == "fafbfcfdfeff0001")
-        #expect(FingerprintText.hexOfFirstBytes("f-alice") == nil)
-        #expect(FingerprintText.hexOfFirstBytes("g9ZlGoBxh!Co0RL") == nil)
-    }
 }

@@ -116,6 +116,25 @@ import PushTestThreads
         withExtendedLifetime(keep) {}
     }
 
+    /// The digests of a delivery's parts an earlier version kept beside 64 hex digits are read
+    /// beside the fingerprint those now read as, so `plan` names what changed after an upgrade.
+    @Test(arguments: kinds)
+    func anEarlierDeliverysPartsReadBesideItsFingerprintNow(_ kind: StoreKind) throws {
+        let (place, keep) = try kind.makePlace()
+        let legacy = "83d6651a807187c0a8d112e366a01f88f5ab4014ce5d59aab5fdb63ff0017b00"
+        var alice = Self.record("alice")
+        alice.fingerprint = legacy
+        alice.deliveredFingerprint = legacy
+        alice.deliveredParts = "83d6651a807187c0\n0123 query t"
+        var bob = Self.record("bob")
+        bob.deliveredParts = "f-bob-acrobits\n4567 query t"
+        try kind.open(place, false).save([alice, bob], deleting: [])
+        let parts = try kind.open(place, true).deliveredParts()
+        #expect(parts[alice.key] == "g9ZlGoBxh8Co0RL\n0123 query t")
+        #expect(parts[bob.key] == "f-bob-acrobits\n4567 query t")
+        withExtendedLifetime(keep) {}
+    }
+
     @Test(arguments: kinds)
     func subscriptionsOfOneAccountAreApart(_ kind: StoreKind) throws {
         let (place, keep) = try kind.makePlace()
