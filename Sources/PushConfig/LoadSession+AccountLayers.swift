@@ -30,12 +30,13 @@ extension LoadSession {
         var aliases = AliasFill()
         // Keys that are a near miss of one pushreporter acts on: told once the layer is whole.
         var misspelt: [(key: YAMLScalar, suggestion: String)] = []
-        layer.values = base
-        // One copy of `base` with room for this layer, instead of a copy and then a resize. An
-        // alias pair `base` has both names of adds none: room for it stayed empty in every
-        // account of a file whose `defaults:` give one (80 bytes each, 8 MB at 100,000).
+        // Over `base`, shared (``AccountValueTable/init(over:)``), with room for this layer's
+        // own keys at once instead of growing. An alias pair `base` has both names of adds none:
+        // room for it stayed empty in every account of a file whose `defaults:` give one (80
+        // bytes each, 8 MB at 100,000).
+        layer.values = AccountValueTable(over: base)
         let aliasRoom = Self.aliasKeys.count { !(base.contains($0.first) && base.contains($0.second)) }
-        layer.values.reserveCapacity(base.count + mapping.entries.count + aliasRoom)
+        layer.values.reserveCapacity(mapping.entries.count + aliasRoom)
         // Read in place: a copy of each entry (a retain and release of each of its strings)
         // cost a tenth of reading an account.
         mapping.entries.withUnsafeBufferPointer { entries in

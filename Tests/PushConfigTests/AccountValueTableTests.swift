@@ -96,3 +96,63 @@ extension AccountValueTableTests {
         #expect(!table.contains(AccountValueTable.PreparedKey("absent")))
     }
 }
+
+extension AccountValueTableTests {
+    private func defaults() -> AccountValueTable {
+        var table = AccountValueTable()
+        table["pushappid"] = value("app")
+        table["na\u{EF}ve"] = value("composed")
+        table["pushTokenReporterUrl"] = value("https://a.example/")
+        return table
+    }
+
+    @Test("a table over another reads its keys in their place, its own over them, and leaves the other as it was")
+    func layered() {
+        let base = defaults()
+        var table = AccountValueTable(over: base)
+        #expect(texts(table) == texts(base))
+        #expect(table.count == 3 && table.hasSameKeys(as: base))
+        table["selector"] = value("s1")
+        table["pushappid"] = value("mine")
+        // A canonically equivalent spelling sets the base's key, in its place and spelling.
+        table["nai\u{308}ve"] = value("replaced")
+        #expect(texts(table) == ["pushappid=mine", "na\u{EF}ve=replaced", "pushTokenReporterUrl=https://a.example/", "selector=s1"])
+        #expect(table.count == 4)
+        table["pushTokenReporterUrl"] = nil
+        #expect(texts(table) == ["pushappid=mine", "na\u{EF}ve=replaced", "selector=s1"])
+        #expect(table.count == 3)
+        #expect(table["pushTokenReporterUrl"] == nil && !table.contains("pushTokenReporterUrl"))
+        #expect(!table.containsValue { $0.text == "https://a.example/" } && table.containsValue { $0.text == "s1" })
+        #expect(table.keys == ["pushappid", "na\u{EF}ve", "selector"])
+        // Set again after its removal: back in the base's place.
+        table["pushTokenReporterUrl"] = value("https://b.example/")
+        #expect(texts(table) == ["pushappid=mine", "na\u{EF}ve=replaced", "pushTokenReporterUrl=https://b.example/", "selector=s1"])
+        // A key of its own removed is gone.
+        table["selector"] = nil
+        #expect(table.count == 3 && table["selector"] == nil)
+        #expect(texts(base) == ["pushappid=app", "na\u{EF}ve=composed", "pushTokenReporterUrl=https://a.example/"])
+    }
+
+    @Test("keys compare the same whether layered or flat, and differ where the layers hide or add one")
+    func layeredKeys() {
+        let base = defaults()
+        var first = AccountValueTable(over: base)
+        first["selector"] = value("s1")
+        var second = AccountValueTable(over: base)
+        second["selector"] = value("s2")
+        second["pushappid"] = value("other")
+        #expect(first.hasSameKeys(as: second) && second.hasSameKeys(as: first))
+        var flat = AccountValueTable()
+        for (key, value) in first { flat[key] = value }
+        #expect(flat.hasSameKeys(as: first) && first.hasSameKeys(as: flat))
+        var removed = AccountValueTable(over: base)
+        removed["pushappid"] = nil
+        removed["selector"] = value("s3")
+        #expect(!removed.hasSameKeys(as: first) && !first.hasSameKeys(as: removed))
+        // A table over a layered one holds the same, in the same order.
+        var over = AccountValueTable(over: second)
+        #expect(texts(over) == texts(second))
+        over["x"] = value("1")
+        #expect(texts(over) == texts(second) + ["x=1"])
+    }
+}
