@@ -90,9 +90,10 @@ struct AgentBook {
     // MARK: The start, as the feeder takes it (AgentBook+Start.swift)
 
 
-    /// The plans of a large start after its first run, booked after the first run is
-    /// submitted (``bookRestOfStart(upTo:)``, ``nextStartRun(_:)``), so that it leaves without
-    /// waiting for every entry (booking 100,000 took 0.2 s); nil once all are booked.
+    /// The plans of a large start after its first run, booked as the feeder takes them
+    /// (``nextStartRun(_:)``), or at once by what needs the whole book
+    /// (``bookRestOfStart(upTo:)``), so that the first run leaves without waiting for every
+    /// entry (booking 100,000 took 0.2 s); nil once all are booked.
     var restOfStart: RestOfStart?
     /// Later runs of the start not taken by the feeder yet: the removals past the first run,
     /// and plans booked before it asked (``bookRestOfStart(upTo:)``), first in what it takes next.

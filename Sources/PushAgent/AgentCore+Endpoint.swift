@@ -92,8 +92,8 @@ extension AgentCore {
     func webhook(_ receiver: any WebhookReceiver, service: String, account: String, body: [UInt8]) -> HTTPEndpoint.Response {
         let key = SubscriptionKey(account: account, service: service)
         guard let (delivery, data) = state.withLock({ state -> (SubscriptionRequest, String?)? in
-            // One not booked yet is known all the same (the start books its plans while its
-            // first run is sent).
+            // One not booked yet is known all the same (the start books its plans as the
+            // feeder takes them).
             bookWholeStart(&state)
             guard let entry = state.book.entries[key], let delivery = entry.plan?.delivery else { return nil }
             return (delivery, entry.record.state == .accepted ? entry.record.backendData : nil)

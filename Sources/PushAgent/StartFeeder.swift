@@ -8,9 +8,9 @@ import PushSystem
 import ServiceLifecycle
 
 /// Hands a large start to the scheduler in runs (SPEC §6 still holds: each run is written
-/// before it is submitted), and books the plans past the first run while that run is sent:
-/// booked and submitted at once, 100,000 subscriptions held their first request back and
-/// filled the scheduler's queue. Ends once the start is all fed, or when stopping begins.
+/// before it is submitted), booking the plans past the first run as it takes them: booked and
+/// submitted at once, 100,000 subscriptions held their first request back and filled the
+/// scheduler's queue. Ends once the start is all fed, or when stopping begins.
 struct StartFeeder<C: Clock>: Service where C.Duration == Duration {
     let core: AgentCore<C>
 
@@ -29,42 +29,21 @@ struct StartFeeder<C: Clock>: Service where C.Duration == Duration {
         try? await gracefulShutdown()
     }
 
-    /// Books the rest of the start and feeds it, when the start left any.
+    /// Hands the start's runs after the first to the scheduler a run at a time, as the book
+    /// gives them (``AgentBook/takeStartRun(_:)``, which books the plans of each run as it is
+    /// taken): each run's records as they stand now are written first, then what is still the
+    /// start's job is submitted (a reload or a stopped service may have moved some on
+    /// meanwhile; ``AgentBook/submitStartRun(_:)``).
+    ///
+    /// Booked as they are taken, not all while the first run was sent: the entries then fill as
+    /// the requests and removals the plans hold are sent and written, instead of on top of all of
+    /// them. And each run's garbage goes back to the system once it is submitted: kept in glibc's
+    /// heaps, what booking, writing and settling free grew the resident memory of `run --once`
+    /// with 100,000 richer accounts to 185 MB while it sent, where the heap held 130 MB. Both
+    /// together: 185–190 → 152–157 MB at its peak (which is now loading's), for 26 calls of
+    /// `malloc_trim` (docs/performance.md, third round of issue 35).
     func feedTheStart() async {
         guard core.state.withLock({ $0.book.hasStartToFeed }) else { return }
-        await withTaskGroup(of: Void.self) { group in
-            if !core.state.withLock({ $0.book.startIsBooked }) {
-                group.addTask { await bookRestOfStart() }
-            }
-            group.addTask { await feed() }
-        }
-    }
-
-    /// Books the start's plans after its first run while it is sent, a run of plans at a time
-    /// (the book is held for one run at a time), ahead of the feeder: held until fed, the plans
-    /// kept 20 MB more at 100,000 while the sending began, the peak of `run --once`.
-    private func bookRestOfStart() async {
-        let run = core.startRunSize * Self.largestStartRunFactor
-        // Stopping, nothing more is sent: what is left is booked for the outcome (RunOnce).
-        while !Task.isCancelled && !core.isStopping {
-            let booked = core.state.withLock { state -> Bool in
-                core.write(state.book.bookRestOfStart(upTo: run))
-                return state.book.startIsBooked
-            }
-            if booked {
-                // The book may be settled only now: what waits for that is told.
-                core.changed()
-                return
-            }
-            await Task.yield()
-        }
-    }
-
-    /// Hands the start's runs after the first to the scheduler a run at a time, as the book
-    /// gives them (``AgentBook/takeStartRun(_:)``): each run's records as they stand now are
-    /// written first, then what is still the start's job is submitted (a reload or a stopped
-    /// service may have moved some on meanwhile; ``AgentBook/submitStartRun(_:)``).
-    private func feed() async {
         // Done, or given up: what was not fed awaits the feeder no more.
         defer { core.state.withLock { $0.book.endFeed() } }
         // Each run twice the one before, up to `largestStartRunFactor` first runs: the scheduler
@@ -87,6 +66,7 @@ struct StartFeeder<C: Clock>: Service where C.Duration == Duration {
             size = min(size * 2, core.startRunSize * Self.largestStartRunFactor)
             guard await core.flushUntilWritten(), await roomToSubmit(run.count) else { return }
             core.state.withLock { state in core.apply(state.book.submitStartRun(run), in: &state) }
+            Allocator.returnFreePages()
         }
         // The start's runs, their records and their writes are freed: give that back now, not
         // only once every first attempt is answered.

@@ -473,6 +473,26 @@ import PushTestThreads
         #expect(stopped.startIsBooked && stopped.startJobs == 7 && stopped.entries.jobCount == 7)
     }
 
+    @Test("the plans past the start's first run wait in runs of 1,024, each let go once the feeder has booked it, in order")
+    func restOfStartInRuns() {
+        let count = 100 + 2 * AgentBook.PlanRuns.runSize + 452
+        let plans = (0..<count).map { Self.plan(String(format: "a%05d", $0), token: "t", removal: false) }
+        var book = Self.book()
+        let start = book.start(plans: plans, records: [], firstRun: 100)
+        #expect(Self.submitted(keysOf: start).map(\.account) == plans[..<100].map(\.account))
+        #expect(book.restOfStart?.plans.runsLeft == 3 && !book.startIsBooked)
+        var fed: [String] = []
+        var runsLeft: [Int] = []
+        while book.hasStartToFeed {
+            fed += book.nextStartRun(1_000).run.map(\.key.account)
+            runsLeft.append(book.restOfStart?.plans.runsLeft ?? 0)
+        }
+        #expect(fed == plans[100...].map(\.account))
+        // 1,000 of the first run's 1,024, then its last 24 and 976 of the second, …
+        #expect(runsLeft == [3, 2, 0])
+        #expect(book.startIsBooked && book.startJobs == count)
+    }
+
     @Test func aServiceStoppedInTheFirstRunStopsThePlansBookedAfterIt() throws {
         // Credentials refused by the first run's answer: the plans booked after it wait as
         // stopped, as a whole start's do, and the reload that resumes the service sends them all.
