@@ -181,6 +181,10 @@ struct LoadSession {
         if let sectionRun, spliced {
             var run = sectionRun.take()
             streamed += run.accounts.count
+            // The file's last run: room for exactly it. Doubled, the list of 100,000 richer
+            // accounts grew by 4.7 MB while the file's bytes were still held, at the peak of
+            // `run --once` (2.4 MB more resident, `/usr/bin/time`).
+            if keepsEveryAccount { configuration.accounts.reserveCapacity(configuration.accounts.count + run.accounts.count) }
             take(&run)
         } else {
             // Not spliced: its items are not wanted, and the thread reading them can stop.
