@@ -5,6 +5,7 @@ import PushState
 
 /// With state shared by several agents (SPEC §11): what this agent holds the lease of.
 extension AgentBook {
+    /// The first configuration of an agent that shares its state (SPEC §11): every planned
     /// subscription is known but none is its own yet; it sends only what it claims
     /// (``acquire(_:now:)``).
     mutating func startShared(plans: [SubscriptionPlan]) {

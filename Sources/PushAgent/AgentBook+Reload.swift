@@ -6,6 +6,12 @@ import PushState
 /// A new configuration while the agent runs (SPEC §5): what changed is sent, held until its
 /// state is written; what left is cleaned up.
 extension AgentBook {
+    /// A new configuration while running: new and changed subscriptions are delivered now
+    /// (replacing a pending retry), unchanged ones keep their schedule (a rejected one stays
+    /// rejected), those of a stopped service are sent again, and those that left get their
+    /// cleanup. The actions cancel, then save and forget, to apply at once; what the reload
+    /// submits is kept, and the subscriptions it changes are held (no attempt starts), until
+    /// the caller has written the state and calls ``releaseHeld(through:)`` with this reload's
     /// number (``reloads``), so that no request leaves before its cleanup is written (SPEC §6).
     /// `reportInterval` is the new configuration's.
     mutating func reload(plans: [SubscriptionPlan], reportInterval newInterval: Duration?, now: Int64) -> ([Action], ReloadSummary) {

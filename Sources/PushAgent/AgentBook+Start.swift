@@ -303,8 +303,6 @@ extension AgentBook {
         } ?? nil
     }
 
-    /// How many subscriptions the start gave a job (``Entry/isStartJob``): each submitted once,
-
     /// Whether `key` was booked by a start for a later run and has not been handed to the
     /// scheduler since (by the feeder, or by a reload's submission of it).
     func awaitsFeed(_ key: SubscriptionKey) -> Bool {
@@ -327,8 +325,6 @@ extension AgentBook {
         awaitingFeed = 0
     }
 
-    /// The first configuration of an agent that shares its state (SPEC §11): every planned
-
     /// The removal of stored subscriptions (`pushreporter remove`): each gets its cleanups, then
     /// is forgotten.
     mutating func startCleanup(of records: [SubscriptionRecord]) -> [Action] {
@@ -341,13 +337,6 @@ extension AgentBook {
         for record in records { bookCleanup(of: record, into: &start) }
         return finished(start)
     }
-
-    /// A new configuration while running: new and changed subscriptions are delivered now
-    /// (replacing a pending retry), unchanged ones keep their schedule (a rejected one stays
-    /// rejected), those of a stopped service are sent again, and those that left get their
-    /// cleanup. The actions cancel, then save and forget, to apply at once; what the reload
-    /// submits is kept, and the subscriptions it changes are held (no attempt starts), until
-    /// the caller has written the state and calls ``releaseHeld(through:)`` with this reload's
 
     /// ``schedule(_:actions:)`` for a start: `entry`'s record is written first when `written`.
     mutating func book(_ entry: consuming Entry, written: Bool, into start: inout Start) {

@@ -101,6 +101,7 @@ struct AgentBook {
     /// How many of ``bookedForFeeder`` the feeder took.
     var takenByFeeder = 0
 
+    /// How many subscriptions the start gave a job (``Entry/isStartJob``): each submitted once,
     /// in its first run or a later one.
     var startJobs = 0
 
