@@ -40,7 +40,7 @@ struct StartFeeder<C: Clock>: Service where C.Duration == Duration {
     /// them. And each run's garbage goes back to the system once it is submitted: kept in glibc's
     /// heaps, what booking, writing and settling free grew the resident memory of `run --once`
     /// with 100,000 richer accounts to 185 MB while it sent, where the heap held 130 MB. Both
-    /// together: 185–190 → 152–157 MB at its peak (which is now loading's), for 26 calls of
+    /// together: 185–190 → 152–153 MB at its peak (which is now loading's), for 26 calls of
     /// `malloc_trim` (docs/performance.md, third round of issue 35).
     func feedTheStart() async {
         guard core.state.withLock({ $0.book.hasStartToFeed }) else { return }
