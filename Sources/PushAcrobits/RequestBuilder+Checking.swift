@@ -105,11 +105,12 @@ extension RequestBuilder {
 
 
     /// ``URLText/literalProblem(in:placeholders:)`` of a compiled URL template, remembered for
-    /// the last text.
+    /// the last ``answerCount`` texts.
     mutating func literalProblem(of url: Template) -> (offset: Int, problem: URLText.LiteralProblem)? {
-        if let last = lastLiteral, last.text == url.source { return last.problem }
+        if let known = literalAnswers.last(where: { $0.text == url.source }) { return known.problem }
         let problem = URLText.literalProblem(in: url.source, placeholders: url.placeholderSpans)
-        lastLiteral = (url.source, problem)
+        if literalAnswers.count == Self.answerCount { literalAnswers.removeFirst() }
+        literalAnswers.append((url.source, problem))
         return problem
     }
     static let answerCount = 8

@@ -95,6 +95,24 @@ struct CheckingTests {
         #expect(checked.sorted() == Self.renderedDiagnostics(loaded).sorted())
     }
 
+    @Test("each URL template's problem is its own, with the accounts' templates taken in turns")
+    func urlProblemsPerTemplate() {
+        let loaded = Loaded([("u.yaml", """
+        defaults:
+          pushTokenReporterUrl: https://h.example/t?s=%selector%
+          accountRemovalReporterUrl: https://h.example/r /%selector%
+        accounts:
+          - {id: u1, username: uu1, selector: S1}
+          - {id: u2, username: uu2, selector: S2, pushTokenReporterUrl: 'http://127.0.0.1:99999/%selector%'}
+          - {id: u3, username: uu3, selector: S3}
+        """)])
+        let removal = "u.yaml:3:49: error: accountRemovalReporterUrl has a space here, which no URL may hold; write it percent-encoded (a space is %20)"
+        let port = "u.yaml:6:83: error: pushTokenReporterUrl has port 99999, outside 1–65535"
+        #expect(loaded.lines == [removal, port])
+        // Rendered one after another with one builder: no template is given another's answer.
+        #expect(Set(Self.renderedDiagnostics(loaded)) == [removal, port])
+    }
+
     @Test("one run and many runs give the same diagnostics")
     func runsAgree() {
         let loaded = Loaded(Self.files)
