@@ -117,4 +117,16 @@ import PushTestThreads
         #expect(cache.target(of: "not a url") == nil)
         #expect(cache.hostAndPort(of: "not a url") == "not a url")
     }
+
+    @Test("the cache answers for each of the hosts read in turns, and for one it let go")
+    func hostsInTurns() {
+        var cache = URLTargetCache()
+        let hosts = (1...URLTargetCache.kept + 1).map { "h\($0).example" }
+        for round in 0..<2 {
+            for (index, host) in hosts.enumerated() {
+                #expect(cache.hostAndPort(of: "https://\(host):\(8000 + index)/r\(round)") == "\(host):\(8000 + index)")
+                #expect(cache.target(of: "http://\(host)/x")?.port == 80)
+            }
+        }
+    }
 }
