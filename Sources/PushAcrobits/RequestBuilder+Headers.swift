@@ -17,8 +17,8 @@ extension RequestBuilder {
                                         diagnostics: inout DiagnosticList) -> [HeaderTemplate]? {
         var failed = false
         let lines: [HeaderLine]
-        if let last = lastHeaderLines, last.text == value.text {
-            lines = last.lines
+        if let known = headerLineAnswers.last(where: { $0.text == value.text }) {
+            lines = known.lines
         } else {
             // Into a list of its own: `diagnostics` drops a repeat (another account's same
             // warning), which would look like a text read without a word said.
@@ -26,7 +26,10 @@ extension RequestBuilder {
             (lines, failed) = headerLines(value, diagnostics: &found)
             diagnostics.append(contentsOf: found.all)
             // Only a text read without a word said is read alike for another account.
-            lastHeaderLines = !failed && found.all.isEmpty ? (value.text, lines) : nil
+            if !failed && found.all.isEmpty {
+                if headerLineAnswers.count == Self.answerCount { headerLineAnswers.removeFirst() }
+                headerLineAnswers.append((value.text, lines))
+            }
         }
         var result: [HeaderTemplate] = []
         result.reserveCapacity(lines.count)

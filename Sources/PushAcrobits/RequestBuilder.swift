@@ -24,10 +24,11 @@ public struct RequestBuilder: Sendable {
     var literalAnswers: [(text: String, problem: (offset: Int, problem: URLText.LiteralProblem)?)] = []
     /// JSON body templates that render to JSON whatever the values.
     var wellFormedJSONBodies: [String] = []
-    /// The last custom headers text whose lines read without a problem, with those lines:
+    /// Custom headers texts whose lines read without a problem, with those lines, newest last:
     /// accounts of a file share their `defaults:` headers, and reading them for each was a
-    /// tenth of the time to check a JSON request.
-    var lastHeaderLines: (text: String, lines: [HeaderLine])?
+    /// tenth of the time to check a JSON request. More than the last one: each reporter may
+    /// have its own.
+    var headerLineAnswers: [(text: String, lines: [HeaderLine])] = []
 
     /// `host:port` of a URL this builder rendered (``URLText/hostAndPort(of:)``), one string
     /// shared by the requests to one host.

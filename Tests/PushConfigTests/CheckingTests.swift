@@ -113,6 +113,32 @@ struct CheckingTests {
         #expect(Set(Self.renderedDiagnostics(loaded)) == [removal, port])
     }
 
+    @Test("each reporter's custom headers are its own, with the accounts' reporters taken in turns")
+    func headersPerReporter() {
+        let loaded = Loaded([("h.yaml", """
+        defaults:
+          pushTokenReporterUrl: https://h.example/t
+          pushTokenReporterCustomHeaders: |
+            X-Key: report
+            X-Who: %account[username]%
+          accountRemovalReporterUrl: https://r.example/r
+          accountRemovalReporterCustomHeaders: |
+            X-Key: removal
+            X-Who: %account[username]%
+        accounts:
+          - {id: h1, username: u1, selector: S1}
+          - {id: h2, username: u2, selector: S2}
+          - {id: h3, username: u3, selector: S3}
+        """)])
+        #expect(loaded.lines.isEmpty)
+        for id in ["h1", "h2", "h3"] {
+            for (reporter, key) in [(Reporter.pushTokenReporter, "report"), (.accountRemovalReporter, "removal")] {
+                let headers = loaded.request(id, reporter)?.headers.filter { $0.name.hasPrefix("X-") }
+                #expect(headers?.map { "\($0.name): \($0.value)" } == ["X-Key: \(key)", "X-Who: u\(id.dropFirst())"], "\(id) \(reporter)")
+            }
+        }
+    }
+
     @Test("one run and many runs give the same diagnostics")
     func runsAgree() {
         let loaded = Loaded(Self.files)
