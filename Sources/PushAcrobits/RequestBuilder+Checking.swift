@@ -107,22 +107,19 @@ extension RequestBuilder {
     /// ``URLText/literalProblem(in:placeholders:)`` of a compiled URL template, remembered for
     /// the last ``answerCount`` texts.
     mutating func literalProblem(of url: Template) -> (offset: Int, problem: URLText.LiteralProblem)? {
-        if let known = literalAnswers.last(where: { $0.text == url.source }) { return known.problem }
+        if let known = literalAnswers.answer(to: url.source) { return known }
         let problem = URLText.literalProblem(in: url.source, placeholders: url.placeholderSpans)
-        if literalAnswers.count == Self.answerCount { literalAnswers.removeFirst() }
-        literalAnswers.append((url.source, problem))
+        literalAnswers.remember(problem, for: url.source)
         return problem
     }
-    static let answerCount = 8
 
     /// Whether `url` rendered has a host (the same for all values of a template that
     /// ``rendersAlikeForAllValues(_:_:)``); nil if it could not be rendered.
     mutating func hostAnswer(_ url: Template, _ values: AccountValues) -> Bool? {
-        if let known = hostAnswers.last(where: { $0.source == url.source }) { return known.hasHost }
+        if let known = hostAnswers.answer(to: url.source) { return known }
         guard let rendered = try? url.render(values, masking: .reveal) else { return nil }
         let hasHost = URLText.target(of: rendered) != nil
-        if hostAnswers.count == Self.answerCount { hostAnswers.removeFirst() }
-        hostAnswers.append((url.source, hasHost))
+        hostAnswers.remember(hasHost, for: url.source)
         return hasHost
     }
 
@@ -131,12 +128,11 @@ extension RequestBuilder {
     /// rendered, as the problem's message gives a byte offset that moves with the values.
     mutating func bodyIsWellFormed(_ prepared: PreparedRequest, _ values: AccountValues) -> Bool {
         guard prepared.bodyFormat == .json, let body = prepared.body else { return true }
-        if wellFormedJSONBodies.contains(body.source) { return true }
+        if wellFormedJSONBodies.answer(to: body.source) != nil { return true }
         guard let rendered = try? body.render(values, masking: .reveal), JSONValidator.problem(in: rendered) == nil else {
             return false
         }
-        if wellFormedJSONBodies.count == Self.answerCount { wellFormedJSONBodies.removeFirst() }
-        wellFormedJSONBodies.append(body.source)
+        wellFormedJSONBodies.remember((), for: body.source)
         return true
     }
 }

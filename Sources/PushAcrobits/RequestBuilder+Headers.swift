@@ -17,8 +17,8 @@ extension RequestBuilder {
                                         diagnostics: inout DiagnosticList) -> [HeaderTemplate]? {
         var failed = false
         let lines: [HeaderLine]
-        if let known = headerLineAnswers.last(where: { $0.text == value.text }) {
-            lines = known.lines
+        if let known = headerLineAnswers.answer(to: value.text) {
+            lines = known
         } else {
             // Into a list of its own: `diagnostics` drops a repeat (another account's same
             // warning), which would look like a text read without a word said.
@@ -27,8 +27,7 @@ extension RequestBuilder {
             diagnostics.append(contentsOf: found.all)
             // Only a text read without a word said is read alike for another account.
             if !failed && found.all.isEmpty {
-                if headerLineAnswers.count == Self.answerCount { headerLineAnswers.removeFirst() }
-                headerLineAnswers.append((value.text, lines))
+                headerLineAnswers.remember(lines, for: value.text)
             }
         }
         var result: [HeaderTemplate] = []

@@ -15,20 +15,19 @@ public struct RequestBuilder: Sendable {
     /// share them, and reading them again for each account was much of the time to plan one.
     var templateTargets = URLTargetCache()
     var renderedTargets = URLTargetCache()
-    /// Answers about template texts whose answer is the same for all values, newest last.
-    var hostAnswers: [(source: String, hasHost: Bool)] = []
-    /// URL templates read by ``literalProblem(of:)``, with their answers, newest last: the
-    /// accounts of a file nearly all share their URL templates (`defaults`), one a reporter. With
-    /// the last one only, an account with a removal URL read both again every time (4 % of
-    /// checking 10,000 such accounts, `callgrind`).
-    var literalAnswers: [(text: String, problem: (offset: Int, problem: URLText.LiteralProblem)?)] = []
+    /// Answers about template texts whose answer is the same for all values.
+    var hostAnswers = RecentAnswers<String, Bool>(capacity: answerCount)
+    /// URL templates read by ``literalProblem(of:)``, with their answers: the accounts of a file
+    /// nearly all share their URL templates (`defaults`), one a reporter.
+    var literalAnswers = RecentAnswers<String, (offset: Int, problem: URLText.LiteralProblem)?>(capacity: answerCount)
     /// JSON body templates that render to JSON whatever the values.
-    var wellFormedJSONBodies: [String] = []
-    /// Custom headers texts whose lines read without a problem, with those lines, newest last:
-    /// accounts of a file share their `defaults:` headers, and reading them for each was a
-    /// tenth of the time to check a JSON request. More than the last one: each reporter may
-    /// have its own.
-    var headerLineAnswers: [(text: String, lines: [HeaderLine])] = []
+    var wellFormedJSONBodies = RecentAnswers<String, Void>(capacity: answerCount)
+    /// Custom headers texts whose lines read without a problem, with those lines: accounts of a
+    /// file share their `defaults:` headers, and reading them for each was a tenth of the time
+    /// to check a JSON request.
+    var headerLineAnswers = RecentAnswers<String, [HeaderLine]>(capacity: answerCount)
+    /// How many answers each of those keeps.
+    static let answerCount = 8
 
     /// `host:port` of a URL this builder rendered (``URLText/hostAndPort(of:)``), one string
     /// shared by the requests to one host.

@@ -19,8 +19,8 @@ extension AgentBook {
     /// removals past the first run go to the feeder without theirs, which are written as they
     /// are fed (``unsent(_:generation:)``); and the plans after the first run are kept, to be
     /// booked as the feeder takes them (``nextStartRun(_:)``), or all at once by what needs the
-    /// whole book (``bookRestOfStart(upTo:)``). Only when there is more than a run after the first one: a smaller
-    /// rest goes in the first run too.
+    /// whole book (``bookRestOfStart(upTo:)``). Only when there is more than a run after the
+    /// first one: a smaller rest goes in the first run too.
     mutating func start(plans: [SubscriptionPlan], records: [SubscriptionRecord], firstRun: Int) -> Start {
         var start = Start(firstRun: firstRun)
         // A first start stores nothing yet: no set of the planned keys to build.

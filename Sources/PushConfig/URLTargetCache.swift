@@ -28,7 +28,7 @@ public struct URLTargetCache: Sendable {
     /// than one: an account's removal URL may go to another host than its report, and with the
     /// last one only, each account's URLs were read again in turns (21 % more instructions to
     /// check 10,000 such accounts, `callgrind`), and every request held a `host:port` of its own.
-    private var recent: [(prefix: [UInt8], target: Target)] = []
+    private var recent = RecentAnswers<[UInt8], Target>(capacity: kept)
     /// How many targets are kept.
     public static let kept = 4
 
@@ -38,15 +38,14 @@ public struct URLTargetCache: Sendable {
     public mutating func target(of url: String) -> Target? {
         var url = url
         return url.withUTF8 { bytes -> Target? in
-            if let known = recent.last(where: { Self.starts(bytes, withAuthority: $0.prefix) }) { return known.target }
+            if let known = recent.answer(where: { Self.starts(bytes, withAuthority: $0) }) { return known }
             guard let target = URLText.target(of: bytes) else { return nil }
             let host = target.host.contains(":") ? "[\(target.host)]" : target.host
             let found = Target(scheme: target.scheme, host: target.host, port: target.port, hostAndPort: "\(host):\(target.port)",
                                isLoopback: URLText.isLoopback(target.host))
             // `target(of:)` found `scheme://` at the first colon.
             let colon = bytes.firstIndex(of: UInt8(ascii: ":"))!
-            if recent.count == Self.kept { recent.removeFirst() }
-            recent.append((Array(bytes[..<URLText.authorityEnd(of: bytes, afterScheme: colon)]), found))
+            recent.remember(found, for: Array(bytes[..<URLText.authorityEnd(of: bytes, afterScheme: colon)]))
             return found
         }
     }
